@@ -1,0 +1,50 @@
+"""`swarm` command line: a thin dispatcher over one module per sub-command.
+
+Each command module exposes `configure(parser)` and `main(args) -> int` and imports its heavy
+dependencies inside `main`, so `swarm sim` never imports Locust/gevent (which monkey-patches).
+Bad input raises `UsageError` (or argparse errors): one line on stderr, exit 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from swarm.errors import SwarmError, UsageError
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "sim": ("swarm.sim.cli", "run the simulated vLLM server (OpenAI-compatible, vLLM metrics)"),
+    "demo": ("swarm.demo", "set-up-free demo: a distributed run against the embedded simulator"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="swarm", description="Load-testing swarm for OpenAI-compatible LLM servers")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).configure(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).main(args) or 0)
+    except UsageError as e:
+        print(f"swarm {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except SwarmError as e:
+        print(f"swarm {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"swarm {args.command}: interrupted", file=sys.stderr)
+        return 130
