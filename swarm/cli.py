@@ -16,7 +16,8 @@ from swarm.errors import SwarmError, UsageError
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("swarm.sim.cli", "run the simulated vLLM server (OpenAI-compatible, vLLM metrics)"),
-    "demo": ("swarm.demo", "set-up-free demo: a distributed run against the embedded simulator"),
+    "run": ("swarm.run", "distributed run on this machine: (simulator,) Locust master and N workers"),
+    "demo": ("swarm.demo", "the README's demo: master + 2 workers against the embedded simulated vLLM"),
 }
 
 

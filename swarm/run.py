@@ -1,0 +1,303 @@
+"""`swarm run`: one command for a distributed run on this machine.
+
+Starts (optionally) the embedded simulator, a Locust master and N Locust worker processes that
+talk over Locust's ZeroMQ transport exactly as on separate machines, waits for them, merges the
+workers' record parts into `DIR/requests.parquet` and prints the results table from
+`DIR/summary.json` (written by the master, see swarm/plugin.py).
+
+Ctrl-C (or SIGTERM) stops every process this command started, simulator included, and still
+writes what it has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swarm.errors import TargetError, UsageError
+
+LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
+DEFAULT_SIM_PROFILE = "rtx5090x4-qwen3.6-27b"
+START_TIMEOUT_S = 30.0
+_TIMESPAN = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+
+
+def parse_timespan(text: str) -> int:
+    """Locust's time format: 20, 20s, 3m, 1h20m, 3h30m10s. Raises UsageError."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    m = _TIMESPAN.match(text)
+    if not text or not m or not any(m.groupdict().values()):
+        raise UsageError(f"bad time {text!r}: use e.g. 30s, 5m, 1h30m")
+    return int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator")
+    p.add_argument("--workload", default="mixed", help="NAME or NAME:WEIGHT,NAME:WEIGHT (default: mixed)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("-u", "--users", type=int, default=16, help="concurrent users in total (default 16)")
+    p.add_argument("-r", "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)")
+    p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
+    p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
+    p.add_argument("--slo", help='objectives, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"')
+    p.add_argument("--model", help="model name (default: discovered from /v1/models)")
+    p.add_argument("--api-key", default=None,
+                   help="API key for the target (default: $OPENAI_API_KEY); sent only in the Authorization header")
+    p.add_argument("--sim-profile", default=DEFAULT_SIM_PROFILE,
+                   help=f"simulator profile when no --host is given (default {DEFAULT_SIM_PROFILE})")
+    p.add_argument("--sim-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for the embedded simulator (repeatable), e.g. --sim-arg=--max-num-seqs=64")
+    p.add_argument("--prometheus-port", type=int, default=None, help="serve the master's /metrics on this port")
+    p.add_argument("--stop-timeout", default="60s",
+                   help="at the end, let in-flight requests finish for this long (default 60s) so none is lost")
+    p.add_argument("--run-id", default=None, help="run id for labels and annotations (default: generated)")
+    p.add_argument("locust_args", nargs=argparse.REMAINDER,
+                   help="after --: extra Locust options passed to master and workers (e.g. -- --max-tokens 64)")
+
+
+@dataclass
+class RunPlan:
+    host: str | None
+    workload: str
+    workers: int
+    users: int
+    spawn_rate: float
+    run_time_s: int
+    stop_timeout_s: int
+    out: Path
+    run_id: str
+    slo: str | None
+    model: str | None
+    sim_profile: str
+    sim_args: list[str]
+    prometheus_port: int | None
+    extra: list[str] = field(default_factory=list)
+
+
+def plan_from_args(args: argparse.Namespace) -> RunPlan:
+    """Validate every option up front: one clear UsageError, before anything starts."""
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {args.workers})")
+    if args.users < 1:
+        raise UsageError(f"-u/--users must be at least 1 (got {args.users})")
+    if args.spawn_rate is not None and args.spawn_rate <= 0:
+        raise UsageError(f"-r/--spawn-rate must be > 0 (got {args.spawn_rate})")
+    run_time = parse_timespan(args.run_time)
+    if run_time <= 0:
+        raise UsageError("-t/--run-time must be > 0, e.g. 30s")
+    if args.host is not None and not re.match(r"^https?://[^\s/]+", args.host):
+        raise UsageError(f"--host {args.host!r} is not a URL: use e.g. http://127.0.0.1:8000")
+    from swarm.workloads import parse_mix
+
+    parse_mix(args.workload)  # raises UsageError naming the unknown workload / bad weight
+    if args.slo:
+        from swarm import slo
+
+        slo.parse(args.slo)
+    if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
+        raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
+    run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    if not re.match(r"^[A-Za-z0-9_.\-]+$", run_id):
+        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only")
+    extra = list(args.locust_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    return RunPlan(
+        host=args.host.rstrip("/") if args.host else None, workload=args.workload, workers=args.workers,
+        users=args.users, spawn_rate=args.spawn_rate or float(args.users), run_time_s=run_time,
+        stop_timeout_s=parse_timespan(args.stop_timeout), out=Path(args.out or f"runs/{run_id}"),
+        run_id=run_id, slo=args.slo, model=args.model, sim_profile=args.sim_profile,
+        sim_args=list(args.sim_arg), prometheus_port=args.prometheus_port, extra=extra,
+    )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_target(host: str, api_key: str | None, timeout_s: float = 5.0) -> None:
+    """Fail fast with one line when the target does not answer at all (before any user spawns)."""
+    req = urllib.request.Request(host + "/v1/models")
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s):
+            return
+    except urllib.error.HTTPError:
+        return  # it answers; auth or routing problems are recorded per request with their reason
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise TargetError(f"target {host} is unreachable: {reason}") from None
+
+
+class Processes:
+    """The processes one run started; all of them are stopped on exit, whatever happens."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+
+    def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+        log = open(self.out / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        log.close()
+        self.procs.append((name, p))
+        return p
+
+    def log_tail(self, name: str, chars: int = 2000) -> str:
+        path = self.out / f"{name}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    def stop_all(self, grace_s: float = 10.0) -> None:
+        for _, p in reversed(self.procs):
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for _, p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def locust_common_args(plan: RunPlan, host: str) -> list[str]:
+    args = ["--host", host, "--workload", plan.workload, "--swarm-out", str(plan.out), "--run-id", plan.run_id]
+    if plan.model:
+        args += ["--model", plan.model]
+    return args + plan.extra
+
+
+def execute(plan: RunPlan, api_key: str | None) -> int:
+    """Start everything, wait, collect. Returns the master's exit code."""
+    plan.out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key  # children read it from the environment, never argv
+    procs = Processes(plan.out)
+    master_code = 1
+    try:
+        with _sigterm_as_interrupt():
+            host = plan.host
+            if host is None:
+                port = _free_port()
+                sim_cmd = [sys.executable, "-m", "swarm", "sim", "--host", "127.0.0.1", "--port", str(port),
+                           "--profile", plan.sim_profile, "--trace", str(plan.out / "sim-trace.jsonl"),
+                           "--model", plan.model or "sim-model", *plan.sim_args]
+                sim = procs.start("sim", sim_cmd, env)
+                host = f"http://127.0.0.1:{port}"
+                if not _wait_http(host + "/health", sim, START_TIMEOUT_S):
+                    raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
+                print(f"swarm: embedded simulator ({plan.sim_profile}) at {host}")
+            else:
+                check_target(host, api_key)
+            master_port = _free_port()
+            common = locust_common_args(plan, host)
+            master_cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master", "--headless",
+                          "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
+                          "--expect-workers", str(plan.workers), "--expect-workers-max-wait", str(int(START_TIMEOUT_S)),
+                          "-u", str(plan.users), "-r", str(plan.spawn_rate), "-t", f"{plan.run_time_s}s",
+                          "--stop-timeout", f"{plan.stop_timeout_s}s",
+                          "--csv", str(plan.out / "locust"), "--html", str(plan.out / "locust.html"),
+                          "--only-summary", *common]
+            if plan.slo:
+                master_cmd += ["--slo", plan.slo]
+            if plan.prometheus_port:
+                master_cmd += ["--prometheus-port", str(plan.prometheus_port)]
+            master = procs.start("master", master_cmd, env)
+            for i in range(plan.workers):
+                procs.start(f"worker-{i}", [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
+                                            "--master-host", "127.0.0.1", "--master-port", str(master_port),
+                                            *common], env)
+            print(f"swarm: run {plan.run_id}: master + {plan.workers} workers, {plan.users} users, "
+                  f"{plan.workload}, {plan.run_time_s}s -> {plan.out}")
+            deadline = time.monotonic() + plan.run_time_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
+            while master.poll() is None:
+                if time.monotonic() > deadline:
+                    print("swarm: master did not finish in time; stopping it", file=sys.stderr)
+                    break
+                time.sleep(0.5)
+            master_code = master.poll() if master.poll() is not None else 1
+    except KeyboardInterrupt:
+        print("swarm: interrupted; stopping every process and writing what there is", file=sys.stderr)
+        master_code = 130
+    finally:
+        procs.stop_all()
+    return finish(plan, master_code, procs)
+
+
+def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
+    """Merge record parts, print the table and SLO lines, say where everything is."""
+    from swarm import recorder
+    from swarm.table import render
+
+    records_dir = plan.out / "records"
+    n = 0
+    if recorder.part_files(records_dir):
+        table = recorder.read_table(records_dir)
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, plan.out / "requests.parquet")
+        n = table.num_rows
+    summary_path = plan.out / "summary.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        print(render(summary))
+        for line in summary.get("slo", []) or []:
+            print(line if isinstance(line, str) else line.get("text", ""))
+    else:
+        print(f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
+              f"{procs.log_tail('master')}", file=sys.stderr)
+        return master_code or 1
+    print(f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}")
+    return master_code
+
+
+def main(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
+    return execute(plan, api_key)

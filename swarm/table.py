@@ -1,0 +1,57 @@
+"""Plain-text results table from a summary.json dict (pure; used by `swarm run` and reports)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+COLUMNS = (
+    ("workload", "workload"),
+    ("requests", "req"),
+    ("failed", "fail"),
+    ("qps", "QPS"),
+    ("output_tok_s", "out tok/s"),
+    ("ttft_p50", "TTFT p50"),
+    ("ttft_p99", "TTFT p99"),
+    ("ttfa_p50", "TTFA p50"),
+    ("tpot_p50", "TPOT p50"),
+    ("itl_p99", "ITL p99"),
+    ("e2e_p50", "E2E p50"),
+    ("e2e_p99", "E2E p99"),
+)
+
+
+def _latency(block: Mapping[str, Any], metric: str, stat: str) -> str:
+    v = (block.get(f"{metric}_s") or {}).get(stat)
+    if v is None:
+        return "-"
+    return f"{v * 1000:.0f}ms" if v < 10 else f"{v:.1f}s"
+
+
+def row(name: str, block: Mapping[str, Any]) -> list[str]:
+    failed = sum((block.get("failures") or {}).values())
+    cells = [name, str(block.get("requests", 0)), str(failed),
+             f"{block.get('qps', 0.0):.2f}", f"{block.get('output_tok_s', 0.0):.0f}"]
+    for key, _ in COLUMNS[5:]:
+        metric, stat = key.split("_")
+        cells.append(_latency(block, metric, stat))
+    return cells
+
+
+def render(summary: Mapping[str, Any]) -> str:
+    """The per-workload table, `total` last, followed by a failure breakdown when there is one."""
+    names = [n for n in summary.get("workloads", []) if n != "total"]
+    rows = [row(n, summary[n]) for n in names if n in summary]
+    if "total" in summary:
+        rows.append(row("total", summary["total"]))
+    header = [title for _, title in COLUMNS]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    failures = (summary.get("total") or {}).get("failures") or {}
+    if any(failures.values()):
+        parts = ", ".join(f"{k}={v}" for k, v in sorted(failures.items()) if v)
+        lines.append(f"failures by outcome: {parts}")
+    return "\n".join(lines)
