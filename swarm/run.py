@@ -20,12 +20,14 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from swarm.errors import TargetError, UsageError
 
@@ -182,6 +184,51 @@ class Processes:
                 p.wait(timeout=5)
 
 
+class CpuSampler:
+    """Samples each worker process's CPU every `interval_s` into `client_cpu.jsonl`.
+
+    A load generator at >90% CPU measures its own queueing, not the server: the report flags
+    such stages as client-bound. Runs in a plain thread of this (non-gevent) process.
+    """
+
+    def __init__(self, path: Path, interval_s: float = 1.0) -> None:
+        self.path = path
+        self.interval_s = interval_s
+        self.workers: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
+
+    def watch(self, name: str, pid: int) -> None:
+        import psutil
+
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            proc.cpu_percent(None)  # prime: the first call always returns 0.0
+            self.workers[name] = proc
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        import psutil
+
+        with open(self.path, "a") as out:
+            while not self._stop.wait(self.interval_s):
+                ts = time.time()
+                for name, proc in list(self.workers.items()):
+                    try:
+                        cpu = proc.cpu_percent(None)
+                    except psutil.Error:  # the worker exited: stop watching it
+                        del self.workers[name]
+                        continue
+                    out.write(json.dumps({"ts": ts, "worker": name, "cpu_percent": cpu}) + "\n")
+                out.flush()
+
+
 def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
@@ -219,6 +266,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     if api_key:
         env["OPENAI_API_KEY"] = api_key  # children read it from the environment, never argv
     procs = Processes(plan.out)
+    cpu = CpuSampler(plan.out / "client_cpu.jsonl")
     master_code = 1
     try:
         with _sigterm_as_interrupt():
@@ -249,10 +297,12 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             if plan.prometheus_port:
                 master_cmd += ["--prometheus-port", str(plan.prometheus_port)]
             master = procs.start("master", master_cmd, env)
+            cpu.start()
             for i in range(plan.workers):
-                procs.start(f"worker-{i}", [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
+                worker = procs.start(f"worker-{i}", [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
                                             "--master-host", "127.0.0.1", "--master-port", str(master_port),
                                             *common], env)
+                cpu.watch(f"worker-{i}", worker.pid)
             print(f"swarm: run {plan.run_id}: master + {plan.workers} workers, {plan.users} users, "
                   f"{plan.workload}, {plan.run_time_s}s -> {plan.out}")
             deadline = time.monotonic() + plan.run_time_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
@@ -266,6 +316,8 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
         print("swarm: interrupted; stopping every process and writing what there is", file=sys.stderr)
         master_code = 130
     finally:
+        if cpu._thread.is_alive():
+            cpu.stop()
         procs.stop_all()
     return finish(plan, master_code, procs)
 
