@@ -211,7 +211,8 @@ class CpuSampler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _loop(self) -> None:
         import psutil
@@ -316,8 +317,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
         print("swarm: interrupted; stopping every process and writing what there is", file=sys.stderr)
         master_code = 130
     finally:
-        if cpu._thread.is_alive():
-            cpu.stop()
+        cpu.stop()
         procs.stop_all()
     return finish(plan, master_code, procs)
 
