@@ -1,0 +1,414 @@
+"""The target's own numbers: scrape its Prometheus /metrics, normalise, aggregate per stage.
+
+One normalised `ServerSnapshot` per scrape, whatever the server:
+
+- vLLM 0.12+ names (`vllm:kv_cache_usage_perc`, `vllm:prefix_cache_*`, `vllm:inter_token_latency_seconds`)
+- vLLM 0.10/0.11 names (`vllm:gpu_cache_usage_perc`, `vllm:gpu_prefix_cache_*`,
+  `vllm:time_per_output_token_seconds`); 0.10/0.11 expose old and new side by side: the new
+  name wins, the old one is never added on top of it
+- llama.cpp `llama-server --metrics` (`llamacpp:*`: running/deferred, token counters, no histograms)
+
+Label sets: with several `model_name`s the one asked for is kept (all of them when it is not
+there); data-parallel engines (`engine` label) are summed (KV usage: averaged).
+
+Pure functions turn a series of snapshots into per-stage statistics (`stage_stats`): gauge
+mean/max, counter deltas and rates, and histogram percentiles from bucket deltas with the same
+linear interpolation as Prometheus' `histogram_quantile`. `ServerPoller` is the only I/O: a plain
+thread (no gevent) that scrapes every `interval_s` into `DIR/server_metrics.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# normalised field -> source sample names, preferred first (the first one present wins)
+GAUGES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running", "llamacpp:requests_processing"),
+    "waiting": ("vllm:num_requests_waiting", "llamacpp:requests_deferred"),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio"),
+}
+COUNTERS: dict[str, tuple[str, ...]] = {
+    "prompt_tokens": ("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"),
+    "preemptions": ("vllm:num_preemptions_total",),
+    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
+}
+SUCCESS = "vllm:request_success_total"  # label finished_reason
+HISTOGRAMS: dict[str, tuple[str, ...]] = {
+    "ttft": ("vllm:time_to_first_token_seconds",),
+    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "e2e": ("vllm:e2e_request_latency_seconds",),
+    "queue": ("vllm:request_queue_time_seconds",),
+    "prefill": ("vllm:request_prefill_time_seconds",),
+    "decode": ("vllm:request_decode_time_seconds",),
+}
+AVERAGED_GAUGES = frozenset({"kv_usage"})  # a fraction per engine: averaged, not summed
+QUANTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+
+
+# ---------------------------------------------------------------------------------------- histograms
+
+@dataclass(frozen=True)
+class Histogram:
+    """A Prometheus histogram: upper bounds (last +Inf) with cumulative counts, sum and count."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[float, ...]
+    sum: float = 0.0
+    count: float = 0.0
+
+    def delta(self, older: Histogram | None) -> Histogram:
+        """Observations between `older` and this one (counter reset / other buckets: this one)."""
+        if older is None or older.bounds != self.bounds or self.count < older.count:
+            return self
+        return Histogram(self.bounds, tuple(a - b for a, b in zip(self.counts, older.counts, strict=True)),
+                         self.sum - older.sum, self.count - older.count)
+
+    def quantile(self, q: float) -> float | None:
+        return histogram_quantile(q, self.bounds, self.counts)
+
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.count > 0 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"le": [_le_text(b) for b in self.bounds], "counts": list(self.counts), "sum": self.sum,
+                "count": self.count}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Histogram:
+        return cls(tuple(float(b) for b in d["le"]), tuple(float(c) for c in d["counts"]),
+                   float(d.get("sum", 0.0)), float(d.get("count", 0.0)))
+
+
+def _le_text(b: float) -> str:
+    return "+Inf" if math.isinf(b) else repr(b)
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float]) -> float | None:
+    """Prometheus' `histogram_quantile`: linear interpolation inside the bucket holding rank q*n.
+
+    `bounds` ascending with +Inf last, `counts` cumulative. None where Prometheus gives NaN (no
+    observations, no +Inf bucket, fewer than two buckets). A rank in the +Inf bucket gives the
+    highest finite bound; the first bucket interpolates from 0 (from its bound when that is <= 0).
+    """
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if len(bounds) < 2 or not math.isinf(bounds[-1]) or len(bounds) != len(counts):
+        return None
+    cum, running = [], 0.0
+    for c in counts:  # like Prometheus: force monotonic counts (scrape races between buckets)
+        running = max(running, c)
+        cum.append(running)
+    total = cum[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    b = next((i for i in range(len(cum) - 1) if cum[i] >= rank), len(cum) - 1)
+    if b == len(cum) - 1:
+        return bounds[-2]
+    if b == 0 and bounds[0] <= 0:
+        return bounds[0]
+    start, end, count = 0.0, bounds[b], cum[b]
+    if b > 0:
+        start = bounds[b - 1]
+        count -= cum[b - 1]
+        rank -= cum[b - 1]
+    if count <= 0:
+        return end
+    return start + (end - start) * (rank / count)
+
+
+# ---------------------------------------------------------------------------------------- snapshots
+
+@dataclass
+class ServerSnapshot:
+    """One scrape, normalised. None = the server does not expose that number."""
+
+    ts: float
+    source: str = "unknown"  # vllm | llamacpp | unknown
+    model: str | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None  # 0-1
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    preemptions: float | None = None
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+    spec_drafts: float | None = None
+    spec_draft_tokens: float | None = None
+    spec_accepted: float | None = None
+    request_success: dict[str, float] = field(default_factory=dict)  # finished_reason -> count
+    histograms: dict[str, Histogram] = field(default_factory=dict)  # ttft itl e2e queue prefill decode
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"ts": self.ts, "source": self.source, "model": self.model}
+        for name in (*GAUGES, *COUNTERS):
+            d[name] = getattr(self, name)
+        d["request_success"] = dict(self.request_success)
+        d["histograms"] = {k: h.to_json() for k, h in self.histograms.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ServerSnapshot:
+        snap = cls(ts=float(d["ts"]), source=d.get("source", "unknown"), model=d.get("model"))
+        for name in (*GAUGES, *COUNTERS):
+            v = d.get(name)
+            setattr(snap, name, None if v is None else float(v))
+        snap.request_success = {k: float(v) for k, v in (d.get("request_success") or {}).items()}
+        snap.histograms = {k: Histogram.from_json(h) for k, h in (d.get("histograms") or {}).items()}
+        return snap
+
+
+def parse_metrics(text: str, ts: float | None = None, model: str | None = None) -> ServerSnapshot:
+    """Prometheus text exposition -> ServerSnapshot. Raises ValueError on text that is not one."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
+    names = set(samples)
+    models = sorted({lab["model_name"] for rows in samples.values() for lab, _ in rows if "model_name" in lab})
+    keep = model if model in models else None
+
+    def rows(name: str) -> list[tuple[dict[str, str], float]]:
+        out = samples.get(name, [])
+        return [(lab, v) for lab, v in out if keep is None or lab.get("model_name", keep) == keep]
+
+    source = ("vllm" if any(n.startswith("vllm:") for n in names)
+              else "llamacpp" if any(n.startswith("llamacpp:") for n in names) else "unknown")
+    snap = ServerSnapshot(ts=time.time() if ts is None else ts, source=source,
+                          model=keep or (models[0] if len(models) == 1 else None))
+    for fieldname, candidates in (*GAUGES.items(), *COUNTERS.items()):
+        for name in candidates:
+            values = [v for _, v in rows(name) if not math.isnan(v)]
+            if values:
+                total = math.fsum(values)
+                setattr(snap, fieldname, total / len(values) if fieldname in AVERAGED_GAUGES else total)
+                break
+    for lab, v in rows(SUCCESS):
+        reason = lab.get("finished_reason", "unknown")
+        snap.request_success[reason] = snap.request_success.get(reason, 0.0) + v
+    for key, candidates in HISTOGRAMS.items():
+        for name in candidates:
+            buckets: dict[float, float] = {}
+            for lab, v in rows(name + "_bucket"):
+                le = float(lab.get("le", "nan"))
+                if not math.isnan(le):
+                    buckets[le] = buckets.get(le, 0.0) + v
+            if buckets:
+                bounds = tuple(sorted(buckets))
+                snap.histograms[key] = Histogram(
+                    bounds, tuple(buckets[b] for b in bounds),
+                    math.fsum(v for _, v in rows(name + "_sum")), math.fsum(v for _, v in rows(name + "_count")))
+                break
+    return snap
+
+
+# ---------------------------------------------------------------------------------------- per stage
+
+@dataclass
+class StageServerStats:
+    """The server's view of one stage window. None = not exposed / not enough samples."""
+
+    stage: int
+    samples: int = 0
+    duration_s: float | None = None  # between the two scrapes the counter deltas span
+    running_mean: float | None = None
+    running_max: float | None = None
+    running_min: float | None = None
+    running_pinned: float | None = None  # share of samples within 2% (>= 1) of running_max
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    kv_mean: float | None = None
+    kv_max: float | None = None
+    preemptions: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    prompt_tok_s: float | None = None
+    generation_tok_s: float | None = None
+    prefix_hit_rate: float | None = None
+    requests: float | None = None  # request_success delta, all reasons
+    finish_reasons: dict[str, float] = field(default_factory=dict)
+    spec_acceptance_rate: float | None = None  # accepted / draft tokens
+    spec_mean_acceptance_length: float | None = None  # 1 + accepted / drafts
+    latency: dict[str, dict[str, float | None]] = field(default_factory=dict)  # ttft -> {p50 p90 p99 mean count}
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _counter_delta(new: float | None, old: float | None) -> float | None:
+    if new is None or old is None:
+        return None
+    return new - old if new >= old else new  # a reset: the server restarted, count from zero
+
+
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def window_stats(snapshots: Sequence[ServerSnapshot], stage: int, start: float, end: float) -> StageServerStats:
+    """Statistics of the scrapes in [start, end] (wall seconds); `snapshots` sorted by ts."""
+    out = StageServerStats(stage=stage)
+    inside = [s for s in snapshots if start <= s.ts <= end]
+    out.samples = len(inside)
+    for name, attr in (("running", "running"), ("waiting", "waiting"), ("kv", "kv_usage")):
+        values = [getattr(s, attr) for s in inside if getattr(s, attr) is not None]
+        if values:
+            setattr(out, f"{name}_mean", _mean(values))
+            setattr(out, f"{name}_max", max(values))
+            if name == "running":
+                out.running_min = min(values)
+                top = max(values)
+                out.running_pinned = sum(v >= top - max(1.0, 0.02 * top) for v in values) / len(values)
+    before = [s for s in snapshots if s.ts <= start]
+    base = before[-1] if before else (inside[0] if inside else None)
+    upto = [s for s in snapshots if s.ts <= end]
+    last = upto[-1] if upto else None
+    if base is None or last is None or last.ts <= base.ts:
+        return out
+    out.duration_s = last.ts - base.ts
+    deltas = {name: _counter_delta(getattr(last, name), getattr(base, name)) for name in COUNTERS}
+    out.preemptions = deltas["preemptions"]
+    out.prompt_tokens, out.generation_tokens = deltas["prompt_tokens"], deltas["generation_tokens"]
+    if out.prompt_tokens is not None:
+        out.prompt_tok_s = out.prompt_tokens / out.duration_s
+    if out.generation_tokens is not None:
+        out.generation_tok_s = out.generation_tokens / out.duration_s
+    if deltas["prefix_queries"]:
+        out.prefix_hit_rate = (deltas["prefix_hits"] or 0.0) / deltas["prefix_queries"]
+    if deltas["spec_draft_tokens"]:
+        out.spec_acceptance_rate = (deltas["spec_accepted"] or 0.0) / deltas["spec_draft_tokens"]
+    if deltas["spec_drafts"]:
+        out.spec_mean_acceptance_length = 1.0 + (deltas["spec_accepted"] or 0.0) / deltas["spec_drafts"]
+    if last.request_success or base.request_success:
+        reasons = {r: _counter_delta(v, base.request_success.get(r, 0.0)) or 0.0
+                   for r, v in last.request_success.items()}
+        out.finish_reasons = {r: v for r, v in reasons.items() if v}
+        out.requests = math.fsum(reasons.values())
+    for key, hist in last.histograms.items():
+        d = hist.delta(base.histograms.get(key))
+        stats: dict[str, float | None] = {k: d.quantile(q) for k, q in QUANTILES.items()}
+        stats["mean"], stats["count"] = d.mean, d.count
+        out.latency[key] = stats
+    return out
+
+
+def stage_stats(snapshots: Iterable[ServerSnapshot],
+                windows: Iterable[tuple[int, float, float]]) -> dict[int, StageServerStats]:
+    """Per-stage statistics: `windows` are (stage index, start wall s, end wall s)."""
+    ordered = sorted(snapshots, key=lambda s: s.ts)
+    return {i: window_stats(ordered, i, start, end) for i, start, end in windows}
+
+
+def read_snapshots(path: Path) -> list[ServerSnapshot]:
+    """`server_metrics.jsonl` -> snapshots (a torn last line from a killed run is skipped)."""
+    out = []
+    if not Path(path).exists():
+        return out
+    for line in Path(path).read_text().splitlines():
+        try:
+            out.append(ServerSnapshot.from_json(json.loads(line)))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+# ---------------------------------------------------------------------------------------- polling
+
+def metrics_url(host: str) -> str:
+    """The default --server-metrics URL: the target's own /metrics."""
+    return host.rstrip("/") + "/metrics"
+
+
+class ServerPoller:
+    """Scrapes `url` every `interval_s` in a plain thread, one JSON line per scrape into `out_path`.
+
+    `start()` returns at once; `stop()` takes a last scrape (so counters cover the run's end),
+    then joins. A target without /metrics (404, connection refused, not Prometheus text) is said
+    once through `log` and the run goes on; later scrapes keep trying quietly. `samples` counts
+    the lines written, `error` holds the first failure. The first good scrape's raw text is kept
+    beside the JSONL as `<stem>_sample.txt` for checking metric names.
+    """
+
+    def __init__(self, url: str, out_path: Path, interval_s: float = 1.0, model: str | None = None,
+                 headers: Mapping[str, str] | None = None, timeout_s: float = 5.0,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.url = url
+        self.out_path = Path(out_path)
+        self.interval_s = interval_s
+        self.model = model
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.samples = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="server-metrics", daemon=True)
+
+    def start(self) -> ServerPoller:
+        self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        self._stop.set()
+        self._thread.join(timeout=self.timeout_s + 5)
+
+    def scrape_once(self) -> ServerSnapshot | None:
+        """One scrape; appends it to out_path. None (and one log line, the first time) on failure."""
+        req = urllib.request.Request(self.url, headers=self.headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+                text = r.read().decode("utf-8", errors="replace")
+            ts = time.time()
+            snap = parse_metrics(text, ts=ts, model=self.model)
+            if snap.source == "unknown":
+                raise ValueError("no vLLM or llama.cpp metrics in it")
+        except urllib.error.HTTPError as e:
+            return self._failed(f"HTTP {e.code}")
+        except (urllib.error.URLError, OSError) as e:
+            return self._failed(str(getattr(e, "reason", e)))
+        except ValueError as e:
+            return self._failed(f"not usable Prometheus text ({e})")
+        with self._lock, open(self.out_path, "a") as out:
+            out.write(json.dumps(snap.to_json()) + "\n")
+            if self.samples == 0:
+                self.out_path.with_name(self.out_path.stem + "_sample.txt").write_text(text)
+            self.samples += 1
+        return snap
+
+    def _failed(self, reason: str) -> None:
+        if self.error is None:
+            self.error = reason
+            self.log(f"swarm: server metrics unavailable at {self.url}: {reason} (said once; the "
+                     "client-side numbers are still reported)")
+        return None
+
+    def _loop(self) -> None:
+        self.scrape_once()
+        while not self._stop.wait(self.interval_s):
+            self.scrape_once()
+        self.scrape_once()
