@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("swarm.sim.cli", "run the simulated vLLM server (OpenAI-compatible, vLLM metrics)"),
     "run": ("swarm.run", "distributed run on this machine: (simulator,) Locust master and N workers"),
     "demo": ("swarm.demo", "the README's demo: master + 2 workers against the embedded simulated vLLM"),
+    "dashboards": ("swarm.dashboards_cli", "build the Grafana dashboards (dashboards as code) into checked-in JSON"),
+    "grafana": ("swarm.grafana", "Grafana API: push the datasource and dashboards to an existing Grafana"),
 }
 
 
