@@ -14,7 +14,9 @@ DEFAULT_DIR = "dashboards/grafana/dashboards"
 
 def configure(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True)
-    build = sub.add_parser("build", help="generate dashboards/grafana/dashboards/*.json from swarm/dashboards.py")
+    build = sub.add_parser(
+        "build", help="generate dashboards/grafana/dashboards/*.json from swarm/dashboards.py"
+    )
     build.add_argument("--out", default=DEFAULT_DIR, help=f"output directory (default {DEFAULT_DIR})")
     build.add_argument("--check", action="store_true", help="write nothing; exit 1 if the files are stale")
 

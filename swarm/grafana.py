@@ -105,8 +105,14 @@ class Annotator:
     Each method returns the new annotation's id, or None when it was not posted.
     """
 
-    def __init__(self, api: Any, url: str, token: str | None = None, timeout_s: float = TIMEOUT_S,
-                 stream: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        api: Any,
+        url: str,
+        token: str | None = None,
+        timeout_s: float = TIMEOUT_S,
+        stream: IO[str] | None = None,
+    ) -> None:
         self._api = api
         self._token = token
         self._timeout_s = timeout_s
@@ -116,8 +122,13 @@ class Annotator:
         self.posted = 0
 
     @classmethod
-    def from_env(cls, url: str | None, token: str | None = None, timeout_s: float = TIMEOUT_S,
-                 stream: IO[str] | None = None) -> Annotator | None:
+    def from_env(
+        cls,
+        url: str | None,
+        token: str | None = None,
+        timeout_s: float = TIMEOUT_S,
+        stream: IO[str] | None = None,
+    ) -> Annotator | None:
         if not url:
             return None
         url = check_url(url, "--grafana-url")
@@ -130,12 +141,17 @@ class Annotator:
             return None
         when_ms = int((time.time() if time_s is None else time_s) * 1000)
         try:
-            answer = self._api.annotations.add_annotation(time_from=when_ms, tags=[ANNOTATION_TAG, *tags], text=text)
+            answer = self._api.annotations.add_annotation(
+                time_from=when_ms, tags=[ANNOTATION_TAG, *tags], text=text
+            )
         except Exception as e:  # any failure: warn once, stop trying, never break the run
             self.enabled = False
             reason = describe(e, self._token, self._timeout_s)
-            print(f"swarm: warning: Grafana annotations off ({self.url}): {reason}",
-                  file=self._stream or sys.stderr, flush=True)
+            print(
+                f"swarm: warning: Grafana annotations off ({self.url}): {reason}",
+                file=self._stream or sys.stderr,
+                flush=True,
+            )
             return None
         self.posted += 1
         return answer.get("id") if isinstance(answer, dict) else None
@@ -144,8 +160,9 @@ class Annotator:
         text = f"swarm run {run_id} started" + (f": {detail}" if detail else "")
         return self.annotate(text, [f"run_id:{run_id}", "run-start"], time_s)
 
-    def stage_started(self, run_id: str, stage_index: int, label: str = "",
-                      time_s: float | None = None) -> int | None:
+    def stage_started(
+        self, run_id: str, stage_index: int, label: str = "", time_s: float | None = None
+    ) -> int | None:
         text = f"swarm run {run_id}: stage {stage_index}" + (f" ({label})" if label else "")
         return self.annotate(text, [f"run_id:{run_id}", "stage", f"stage:{stage_index}"], time_s)
 
@@ -161,13 +178,25 @@ def datasource_model(prometheus_url: str) -> dict[str, Any]:
     """The Prometheus datasource every dashboard refers to (same uid as the provisioning file)."""
     from swarm.dashboards import DATASOURCE_NAME, DATASOURCE_UID
 
-    return {"name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "type": "prometheus", "access": "proxy",
-            "url": prometheus_url, "isDefault": False,
-            "jsonData": {"timeInterval": "5s", "httpMethod": "POST"}}
+    return {
+        "name": DATASOURCE_NAME,
+        "uid": DATASOURCE_UID,
+        "type": "prometheus",
+        "access": "proxy",
+        "url": prometheus_url,
+        "isDefault": False,
+        "jsonData": {"timeInterval": "5s", "httpMethod": "POST"},
+    }
 
 
-def push(url: str, token: str | None, prometheus_url: str, folder_uid: str | None = None,
-         timeout_s: float = 10.0, log: IO[str] | None = None) -> list[dict[str, Any]]:
+def push(
+    url: str,
+    token: str | None,
+    prometheus_url: str,
+    folder_uid: str | None = None,
+    timeout_s: float = 10.0,
+    log: IO[str] | None = None,
+) -> list[dict[str, Any]]:
     """Create/update the datasource, import every dashboard (overwrite). Raises SwarmError."""
     from grafana_client.client import GrafanaClientError, GrafanaException
 
@@ -188,8 +217,10 @@ def push(url: str, token: str | None, prometheus_url: str, folder_uid: str | Non
             answer = api.datasource.update_datasource_by_uid(DATASOURCE_UID, ds)
             action = "updated"
         results.append(answer)
-        print(f"swarm grafana: datasource {ds['name']!r} (uid {DATASOURCE_UID}) -> {prometheus_url}: {action}",
-              file=out)
+        print(
+            f"swarm grafana: datasource {ds['name']!r} (uid {DATASOURCE_UID}) -> {prometheus_url}: {action}",
+            file=out,
+        )
         for name, model in build_all().items():
             model = {k: v for k, v in model.items() if k not in ("id", "version")}
             payload: dict[str, Any] = {"dashboard": model, "overwrite": True, "message": "swarm grafana push"}
@@ -197,8 +228,11 @@ def push(url: str, token: str | None, prometheus_url: str, folder_uid: str | Non
                 payload["folderUid"] = folder_uid
             answer = api.dashboard.update_dashboard(payload)
             results.append(answer)
-            print(f"swarm grafana: dashboard {model['title']!r} ({name}) -> {where}{answer.get('url', '')} "
-                  f"version {answer.get('version')}", file=out)
+            print(
+                f"swarm grafana: dashboard {model['title']!r} ({name}) -> {where}{answer.get('url', '')} "
+                f"version {answer.get('version')}",
+                file=out,
+            )
     except GrafanaException as e:
         raise SwarmError(f"Grafana at {where}: {describe(e, token, timeout_s)}") from None
     return results
@@ -206,14 +240,25 @@ def push(url: str, token: str | None, prometheus_url: str, folder_uid: str | Non
 
 def configure(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True)
-    push_p = sub.add_parser("push", help="upload the datasource and the dashboards to an existing Grafana",
-                            description=f"Token from ${TOKEN_ENV} (Bearer); never on the command line.")
-    push_p.add_argument("--url", default=os.environ.get(URL_ENV),
-                        help=f"Grafana base URL, e.g. http://localhost:3000 (default: ${URL_ENV})")
-    push_p.add_argument("--prometheus-url", default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS_URL),
-                        help="Prometheus URL as Grafana's server reaches it "
-                             f"(default: $PROMETHEUS_URL or {DEFAULT_PROMETHEUS_URL})")
-    push_p.add_argument("--folder-uid", default=None, help="folder to import the dashboards into (default: General)")
+    push_p = sub.add_parser(
+        "push",
+        help="upload the datasource and the dashboards to an existing Grafana",
+        description=f"Token from ${TOKEN_ENV} (Bearer); never on the command line.",
+    )
+    push_p.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV),
+        help=f"Grafana base URL, e.g. http://localhost:3000 (default: ${URL_ENV})",
+    )
+    push_p.add_argument(
+        "--prometheus-url",
+        default=os.environ.get("PROMETHEUS_URL", DEFAULT_PROMETHEUS_URL),
+        help="Prometheus URL as Grafana's server reaches it "
+        f"(default: $PROMETHEUS_URL or {DEFAULT_PROMETHEUS_URL})",
+    )
+    push_p.add_argument(
+        "--folder-uid", default=None, help="folder to import the dashboards into (default: General)"
+    )
     push_p.add_argument("--timeout", type=float, default=10.0, help="seconds per API call (default 10)")
 
 
