@@ -363,8 +363,11 @@ def llm_load_test() -> gdash.Dashboard:
     )
     lay.timeseries(
         "Workers",
-        "Connected Locust workers.",
-        [Q(f"max by (run_id) (swarm_workers{{{RUN}}})", "workers {{run_id}}")],
+        "Connected Locust workers, and workers lost during the run (missing heartbeat).",
+        [
+            Q(f"max by (run_id) (swarm_workers{{{RUN}}})", "workers {{run_id}}"),
+            Q(f"max by (run_id) (swarm_degraded_workers{{{RUN}}})", "lost {{run_id}}"),
+        ],
         "short",
     )
     lay.timeseries(

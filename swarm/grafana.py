@@ -61,6 +61,7 @@ def describe(exc: BaseException, token: str | None = None, timeout_s: float = TI
         GrafanaTimeoutError,
         GrafanaUnauthorizedError,
     )
+    from niquests.exceptions import RequestException
 
     if isinstance(exc, GrafanaUnauthorizedError):
         text = f"401 Unauthorized: the token was refused (set ${TOKEN_ENV} to a valid service-account token)"
@@ -70,7 +71,7 @@ def describe(exc: BaseException, token: str | None = None, timeout_s: float = TI
         text = "403 Forbidden: the token lacks the permission (needs Editor, or Admin for datasources)"
     elif isinstance(exc, GrafanaClientError | GrafanaServerError):
         text = f"HTTP {exc.status_code}: {_message(exc.response)}"
-    elif isinstance(exc, GrafanaException):  # transport: refused, DNS, TLS
+    elif isinstance(exc, GrafanaException | RequestException):  # transport: refused, DNS, TLS
         text = f"not reachable ({_root_cause(exc)})"
     else:
         text = f"{type(exc).__name__}: {exc}"
@@ -87,12 +88,17 @@ def _message(response: Any) -> str:
 
 
 def _root_cause(exc: BaseException) -> str:
-    cause: BaseException = exc
-    while cause.__cause__ is not None or cause.__context__ is not None:
-        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
-    text = str(cause)
-    m = re.search(r"\[Errno -?\d+\] ([^)'\"]+)", text)
-    return m.group(1).strip() if m else type(cause).__name__
+    """`Connection refused`, `Name or service not known`...: the OS reason somewhere in the chain."""
+    chain: list[BaseException] = [exc]
+    while len(chain) < 20 and (chain[-1].__cause__ or chain[-1].__context__) is not None:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)  # type: ignore[arg-type]
+    for e in chain:
+        m = re.search(r"\[Errno -?\d+\] ([^)'\"\]]+)", str(e))
+        if m:
+            return m.group(1).strip()
+    if "NameResolutionError" in str(exc) or any(type(e).__name__ == "gaierror" for e in chain):
+        return "cannot resolve the host name"
+    return type(chain[-1]).__name__
 
 
 # ----------------------------------------------------------------------------- annotations
@@ -199,6 +205,7 @@ def push(
 ) -> list[dict[str, Any]]:
     """Create/update the datasource, import every dashboard (overwrite). Raises SwarmError."""
     from grafana_client.client import GrafanaClientError, GrafanaException
+    from niquests.exceptions import RequestException  # grafana-client lets connection errors through
 
     from swarm.dashboards import DATASOURCE_UID, build_all
 
@@ -233,7 +240,7 @@ def push(
                 f"version {answer.get('version')}",
                 file=out,
             )
-    except GrafanaException as e:
+    except (GrafanaException, RequestException) as e:
         raise SwarmError(f"Grafana at {where}: {describe(e, token, timeout_s)}") from None
     return results
 
