@@ -283,6 +283,7 @@ class SwarmPlugin:
         if self._closed:
             return
         if self.role == "worker":
+            self._hand_over_last_delta()
             self._close()
             return
         if self._summary_writer is not None:
@@ -306,6 +307,15 @@ class SwarmPlugin:
             code = 0 if all(v.ok for v in self.verdicts) else 1
             previous = self.environment.process_exit_code
             self.environment.process_exit_code = max(code, previous) if previous else code
+
+    def _hand_over_last_delta(self) -> None:
+        """Worker quitting on its own (SIGTERM, Ctrl-C) rather than on the master's quit: stop the
+        users and send what they produced since the last report, so an interrupted run loses nothing."""
+        with contextlib.suppress(Exception):
+            if not self.stopped:
+                self.runner.stop()
+            if self.aggregate:
+                self.runner._send_stats()  # fires report_to_master, as Locust's own reporter does
 
     def _collect_final_reports(self) -> None:
         """Take in the last deltas of workers that are still alive, then stop listening.

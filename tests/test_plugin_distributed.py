@@ -80,6 +80,7 @@ def test_master_summary_equals_what_the_workers_sent(tmp_path):
     assert "SLO PASS: total.error_rate" in log
 
     sent = [r for rs in read_sent(tmp_path / "sent").values() for r in rs]
+    assert "sk-test-secret-key" not in (out / "summary.json").read_text()
     s = json.loads((out / "summary.json").read_text())
     assert s["run_id"] == "it-1" and s["workers"] == 2 and not s["degraded"]
     assert s["slo"] and all(v["ok"] for v in s["slo"])
@@ -148,3 +149,23 @@ def test_killed_worker_marks_the_run_degraded_and_loses_at_most_one_interval(tmp
     surely_reported = sum(r["sent_at"] < killed_at - 4.0 for r in victim_sent)
     assert survivor_total + surely_reported <= counted <= survivor_total + len(victim_sent)
     assert surely_reported > 0
+
+
+def test_interrupted_run_loses_nothing(tmp_path):
+    """SIGTERM to the workers, then the master (what `swarm run` does on Ctrl-C): every record counts."""
+    out = tmp_path / "out"
+    with swarm_processes(tmp_path, ["-u", "4", "-r", "4", "-t", "120s", "--swarm-out", str(out)]) as (master, workers):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(read_sent(tmp_path / "sent")) < 2:
+            time.sleep(0.5)
+        time.sleep(4)
+        for w in workers:
+            w.signal(signal.SIGTERM)
+        time.sleep(0.2)
+        master.signal(signal.SIGTERM)
+        assert master.wait(timeout=60) == 0, master.output()[-3000:]
+        for w in workers:
+            w.wait(timeout=30)
+    sent = [r for rs in read_sent(tmp_path / "sent").values() for r in rs]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["total"]["requests"] == len(sent) > 0 and not s["degraded"]

@@ -113,4 +113,5 @@ def test_llm_tab_is_live_in_chromium(tmp_path):
         assert second["chat"][1] != first["chat"][1] or second["short_qa"][1] != first["short_qa"][1]
         qps_col = headers.index("QPS")
         assert float(second["Total"][qps_col]) > 0
+        assert "sk-test-secret-key" not in driver.page_source
         driver.save_screenshot(str(tmp_path / "llm-tab.png"))
