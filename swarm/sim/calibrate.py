@@ -1,0 +1,130 @@
+"""Closed-loop runs of a profile on a virtual clock: tune a profile in seconds, not minutes.
+
+`python -m swarm.sim.calibrate --profile rtx5090x4-qwen3.6-27b` replays seed 000's two
+closed-loop tests (N clients, each sending its next request as soon as the last one ends)
+against the engine alone, with time advanced step by step instead of slept, and prints QPS,
+mean running sequences and KV usage per level next to the seed's QPS. The real-time check
+over HTTP is tests/test_sim_calibration.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+from dataclasses import dataclass
+
+from swarm.sim.engine import Engine, Sequence, prompt_block_hashes
+from swarm.sim.profile import Profile, load_profile
+from swarm.tokens import chat_prompt_tokens
+
+# seed 000, /tmp/short_output_test.py and /tmp/realistic_test.py
+SHORT_QA_PROMPTS = (
+    "1+1=?", "中国首都是哪里", "今天周几", "你好", "Python 怎么读取文件", "翻译: cat", "什么是 GPU",
+    "JavaScript 缩写", "圆周率前 5 位", "推荐一本书", "周末快乐怎么说", "Hello", "1024 是 2 的几次方",
+    "HTTP 默认端口", "微信英文是",
+)  # fmt: skip
+CHAT_PROMPTS = (
+    "今天天气怎么样?", "推荐一首歌", "你好", "帮我翻译: hello world", "讲个笑话", "什么是 Python?",
+    "1+1 等于几", "北京有什么景点", "怎么减肥", "明天会下雨吗",
+)  # fmt: skip
+SEED_SHORT_QA = {10: 13.4, 30: 28.1, 64: 45.2, 128: 60.2, 200: 64.9, 256: 64.7}
+SEED_CHAT = {10: 4.7, 30: 15.1, 64: 22.9, 128: 29.1, 200: 32.2}
+CLIENT_GAP_S = 0.003  # between one response's end and the next request's arrival
+
+
+@dataclass
+class LevelResult:
+    concurrency: int
+    qps: float
+    mean_running: float
+    max_kv: float
+    mean_kv: float
+    preemptions: int
+    mean_output_tokens: float
+
+
+def closed_loop(profile: Profile, prompts: tuple[str, ...], max_tokens: int, concurrency: int,
+                warmup_s: float, duration_s: float, seed: int = 0) -> LevelResult:  # fmt: skip
+    """`concurrency` clients in a closed loop on the virtual clock; QPS over `duration_s` after warm-up."""
+    rng = random.Random(seed)
+    engine = Engine(profile)
+    finished: list[Sequence] = []
+    engine.on_finish = finished.append
+    arrivals: list[tuple[float, int]] = [(0.0, i) for i in range(concurrency)]  # (time, tie-break)
+    counter = concurrency
+    t = 0.0
+    end = warmup_s + duration_s
+    done_in_window = 0
+    tokens_in_window = 0
+    running_sum = kv_sum = 0.0
+    samples = 0
+    max_kv = 0.0
+    preempt_start = 0
+    while t < end:
+        while arrivals and arrivals[0][0] <= t:
+            at, _ = heapq.heappop(arrivals)
+            messages = [{"role": "user", "content": rng.choice(prompts)}]
+            pieces = chat_prompt_tokens(messages)
+            total, _, _ = profile.draw_output(rng, max_tokens, thinking=False)
+            hashes = prompt_block_hashes(pieces, profile.block_size) if profile.prefix_caching else ()
+            engine.add(Sequence(f"r{counter}", len(pieces), total, hashes, at))
+            counter += 1
+        plan = engine.schedule(t)
+        if plan is None:
+            t = arrivals[0][0]
+            continue
+        t += engine.step_seconds(plan)
+        engine.complete(plan, t)
+        if t >= warmup_s:
+            if preempt_start == 0:
+                preempt_start = engine.counters.preemptions or -1
+            running_sum += len(engine.running)
+            kv = engine.kv_cache_usage
+            kv_sum += kv
+            max_kv = max(max_kv, kv)
+            samples += 1
+        for seq in finished:
+            if warmup_s <= t < end:
+                done_in_window += 1
+                tokens_in_window += seq.generated
+            heapq.heappush(arrivals, (t + CLIENT_GAP_S, counter))
+            counter += 1
+        finished.clear()
+    preemptions = engine.counters.preemptions - max(preempt_start, 0)
+    return LevelResult(
+        concurrency=concurrency,
+        qps=done_in_window / duration_s,
+        mean_running=running_sum / max(samples, 1),
+        max_kv=max_kv,
+        mean_kv=kv_sum / max(samples, 1),
+        preemptions=preemptions,
+        mean_output_tokens=tokens_in_window / max(done_in_window, 1),
+    )
+
+
+def report(profile: Profile, name: str, prompts: tuple[str, ...], max_tokens: int, seed_qps: dict[int, float],
+           warmup_s: float, duration_s: float) -> None:  # fmt: skip
+    print(f"{name}: max_tokens={max_tokens}, {duration_s:.0f} s per level after {warmup_s:.0f} s warm-up")
+    print("  conc    QPS   seed   diff  running  kv_mean  kv_max  preempt  out_tok")
+    for conc, want in seed_qps.items():
+        r = closed_loop(profile, prompts, max_tokens, conc, warmup_s, duration_s)
+        print(
+            f"  {conc:4d} {r.qps:6.1f} {want:6.1f} {100 * (r.qps / want - 1):+5.0f}% {r.mean_running:8.1f} "
+            f"{r.mean_kv:8.2f} {r.max_kv:7.2f} {r.preemptions:8d} {r.mean_output_tokens:8.1f}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="rtx5090x4-qwen3.6-27b")
+    ap.add_argument("--warmup", type=float, default=10.0)
+    ap.add_argument("--duration", type=float, default=30.0)
+    args = ap.parse_args()
+    profile = load_profile(args.profile)
+    report(profile, "short QA", SHORT_QA_PROMPTS, 50, SEED_SHORT_QA, args.warmup, args.duration)
+    report(profile, "general chat", CHAT_PROMPTS, 150, SEED_CHAT, args.warmup, args.duration)
+
+
+if __name__ == "__main__":
+    main()

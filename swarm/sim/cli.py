@@ -1,0 +1,137 @@
+"""`swarm sim`: run the simulated vLLM server.
+
+Only argparse and the profile loader are imported at parse time; aiohttp and the server come
+in `main`, and nothing here imports Locust/gevent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from swarm.errors import UsageError
+from swarm.sim.profile import REASONING_FIELDS, bundled_profiles
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    parser.add_argument("--model", default="sim-model", help="served model name (default: sim-model)")
+    parser.add_argument(
+        "--profile",
+        default="instant",
+        help=f"bundled profile ({', '.join(bundled_profiles())}) or a path to your own .toml (default: instant)",
+    )
+    g = parser.add_argument_group("engine (override the profile)")
+    g.add_argument("--max-num-seqs", type=int, help="most sequences running at once")
+    g.add_argument("--max-num-batched-tokens", type=int, help="token budget of one step (chunked prefill)")
+    g.add_argument("--kv-cache-tokens", type=int, help="KV-cache capacity in tokens")
+    g.add_argument("--max-model-len", type=int, help="context length (prompt + output)")
+    g.add_argument("--block-size", type=int, help="KV block size in tokens")
+    g.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
+    d = parser.add_argument_group("dialect (override the profile)")
+    d.add_argument("--reasoning-field", choices=REASONING_FIELDS, help="delta field of reasoning tokens")
+    d.add_argument("--thinking-default", choices=("on", "off"), help="thinking when a request does not say")
+    d.add_argument(
+        "--merge-reasoning",
+        action="store_true",
+        help="send no chunk for empty-text tokens; the next chunk carries them (vLLM reasoning parser)",
+    )
+    d.add_argument("--utf8-split", type=float, metavar="RATE", help="share of tokens sent with empty text")
+    f = parser.add_argument_group("faults and ground truth")
+    f.add_argument(
+        "--fault",
+        action="append",
+        metavar="KIND=RATE",
+        help="inject a fault (repeatable): http_400 http_429 http_500 http_503 stream_error cut stall bad_chunk",
+    )
+    f.add_argument("--stall-s", type=float, default=5.0, metavar="S", help="length of a stall fault (default: 5)")
+    f.add_argument("--api-key", help="answer 401 to /v1 requests without 'Authorization: Bearer KEY'")
+    f.add_argument("--trace", metavar="FILE", help="write one JSON line per request (ground truth)")
+    f.add_argument("--seed", type=int, default=0, help="seed for lengths, text and faults (default: 0)")
+
+
+def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
+    from swarm.sim.faults import FaultPlan
+    from swarm.sim.profile import load_profile
+    from swarm.sim.server import SimConfig
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: must be in 0..65535")
+    for flag in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len", "block_size"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} {v}: must be a positive integer")
+    if args.utf8_split is not None and not (0.0 <= args.utf8_split < 1.0 and math.isfinite(args.utf8_split)):
+        raise UsageError(f"--utf8-split {args.utf8_split}: must be in [0, 1), e.g. 0.3")
+    profile = load_profile(args.profile).with_overrides(
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        kv_cache_tokens=args.kv_cache_tokens,
+        max_model_len=args.max_model_len,
+        block_size=args.block_size,
+        prefix_caching=False if args.no_prefix_caching else None,
+        reasoning_field=args.reasoning_field,
+        thinking_default=None if args.thinking_default is None else args.thinking_default == "on",
+        merge_reasoning=True if args.merge_reasoning else None,
+        utf8_split=args.utf8_split,
+    )
+    if args.api_key is not None and not args.api_key:
+        raise UsageError("--api-key: must not be empty")
+    return SimConfig(
+        profile=profile,
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        faults=FaultPlan.from_specs(args.fault, args.stall_s),
+        trace_path=args.trace,
+        seed=args.seed,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from swarm.sim.server import serve
+
+    cfg = build_config(args)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        ready = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        task = asyncio.create_task(serve(cfg, ready=ready, stop=stop))
+        ready_or_done = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, ready_or_done}, return_when=asyncio.FIRST_COMPLETED)
+        if ready.is_set():
+            p = cfg.profile
+            print(
+                f"swarm sim: serving {cfg.model!r} (profile {p.name}, max_model_len {p.max_model_len}) "
+                f"on http://{cfg.host}:{cfg.port}",
+                flush=True,
+            )
+        else:
+            ready_or_done.cancel()
+        await task
+
+    try:
+        _run(run())
+    except OSError as e:
+        raise UsageError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}") from None
+    return 0
+
+
+def _run(coro) -> None:
+    """asyncio.run, on uvloop when it is installed (faster sockets)."""
+    import asyncio
+
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        asyncio.run(coro)
+        return
+    uvloop.run(coro)

@@ -1,0 +1,214 @@
+"""Token text and the bytes vLLM sends for it: SSE chunks and non-streaming bodies.
+
+Text comes from a seeded "tape" of pre-rendered tokens (Chinese characters, ASCII word pieces,
+punctuation, and empty-text tokens at the `--utf8-split` rate); a request reads the tape from
+its own offset, so rendering a chunk is a few byte concatenations. The chunk layout is vLLM's:
+chat chunks as `model_dump_json(exclude_unset=True)` writes them (`stop_reason` only on the
+finish chunk), completion chunks with `stop_reason` on every chunk.
+
+A stop ends with the EOS token, which decodes to nothing, so its chunk carries empty text.
+With `merge` (vLLM's reasoning parser), tokens with empty text send no chunk of their own; the
+next chunk carries them in its running `usage`, and an empty final token becomes `delta: {}`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+import orjson
+
+TAPE_BITS = 14
+TAPE_MASK = (1 << TAPE_BITS) - 1
+
+_CJK = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定"
+    "行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其"
+    "些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建"
+    "月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接"
+)
+_ASCII = (" the", " and", " of", " to", "ing", " in", " is", "tion", " for", " on", " with", " that", " this",
+          " model", " data", " you", " we", "ed", "er", "ly", " GPU", " API", "s", " 1", "2", "0", ".", ",")  # fmt: skip
+_PUNCT = ("，", "。", "、", "：", "？", "！", "\n", "\n\n")
+
+
+@dataclass(frozen=True)
+class Tape:
+    """Seeded token texts with their JSON renderings for every place a token can appear."""
+
+    text: tuple[str, ...]
+    empty: tuple[bool, ...]
+    content: tuple[bytes, ...]  # {"content":"x"}
+    reasoning: tuple[bytes, ...]  # {"reasoning":"x"} or {"reasoning_content":"x"}
+    plain: tuple[bytes, ...]  # "x" (completions' text field)
+
+    @classmethod
+    def build(cls, seed: int, utf8_split: float, reasoning_field: str) -> Tape:
+        rng = random.Random(f"tape:{seed}")
+        texts = []
+        for _ in range(TAPE_MASK + 1):
+            r = rng.random()
+            if r < utf8_split:
+                texts.append("")  # a token ending inside a multi-byte character
+                continue
+            r = rng.random()
+            if r < 0.75:
+                texts.append(rng.choice(_CJK))
+            elif r < 0.92:
+                texts.append(rng.choice(_ASCII))
+            else:
+                texts.append(rng.choice(_PUNCT))
+        rf = reasoning_field.encode()
+        plain = tuple(orjson.dumps(t) for t in texts)
+        return cls(
+            text=tuple(texts),
+            empty=tuple(t == "" for t in texts),
+            content=tuple(b'{"content":' + p + b"}" for p in plain),
+            reasoning=tuple(b'{"' + rf + b'":' + p + b"}" for p in plain),
+            plain=plain,
+        )
+
+
+DONE = b"data: [DONE]\n\n"
+_USAGE = b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}'
+_END = b"}\n\n"
+_EMPTY_CONTENT = b'{"content":""}'
+
+
+@dataclass(slots=True)
+class Output:
+    """What one request produces: its size split and how it ends."""
+
+    id: str
+    created: int
+    prompt_tokens: int
+    target_tokens: int
+    reasoning_tokens: int  # the first this-many tokens are reasoning
+    finish_reason: str  # stop | length
+    offset: int  # where this request reads the tape
+
+
+class StreamRenderer:
+    """SSE bytes for one request (chat or completions)."""
+
+    def __init__(self, tape: Tape, out: Output, model: str, endpoint: str, continuous: bool, merge: bool,
+                 reasoning_field: str) -> None:  # fmt: skip
+        self.tape = tape
+        self.out = out
+        self.continuous = continuous
+        self.chat = endpoint == "chat"
+        self.merge = merge and self.chat
+        self.reasoning_field = reasoning_field
+        obj = b"chat.completion.chunk" if self.chat else b"text_completion"
+        self.prefix = (
+            b'data: {"id":"' + out.id.encode() + b'","object":"' + obj + b'","created":%d' % out.created
+            + b',"model":' + orjson.dumps(model)
+        )  # fmt: skip
+        self.head = self.prefix + (b',"choices":[{"index":0,"delta":' if self.chat else b',"choices":[{"index":0,"text":')
+        if self.chat:
+            self.mid = b',"logprobs":null,"finish_reason":null}]'
+        else:
+            self.mid = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]'
+        self.final_mid = b',"logprobs":null,"finish_reason":"%s","stop_reason":null}]' % out.finish_reason.encode()
+
+    def _usage(self, completion: int) -> bytes:
+        p = self.out.prompt_tokens
+        return _USAGE % (p, p + completion, completion)
+
+    def role_chunk(self) -> bytes:
+        usage = self._usage(0) if self.continuous else b""
+        return self.head + b'{"role":"assistant","content":""}' + self.mid + usage + _END
+
+    def tokens(self, start: int, end: int, parts: list[bytes]) -> None:
+        """Append the chunks of tokens [start, end) to `parts`."""
+        tape, out = self.tape, self.out
+        off, last, r_end = out.offset, out.target_tokens - 1, out.reasoning_tokens
+        head, mid, continuous, merge = self.head, self.mid, self.continuous, self.merge
+        if self.chat:
+            content, reasoning = tape.content, tape.reasoning
+        else:
+            content = reasoning = tape.plain
+        empty = tape.empty
+        for k in range(start, end):
+            i = (off + k) & TAPE_MASK
+            if k == last:
+                parts.append(self._final(k, i))
+                continue
+            if merge and empty[i]:
+                continue
+            delta = reasoning[i] if k < r_end else content[i]
+            if continuous:
+                parts.append(head + delta + mid + self._usage(k + 1) + _END)
+            else:
+                parts += (head, delta, mid, _END)
+
+    def _final(self, k: int, i: int) -> bytes:
+        tape, out = self.tape, self.out
+        eos = out.finish_reason == "stop"  # EOS decodes to no text
+        if self.chat:
+            if self.merge and (eos or tape.empty[i]):
+                delta = b"{}"
+            elif eos:
+                delta = _EMPTY_CONTENT
+            else:
+                delta = tape.reasoning[i] if k < out.reasoning_tokens else tape.content[i]
+        else:
+            delta = b'""' if eos else tape.plain[i]
+        usage = self._usage(k + 1) if self.continuous else b""
+        return self.head + delta + self.final_mid + usage + _END
+
+    def usage_chunk(self, completion: int) -> bytes:
+        return self.prefix + b',"choices":[]' + self._usage(completion) + _END
+
+    def bad_chunk(self) -> bytes:
+        """An event whose JSON is cut short (injected fault)."""
+        return self.head + b'{"content":\n\n'
+
+    @staticmethod
+    def error_event(message: str, code: int = 500) -> bytes:
+        # vLLM writes stream errors with json.dumps (spaces after separators)
+        err = {"error": {"message": message, "type": "InternalServerError", "param": None, "code": code}}
+        return b"data: " + json.dumps(err).encode() + b"\n\n"
+
+
+def token_texts(tape: Tape, out: Output, upto: int) -> tuple[str, str]:
+    """(reasoning text, content text) of the first `upto` tokens, for non-streaming bodies."""
+    texts = tape.text
+    off, r_end = out.offset, out.reasoning_tokens
+    last = out.target_tokens - 1
+    reasoning: list[str] = []
+    content: list[str] = []
+    for k in range(upto):
+        t = "" if (k == last and out.finish_reason == "stop") else texts[(off + k) & TAPE_MASK]
+        (reasoning if k < r_end else content).append(t)
+    return "".join(reasoning), "".join(content)
+
+
+def full_body(tape: Tape, out: Output, model: str, endpoint: str, reasoning_field: str, thinking: bool) -> bytes:
+    """The non-streaming response body."""
+    reasoning, content = token_texts(tape, out, out.target_tokens)
+    usage = {
+        "prompt_tokens": out.prompt_tokens,
+        "total_tokens": out.prompt_tokens + out.target_tokens,
+        "completion_tokens": out.target_tokens,
+        "prompt_tokens_details": None,
+    }
+    if endpoint == "chat":
+        has_content = out.target_tokens > out.reasoning_tokens
+        message = {
+            "role": "assistant",
+            "content": content if has_content else None,
+            reasoning_field: reasoning if thinking else None,
+            "tool_calls": [],
+        }
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": out.finish_reason,
+                  "stop_reason": None}  # fmt: skip
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": out.finish_reason,
+                  "stop_reason": None, "prompt_logprobs": None}  # fmt: skip
+        obj = "text_completion"
+    return orjson.dumps(
+        {"id": out.id, "object": obj, "created": out.created, "model": model, "choices": [choice], "usage": usage}
+    )

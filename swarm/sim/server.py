@@ -1,0 +1,326 @@
+"""HTTP face of the simulator: vLLM's OpenAI endpoints, /health and /metrics on aiohttp.
+
+A generation handler parses the request, draws its fault and lengths (one seeded RNG, in
+arrival order), hands a `Sequence` to the engine and then writes whatever tokens the engine
+has produced since its last write in ONE write, so chunks coalesce when the loop is busy.
+Every /v1 response carries `x-request-id` (the response `id`); every generation request
+leaves one trace line, written before its last bytes go out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+
+import orjson
+from aiohttp import web
+
+from swarm.sim.engine import ABORTED, Engine, Sequence, prompt_block_hashes
+from swarm.sim.faults import HTTP_FAULTS, FaultPlan, fault_position
+from swarm.sim.metrics import CONTENT_TYPE, SimMetrics
+from swarm.sim.profile import Profile
+from swarm.sim.protocol import ApiError, GenRequest, check_model, load_body, parse_chat, parse_completion
+from swarm.sim.render import DONE, TAPE_BITS, Output, StreamRenderer, Tape, full_body
+from swarm.sim.trace import TraceRecord, TraceWriter
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+_SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+
+
+@dataclass
+class SimConfig:
+    profile: Profile
+    model: str = "sim-model"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    trace_path: str | None = None
+    seed: int = 0
+
+
+class SimServer:
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.profile = p = cfg.profile
+        self.engine = Engine(p)
+        self.metrics = SimMetrics(self.engine, cfg.model)
+        self.tape = Tape.build(cfg.seed, p.utf8_split, p.reasoning_field)
+        self.rng = random.Random(cfg.seed)
+        self.trace = TraceWriter(cfg.trace_path) if cfg.trace_path else None
+        self._auth = f"Bearer {cfg.api_key}" if cfg.api_key else None
+
+    # ---- app ------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics_page)
+        return app
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def models(self, request: web.Request) -> web.Response:
+        rid = f"models-{self.rng.getrandbits(64):016x}"
+        if self._auth and request.headers.get("Authorization") != self._auth:
+            return self._unauthorized(rid)
+        created = int(time.time())
+        model = self.cfg.model
+        body = {
+            "object": "list",
+            "data": [
+                {
+                    "id": model,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "vllm",
+                    "root": model,
+                    "parent": None,
+                    "max_model_len": self.profile.max_model_len,
+                    "permission": [],
+                }
+            ],
+        }
+        return _json(orjson.dumps(body), 200, rid)
+
+    @staticmethod
+    def _unauthorized(rid: str) -> web.Response:
+        return _json(b'{"error":"Unauthorized"}', 401, rid)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completions")
+
+    # ---- generation -------------------------------------------------------------------------
+    def _write_trace(self, rec: TraceRecord) -> None:
+        if rec.end_time is None:
+            rec.end_time = time.time()
+        if self.trace is not None:
+            self.trace.write(rec)
+
+    async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        arrival = time.time()
+        rng = self.rng
+        prefix = "chatcmpl-" if endpoint == "chat" else "cmpl-"
+        rid = f"{prefix}{rng.getrandbits(128):032x}"
+        rec = TraceRecord(id=rid, arrival_time=arrival, endpoint=endpoint)
+        if self._auth and request.headers.get("Authorization") != self._auth:
+            rec.status = 401
+            self._write_trace(rec)
+            return self._unauthorized(rid)
+        try:
+            body = load_body(await request.read())
+            stream = body.get("stream", False)
+            rec.stream = stream if isinstance(stream, bool) else None
+            check_model(body, self.cfg.model)
+            max_len = self.profile.max_model_len
+            req = parse_chat(body, max_len) if endpoint == "chat" else parse_completion(body, max_len)
+        except ApiError as e:
+            rec.status = e.status
+            self._write_trace(rec)
+            return _json(e.body(), e.status, rid)
+        rec.prompt_tokens = req.prompt_tokens
+        fault = self.cfg.faults.draw(rng)
+        rec.fault = fault
+        if fault in HTTP_FAULTS:
+            status, err_type = HTTP_FAULTS[fault]
+            err = ApiError(status, f"Simulated fault ({fault}).", err_type)
+            rec.status = status
+            self._write_trace(rec)
+            return _json(err.body(), status, rid)
+
+        out, thinking = self._plan(req, rid)
+        fault_at = fault_position(rng, out.target_tokens) if fault else -1
+        hashes = prompt_block_hashes(req.prompt_pieces, self.profile.block_size) if self.engine.caching else ()
+        seq = Sequence(rid, req.prompt_tokens, out.target_tokens, hashes, arrival)
+        self.engine.add(seq)
+        try:
+            if req.stream:
+                return await self._stream(request, req, out, seq, rec, fault, fault_at)
+            return await self._whole(request, req, out, seq, rec, fault, fault_at, thinking)
+        finally:
+            if not seq.done:
+                self.engine.abort(seq)
+            if rec.end_time is None:  # left early: client gone or server shutting down
+                rec.finish_reason = rec.finish_reason or "abort"
+                self._write_trace(rec)
+
+    def _plan(self, req: GenRequest, rid: str) -> tuple[Output, bool]:
+        """Draw this request's reasoning and answer lengths; `max_tokens` cuts them."""
+        p, rng = self.profile, self.rng
+        thinking = req.endpoint == "chat" and (p.thinking_default if req.thinking is None else req.thinking)
+        total, reasoning, finish = p.draw_output(rng, req.max_tokens, thinking, req.ignore_eos, req.min_tokens)
+        out = Output(
+            id=rid,
+            created=int(time.time()),
+            prompt_tokens=req.prompt_tokens,
+            target_tokens=total,
+            reasoning_tokens=reasoning,
+            finish_reason=finish,
+            offset=rng.getrandbits(TAPE_BITS),
+        )
+        return out, thinking
+
+    async def _until(self, seq: Sequence, tokens: int) -> None:
+        """Wait until the engine has produced `tokens` tokens for `seq` (or dropped it)."""
+        loop = asyncio.get_running_loop()
+        while seq.generated < tokens and seq.state != ABORTED:
+            fut = loop.create_future()
+            seq.waiter = fut
+            await fut
+
+    async def _stream(self, request: web.Request, req: GenRequest, out: Output, seq: Sequence,
+                      rec: TraceRecord, fault: str | None, fault_at: int) -> web.StreamResponse:  # fmt: skip
+        p = self.profile
+        renderer = StreamRenderer(self.tape, out, self.cfg.model, req.endpoint, req.continuous_usage,
+                                  p.merge_reasoning, p.reasoning_field)  # fmt: skip
+        resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
+        await resp.prepare(request)
+        target = out.target_tokens
+        pending = fault is not None
+        sent = 0
+        parts: list[bytes] = []
+        while True:
+            if sent == target and not pending:
+                break
+            if seq.generated <= sent:
+                await self._until(seq, sent + 1)
+                if seq.state == ABORTED:
+                    return resp
+            upto = seq.generated
+            if pending and upto > fault_at:
+                upto = fault_at
+            if sent == 0 and renderer.chat:
+                parts.append(renderer.role_chunk())
+            renderer.tokens(sent, upto, parts)
+            if pending and upto == fault_at and fault == "bad_chunk":
+                parts.append(renderer.bad_chunk())
+                pending = False
+            now = time.time()
+            if sent == 0:
+                rec.first_token_time = now
+            rec.last_token_time = now
+            sent = rec.completion_tokens = upto
+            rec.reasoning_tokens = min(sent, out.reasoning_tokens)
+            if sent == target and not pending:
+                break  # finish below, in the same write
+            await resp.write(b"".join(parts))
+            parts = []
+            if pending and sent == fault_at:
+                pending = False
+                if fault == "stall":
+                    await asyncio.sleep(self.cfg.faults.stall_s)
+                elif fault == "stream_error":
+                    self.engine.abort(seq)
+                    rec.end_time = time.time()
+                    self._write_trace(rec)
+                    msg = "Simulated fault (stream_error): the engine failed mid-stream."
+                    await resp.write(renderer.error_event(msg) + DONE)
+                    return resp
+                elif fault == "cut":
+                    self.engine.abort(seq)
+                    rec.end_time = time.time()
+                    self._write_trace(rec)
+                    _cut(request)
+                    return resp
+        if req.include_usage:
+            parts.append(renderer.usage_chunk(target))
+        parts.append(DONE)
+        rec.finish_reason = out.finish_reason
+        rec.end_time = time.time()
+        if fault is None:
+            self.metrics.observe_success(seq, out.finish_reason)
+        self._write_trace(rec)
+        await resp.write(b"".join(parts))
+        with contextlib.suppress(ConnectionError):
+            await resp.write_eof()
+        return resp
+
+    async def _whole(self, request: web.Request, req: GenRequest, out: Output, seq: Sequence,
+                     rec: TraceRecord, fault: str | None, fault_at: int, thinking: bool) -> web.StreamResponse:  # fmt: skip
+        if fault in ("stream_error", "cut"):
+            await self._until(seq, fault_at)
+            self.engine.abort(seq)
+            rec.end_time = time.time()
+            if fault == "cut":
+                self._write_trace(rec)
+                _cut(request)
+                return web.Response(status=500)  # never sent: the connection is gone
+            rec.status = 500
+            self._write_trace(rec)
+            err = ApiError(500, "Simulated fault (stream_error): the engine failed mid-generation.",
+                           "InternalServerError")  # fmt: skip
+            return _json(err.body(), 500, out.id)
+        await self._until(seq, out.target_tokens)
+        if seq.state == ABORTED:
+            return web.Response(status=500)
+        if fault == "stall":
+            await asyncio.sleep(self.cfg.faults.stall_s)
+        body = full_body(self.tape, out, self.cfg.model, req.endpoint, self.profile.reasoning_field, thinking)
+        if fault == "bad_chunk":
+            body = body[: len(body) // 2]
+        now = time.time()
+        rec.first_token_time = rec.last_token_time = rec.end_time = now
+        rec.completion_tokens = out.target_tokens
+        rec.reasoning_tokens = out.reasoning_tokens
+        rec.finish_reason = out.finish_reason
+        if fault is None:
+            self.metrics.observe_success(seq, out.finish_reason)
+        self._write_trace(rec)
+        return _json(body, 200, out.id)
+
+    def close(self) -> None:
+        self.engine.close()
+        if self.trace is not None:
+            self.trace.close()
+
+
+def _json(body: bytes, status: int, rid: str) -> web.Response:
+    return web.Response(
+        body=body, status=status, headers={"Content-Type": "application/json", "x-request-id": rid}
+    )
+
+
+def _cut(request: web.Request) -> None:
+    """Drop the connection mid-response: no [DONE], no end of the chunked body."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+async def serve(cfg: SimConfig, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+    """Run the simulator until `stop` is set (the CLI sets it on SIGTERM/SIGINT)."""
+    server = SimServer(cfg)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.host, cfg.port, backlog=2048, reuse_address=True)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        server.close()
+        raise
+    engine_task = asyncio.create_task(server.engine.run(), name="sim-engine")
+    stop = stop or asyncio.Event()
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        server.engine.close()
+        await runner.cleanup()
+        engine_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await engine_task
+        server.close()
