@@ -267,9 +267,14 @@ def _mean(values: list[float]) -> float | None:
 
 
 def window_stats(snapshots: Sequence[ServerSnapshot], stage: int, start: float, end: float) -> StageServerStats:
-    """Statistics of the scrapes in [start, end] (wall seconds); `snapshots` sorted by ts."""
+    """Statistics of one window (wall seconds); `snapshots` sorted by ts.
+
+    Gauges: the scrapes in [start, end) (a scrape at a boundary belongs to the next stage).
+    Counters and histograms: the increase from the last scrape at or before `start` (else the
+    first one inside) to the last scrape at or before `end`.
+    """
     out = StageServerStats(stage=stage)
-    inside = [s for s in snapshots if start <= s.ts <= end]
+    inside = [s for s in snapshots if start <= s.ts < end]
     out.samples = len(inside)
     for name, attr in (("running", "running"), ("waiting", "waiting"), ("kv", "kv_usage")):
         values = [getattr(s, attr) for s in inside if getattr(s, attr) is not None]

@@ -166,13 +166,13 @@ def test_stage_stats_two_stages():
                for t in range(1, 11)]  # stage 1: t 10-20, TTFT all 0.1-0.5 s
     stats = stage_stats(reversed(series), [(0, 100, 110), (1, 110, 120)])
     s0, s1 = stats[0], stats[1]
-    assert s0.samples == 11 and s0.duration_s == 10
+    assert s0.samples == 10 and s0.duration_s == 10  # [start, end): the boundary scrape is the next stage's
     assert s0.generation_tok_s == pytest.approx(100) and s0.prompt_tok_s == pytest.approx(200)
     assert s0.prefix_hit_rate == pytest.approx(0.5)
     assert s0.requests == 100 and s0.finish_reasons == {"stop": 100}
     assert s0.latency["ttft"]["count"] == 100 and s0.latency["ttft"]["p99"] <= 0.1
     assert (s1.running_mean, s1.running_max, s1.running_pinned) == (64, 64, 1.0)
-    assert s1.waiting_mean == pytest.approx(20 * 10 / 11) and s1.kv_max == 0.26
+    assert s1.waiting_mean == pytest.approx(20) and s1.kv_max == 0.26
     assert s1.latency["ttft"]["count"] == 100
     assert 0.1 < s1.latency["ttft"]["p50"] <= 0.5  # only this stage's observations
     assert s1.preemptions == 0

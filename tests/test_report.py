@@ -1,0 +1,180 @@
+"""swarm report: a synthetic sweep run directory (the seed's short-QA numbers) rendered to a
+self-contained report.html with its plots, stages.csv and the diagnosis; robust to missing pieces."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from swarm import recorder, summary
+from swarm.aggregate import VLLM_E2E_BUCKETS, VLLM_TTFT_BUCKETS, Aggregate
+from swarm.records import Outcome, RequestRecord
+from swarm.report import PNGS, load_run, stage_rows, write_report
+from swarm.server_metrics import Histogram, ServerSnapshot
+
+SHORT_QA = [(10, 13.4, 0.168), (30, 28.1, 0.193), (64, 45.2, 0.292), (128, 60.2, 0.419), (200, 64.9, 0.727),
+            (256, 64.7, 0.843)]
+T0 = 1_800_000_000.0
+
+
+def make_run(directory: Path, table=SHORT_QA, stage_s: float = 10.0, users_in_summary: bool = True,
+             server: bool = True, cpu: bool = True, records: bool = True, kv_scale: float = 1.0,
+             slo: str | None = "ttft_p99<=800ms") -> Path:
+    """A run directory as `swarm run --sweep` leaves it, with the seed's numbers per stage."""
+    directory.mkdir(parents=True, exist_ok=True)
+    recs: list[RequestRecord] = []
+    for stage, (users, qps, p99) in enumerate(table):
+        n = round(qps * stage_s)
+        start = T0 + stage * stage_s
+        for i in range(n):
+            ttft = p99 * (0.5 + 0.5 * (i / max(n - 1, 1)) ** 6)
+            outcome = Outcome.TIMEOUT if stage == len(table) - 1 and i % 50 == 7 else Outcome.OK
+            recs.append(RequestRecord(
+                workload="short_qa", start_wall_s=start + i * stage_s / n, outcome=outcome, stage=stage,
+                ttft_s=ttft, e2e_s=ttft + 49 * 0.018 * (1 + users / 256), tpot_s=0.018 * (1 + users / 256),
+                itl_s=[0.018] * 3, prompt_tokens=40, output_tokens=50, tokens_from_usage=True,
+                finish_reason="length"))
+    agg = Aggregate()
+    for r in recs:
+        agg.add(r)
+    windows = {s: (T0 + s * stage_s, T0 + (s + 1) * stage_s) for s in range(len(table))}
+    s = summary.build(agg, run_id="sweep-test", model_name="qwen3.6-27b", start_s=T0,
+                      end_s=T0 + len(table) * stage_s, users=table[-1][0], workers=2, stage_windows=windows)
+    if users_in_summary:
+        for entry in s["stages"]:
+            entry["users"] = table[entry["stage"]][0]
+            entry["start_s"], entry["end_s"] = windows[entry["stage"]]
+    if slo:
+        s["slo"] = [{"text": "...", "ok": False, "objective": slo}]
+    summary.write(s, directory / "summary.json")
+    if records:
+        recorder.write_records(recs, directory / "requests.parquet")
+    if server:
+        write_server_metrics(directory / "server_metrics.jsonl", recs, table, stage_s, kv_scale)
+    if cpu:
+        with open(directory / "client_cpu.jsonl", "w") as out:
+            for t in range(int(len(table) * stage_s)):
+                for w in ("worker-0", "worker-1"):
+                    busy = 96.0 if w == "worker-1" and t >= (len(table) - 1) * stage_s else 45.0
+                    out.write(json.dumps({"ts": T0 + t + 0.5, "worker": w, "cpu_percent": busy}) + "\n")
+    return directory
+
+
+def write_server_metrics(path: Path, recs, table, stage_s, kv_scale) -> None:
+    """1 s scrapes: running capped at 241 (seed round 2), KV 96% + preemptions from 200 users on."""
+    ok = [r for r in recs if r.outcome is Outcome.OK]
+    done = np.array([r.start_wall_s + r.e2e_s for r in ok])
+    ttft = np.array([r.ttft_s - 0.012 for r in ok])  # the engine sees 12 ms less than the client
+    e2e = np.array([r.e2e_s - 0.012 for r in ok])
+    bt, be = (*VLLM_TTFT_BUCKETS, float("inf")), (*VLLM_E2E_BUCKETS, float("inf"))
+    preempt = 0.0
+    with open(path, "w") as out:
+        for t in range(int(len(table) * stage_s) + 1):
+            ts = T0 + t
+            stage = min(int(t // stage_s), len(table) - 1)
+            users = table[stage][0]
+            fin = done <= ts
+            if t and table[min(int((t - 1) // stage_s), len(table) - 1)][0] >= 200:
+                preempt += 3
+            snap = ServerSnapshot(
+                ts=ts, source="vllm", model="qwen3.6-27b", running=min(users, 241) - (t % 2),
+                waiting=max(0, users - 241), kv_usage=min(0.96, users / 200 * 0.96) * kv_scale,
+                prompt_tokens=40.0 * fin.sum(), generation_tokens=50.0 * fin.sum(), preemptions=preempt,
+                prefix_queries=40.0 * fin.sum(), prefix_hits=10.0 * fin.sum(),
+                request_success={"length": float(fin.sum())})
+            snap.histograms["ttft"] = Histogram(bt, tuple(float((ttft[fin] <= b).sum()) for b in bt),
+                                                float(ttft[fin].sum()), float(fin.sum()))
+            snap.histograms["e2e"] = Histogram(be, tuple(float((e2e[fin] <= b).sum()) for b in be),
+                                               float(e2e[fin].sum()), float(fin.sum()))
+            out.write(json.dumps(snap.to_json()) + "\n")
+
+
+def images(text: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", text)]
+
+
+def test_report_holds_the_figures_and_is_self_contained(tmp_path):
+    run = make_run(tmp_path / "run")
+    path = write_report(run)
+    text = path.read_text()
+    imgs = images(text)
+    assert len(imgs) == len(PNGS) and all(i.startswith(b"\x89PNG") and len(i) > 10_000 for i in imgs)
+    for name in PNGS:
+        assert (run / name).read_bytes().startswith(b"\x89PNG"), name
+        assert f"({name})" in text
+    # offline: no script, stylesheet, font or image from anywhere else
+    assert "<script" not in text and "<link" not in text and "@import" not in text
+    assert not re.search(r"""(src|href)\s*=\s*['"]?(https?:)?//""", text)
+    assert "url(" not in text
+
+
+def test_report_diagnosis_and_tables(tmp_path):
+    run = make_run(tmp_path / "run")
+    text = write_report(run).read_text()
+    found = {f["kind"]: f for f in json.loads((run / "diagnosis.json").read_text())}
+    assert found["saturation"]["stage"] == 4 and "Ceiling at 200 users" in found["saturation"]["text"]
+    assert found["kv_bound"]["stage"] == 4 and "96%" in found["kv_bound"]["text"]
+    assert found["client_bound"]["stage"] == 5 and not found["client_bound"]["trusted"]
+    assert "200 users" in found["slo_max_concurrency"]["text"]
+    assert any("12 ms" in f["text"] for f in json.loads((run / "diagnosis.json").read_text())
+               if f["kind"] == "client_vs_server")
+    assert "Ceiling at 200 users" in text and "class=\"untrusted\"" in text
+    csv = pd.read_csv(run / "stages.csv")
+    assert list(csv["users"]) == [10, 30, 64, 128, 200, 256]
+    assert csv["qps"].round(1).tolist() == [13.4, 28.1, 45.2, 60.2, 64.9, 64.7]
+    assert csv["srv_kv_max"].max() == 0.96 and csv["client_cpu_max_pct"].iloc[-1] == 96.0
+    # server TTFT from histogram deltas is ~12 ms below the client's, per stage
+    gap = (csv["ttft_p50_s"] - csv["srv_ttft_p50_s"]).abs()
+    assert (gap < 0.06).all()
+
+
+def test_rerender_from_files_is_stable(tmp_path):
+    run = make_run(tmp_path / "run")
+    first = write_report(run).read_text()
+    assert write_report(run).read_text() == first
+
+
+def test_without_server_metrics_cpu_or_users(tmp_path):
+    run = make_run(tmp_path / "run", server=False, cpu=False, users_in_summary=False)
+    text = write_report(run).read_text()
+    assert "no server metrics" in text and "client-side numbers only" in text
+    assert "estimated" in text
+    assert len(images(text)) == 4  # no server timeline, no client-vs-server TTFT
+    rows, estimated = stage_rows(json.loads((run / "summary.json").read_text()), pd.read_parquet(run / "requests.parquet"))
+    assert estimated and all(r.users and r.start_s and r.end_s for r in rows)
+
+
+def test_one_stage_only_and_no_records(tmp_path):
+    run = make_run(tmp_path / "one", table=SHORT_QA[2:3], slo=None)
+    text = write_report(run).read_text()
+    assert len(images(text)) == len(PNGS)  # bars instead of lines, but every plot
+    assert "saturation" not in json.dumps(json.loads((run / "diagnosis.json").read_text()))
+    bare = make_run(tmp_path / "bare", records=False, server=False, cpu=False)
+    text = write_report(bare).read_text()
+    assert "no request records" in text and len(images(text)) == 3
+    assert len(load_run(bare).rows) == 6
+
+
+def test_cli(tmp_path, capsys):
+    import argparse
+
+    import pytest
+
+    from swarm import report
+    from swarm.cli import COMMANDS
+    from swarm.errors import UsageError
+
+    assert COMMANDS["report"][0] == "swarm.report"
+    parser = argparse.ArgumentParser()
+    report.configure(parser)
+    run = make_run(tmp_path / "run")
+    assert report.main(parser.parse_args([str(run)])) == 0
+    out = capsys.readouterr().out
+    assert "Ceiling at 200 users" in out and "[not trusted]" in out and "report.html" in out
+    with pytest.raises(UsageError):
+        report.main(parser.parse_args([str(tmp_path / "nope")]))
