@@ -231,8 +231,9 @@ class Cell:
         self.latencies: dict[str, LatencyStats] = {name: LatencyStats() for name in LATENCIES}
 
     def add(self, r: RequestRecord) -> None:
+        outcome = Outcome(r.outcome)
         self.requests += 1
-        self.outcomes[Outcome(r.outcome).value] += 1
+        self.outcomes[outcome.value] += 1
         self.prompt_tokens += r.prompt_tokens or 0
         self.output_tokens += r.output_tokens or 0
         self.reasoning_tokens += r.reasoning_tokens or 0
@@ -245,7 +246,7 @@ class Cell:
         if r.warmup:
             self.warmup_requests += 1
             return
-        if r.outcome is not Outcome.OK:
+        if outcome is not Outcome.OK:
             return
         lat = self.latencies
         if r.ttft_s is not None:
