@@ -286,12 +286,12 @@ class SwarmPlugin:
             self._hand_over_last_delta()
             self._close()
             return
-        if self._summary_writer is not None:
-            self._summary_writer.kill(block=False)
         if self.role == "master":
             self._collect_final_reports()
         if self.start_s is not None and self.end_s is None:
             self._on_test_stop()
+        if self._summary_writer is not None:
+            self._summary_writer.kill(block=False)
         self._tick()
         self._close()
         if self.objectives is not None:
