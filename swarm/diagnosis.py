@@ -261,16 +261,23 @@ def ttft_gap(row: StageRow, s: StageServerStats | None) -> tuple[float | None, f
 
 def client_vs_server(rows: Sequence[StageRow], server: Mapping[int, StageServerStats],
                      run_server: StageServerStats | None, client_total: Mapping[str, Any],
-                     cpu_max: Mapping[int, float] | None = None) -> list[Finding]:
-    """TTFT gap across stages, and request / token totals reconciled with one cause named."""
+                     cpu_max: Mapping[int, float] | None = None, client_last_end: float | None = None,
+                     ) -> list[Finding]:
+    """TTFT gap across stages, and request / token totals reconciled with one cause named.
+
+    A server percentile is interpolated inside a histogram bucket, so a gap change smaller than
+    that bucket's width (vLLM's TTFT buckets are 0.25/0.5/0.75 s wide above 0.1 s) is not read as
+    a trend. `client_last_end`: wall time the client's last request finished (scrape coverage).
+    """
     out = []
     gaps = [(r, ttft_gap(r, server.get(r.stage))[0]) for r in rows]
     gaps = [(r, g) for r, g in gaps if g is not None]
     if gaps:
         first, last = gaps[0], gaps[-1]
         lo, hi = min(g for _, g in gaps), max(g for _, g in gaps)
+        width = (server[last[0].stage].latency.get("ttft") or {}).get("p50_width") or 0.0
         cpu_top = max((cpu_max or {}).values(), default=None)
-        if len(gaps) > 1 and last[1] > 2 * max(first[1], 0.005) and last[1] - first[1] > 0.02:
+        if len(gaps) > 1 and last[1] > 2 * max(first[1], 0.005) and last[1] - first[1] > max(0.02, width):
             cause = (f"the client (worker CPU reached {cpu_top:.0f}%)" if cpu_top is not None and cpu_top > CLIENT_CPU_MAX
                      else "the server's HTTP front-end (tokenising, detokenising, SSE) or the network"
                      + ("" if cpu_top is None else f" — worker CPU stayed at or under {cpu_top:.0f}%"))
@@ -278,11 +285,17 @@ def client_vs_server(rows: Sequence[StageRow], server: Mapping[int, StageServerS
                                f"Client TTFT p50 exceeds the server's by {_ms(first[1])} at {first[0].label} but "
                                f"{_ms(last[1])} at {last[0].label}: the gap grows with load, so it is {cause}."))
         else:
+            coarse = (f" (server percentiles are interpolated in histogram buckets up to {_ms(width)} wide here)"
+                      if width > 0.02 else "")
             out.append(Finding("client_vs_server", None,
-                               f"Client TTFT p50 exceeds the server's by {_ms(lo)}-{_ms(hi)} across stages: a steady "
-                               f"gap, the network and HTTP/SSE overhead between client and engine."))
+                               f"Client TTFT p50 exceeds the server's by {_ms(lo)} to {_ms(hi)} across stages, no "
+                               f"trend with load: the network and HTTP/SSE overhead between client and engine"
+                               f"{coarse}."))
     if run_server is None or run_server.duration_s is None:
         return out
+    missed_end = (client_last_end - run_server.last_ts
+                  if client_last_end is not None and run_server.last_ts is not None
+                  and client_last_end > run_server.last_ts else None)
     ok = int(client_total.get("requests", 0)) - sum((client_total.get("failures") or {}).values())
     failed = sum((client_total.get("failures") or {}).values())
     if run_server.requests is not None:
@@ -299,10 +312,14 @@ def client_vs_server(rows: Sequence[StageRow], server: Mapping[int, StageServerS
             text = (f"The server counted {srv:,.0f} finished requests, {diff:,.0f} more than the client recorded "
                     f"({ok:,} OK, {failed:,} failed): lost data on the client side (missing records) or another "
                     f"client sharing this server.")
+        elif missed_end:
+            text = (f"The client recorded {ok:,} OK requests but the server counted only {srv:,.0f} finished "
+                    f"({-diff:,.0f} fewer): lost data on the server side — the last scrape came {missed_end:.1f} s "
+                    f"before the client's last request finished.")
         else:
             text = (f"The client recorded {ok:,} OK requests but the server counted only {srv:,.0f} finished "
-                    f"({-diff:,.0f} fewer): lost data on the server side — a scrape missed the run's end or the "
-                    f"target is a proxy over several servers of which one was scraped.")
+                    f"({-diff:,.0f} fewer): lost data on the server side — the target is likely a proxy over "
+                    f"several servers of which one was scraped, or it restarted.")
         out.append(Finding("client_vs_server", None, text))
     out_tokens = int(client_total.get("output_tokens") or 0)
     if run_server.generation_tokens is not None and out_tokens:
@@ -315,9 +332,10 @@ def client_vs_server(rows: Sequence[StageRow], server: Mapping[int, StageServerS
                     f"{out_tokens:,}: tokens of requests the client gave up on (failed or cut) or lost client "
                     f"records.")
         else:
+            why = ("the last scrape missed the run's end" if missed_end
+                   else "client counts from chunks rather than server usage, or a proxy over several servers")
             text = (f"The client counted {out_tokens:,} output tokens, {-rel * 100:.1f}% more than the server's "
-                    f"{srv_tok:,.0f}: lost data on the server side (the last scrape missed the run's end) or "
-                    f"client counts from chunks rather than server usage.")
+                    f"{srv_tok:,.0f}: lost data on the server side ({why}).")
         out.append(Finding("client_vs_server", None, text))
     return out
 
@@ -327,7 +345,7 @@ def client_vs_server(rows: Sequence[StageRow], server: Mapping[int, StageServerS
 def diagnose(rows: Sequence[StageRow], server: Mapping[int, StageServerStats] | None = None, *,
              source: str = "vllm", cpu: Iterable[Mapping[str, Any]] = (), slo_text: str | None = None,
              run_server: StageServerStats | None = None, client_total: Mapping[str, Any] | None = None,
-             ) -> list[Finding]:
+             client_last_end: float | None = None) -> list[Finding]:
     """Every finding for a run, in reading order: trust, ceiling, cause, SLO, client vs server."""
     rows = sorted(rows, key=lambda r: r.stage)
     cpu = list(cpu)
@@ -348,5 +366,6 @@ def diagnose(rows: Sequence[StageRow], server: Mapping[int, StageServerStats] | 
         if f:
             findings.append(f)
     if has_server:
-        findings += client_vs_server(rows, server, run_server, client_total or {}, cpu_by_stage(rows, cpu))
+        findings += client_vs_server(rows, server, run_server, client_total or {}, cpu_by_stage(rows, cpu),
+                                     client_last_end)
     return findings

@@ -208,7 +208,15 @@ def load_run(directory: Path) -> RunData:
 def findings(data: RunData, slo: str | None = None) -> list[Finding]:
     return diagnose(data.rows, data.server, source=data.source, cpu=data.cpu,
                     slo_text=slo or slo_text(data.summary), run_server=data.run_server,
-                    client_total=data.summary.get("total") or _records_total(data))
+                    client_total=data.summary.get("total") or _records_total(data),
+                    client_last_end=_last_end(data))
+
+
+def _last_end(data: RunData) -> float | None:
+    df = data.records
+    if df is None or not len(df):
+        return None
+    return float((df["start_wall_s"] + df["e2e_s"].fillna(0.0)).max())
 
 
 def _records_total(data: RunData) -> dict[str, Any]:
@@ -505,7 +513,8 @@ def _client_server_html(data: RunData) -> str:
     note = ("<p class='meta'>Times in ms. The client attributes a request to the stage it was sent in, the server "
             "to the scrape window it finished in, so per-stage counts differ at stage edges; the run totals are "
             "reconciled in the diagnosis. Server TTFT runs from the engine's arrival time: the gap is the "
-            "network, the HTTP front-end and the client.</p>")
+            "network, the HTTP front-end and the client. Server percentiles are interpolated inside the "
+            "server's histogram buckets (vLLM TTFT: 0.1, 0.25, 0.5, 0.75, 1 s ...), so they are coarse.</p>")
     spec = [r for r in data.rows if data.server.get(r.stage) and data.server[r.stage].spec_acceptance_rate is not None]
     extra = ""
     if spec:

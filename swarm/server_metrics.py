@@ -135,6 +135,16 @@ def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float
     return start + (end - start) * (rank / count)
 
 
+def bucket_width(bounds: Sequence[float], value: float | None) -> float | None:
+    """Width of the bucket `value` falls in: how finely a histogram percentile can resolve it."""
+    if value is None:
+        return None
+    for i, b in enumerate(bounds):
+        if value <= b:
+            return b - (bounds[i - 1] if i else 0.0)
+    return math.inf
+
+
 # ---------------------------------------------------------------------------------------- snapshots
 
 @dataclass
@@ -232,6 +242,8 @@ class StageServerStats:
     stage: int
     samples: int = 0
     duration_s: float | None = None  # between the two scrapes the counter deltas span
+    first_ts: float | None = None  # those two scrapes' times
+    last_ts: float | None = None
     running_mean: float | None = None
     running_max: float | None = None
     running_min: float | None = None
@@ -250,7 +262,8 @@ class StageServerStats:
     finish_reasons: dict[str, float] = field(default_factory=dict)
     spec_acceptance_rate: float | None = None  # accepted / draft tokens
     spec_mean_acceptance_length: float | None = None  # 1 + accepted / drafts
-    latency: dict[str, dict[str, float | None]] = field(default_factory=dict)  # ttft -> {p50 p90 p99 mean count}
+    # ttft -> {p50 p90 p99 mean count p50_width}; p50_width: the bucket holding p50 (its resolution)
+    latency: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -292,6 +305,7 @@ def window_stats(snapshots: Sequence[ServerSnapshot], stage: int, start: float, 
     if base is None or last is None or last.ts <= base.ts:
         return out
     out.duration_s = last.ts - base.ts
+    out.first_ts, out.last_ts = base.ts, last.ts
     deltas = {name: _counter_delta(getattr(last, name), getattr(base, name)) for name in COUNTERS}
     out.preemptions = deltas["preemptions"]
     out.prompt_tokens, out.generation_tokens = deltas["prompt_tokens"], deltas["generation_tokens"]
@@ -314,6 +328,7 @@ def window_stats(snapshots: Sequence[ServerSnapshot], stage: int, start: float, 
         d = hist.delta(base.histograms.get(key))
         stats: dict[str, float | None] = {k: d.quantile(q) for k, q in QUANTILES.items()}
         stats["mean"], stats["count"] = d.mean, d.count
+        stats["p50_width"] = bucket_width(d.bounds, stats["p50"])
         out.latency[key] = stats
     return out
 

@@ -114,7 +114,7 @@ def test_client_vs_server_gap_and_reconciliation():
     total = {"requests": 1000, "failures": {"timeout": 50}, "output_tokens": 50_000}
     run = stats(-1, requests=948.0, generation_tokens=50_100.0)
     texts = [f.text for f in client_vs_server(r, server, run, total)]
-    assert "12 ms-12 ms" in texts[0] and "steady" in texts[0]
+    assert "12 ms to 12 ms" in texts[0] and "no trend" in texts[0]
     assert "reconcile" in texts[1] and "reconcile" in texts[2]
     run = stats(-1, requests=1000.0, generation_tokens=60_000.0)
     texts = [f.text for f in client_vs_server(r, server, run, total)]
