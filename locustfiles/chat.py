@@ -1,0 +1,7 @@
+"""The `chat` workload: locust -f locustfiles/chat.py --host URL (--workload overrides it)."""
+
+from swarm.user import LLMUser
+
+
+class ChatUser(LLMUser):
+    workload = "chat"

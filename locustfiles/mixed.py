@@ -1,0 +1,7 @@
+"""The `mixed` workload: locust -f locustfiles/mixed.py --host URL (--workload overrides it)."""
+
+from swarm.user import LLMUser
+
+
+class MixedUser(LLMUser):
+    workload = "mixed"

@@ -1,0 +1,7 @@
+"""The `rag` workload: locust -f locustfiles/rag.py --host URL (--workload overrides it)."""
+
+from swarm.user import LLMUser
+
+
+class RagUser(LLMUser):
+    workload = "rag"

@@ -1,0 +1,7 @@
+"""The `translate` workload: locust -f locustfiles/translate.py --host URL (--workload overrides it)."""
+
+from swarm.user import LLMUser
+
+
+class TranslateUser(LLMUser):
+    workload = "translate"

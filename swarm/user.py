@@ -1,0 +1,531 @@
+"""`LLMUser`: a Locust FastHttpUser that sends one streamed completion per task and measures it.
+
+The I/O path is geventhttpclient's socket, read by hand: FastHttpSession fires its `request`
+event at the headers (REFERENCE.md §4) and `FastResponse.read(n)` blocks until n bytes are
+buffered, so neither sees individual chunks arrive. The user takes a pooled socket from its
+FastHttpSession, sends the request itself, lets geventhttpclient's parser read the status and
+headers and de-chunk the body, and takes `time.perf_counter()` right after every `recv()`.
+
+Per request it builds one `RequestRecord` (swarm/records.py) and fires, exactly once each,
+`swarm.events.llm_request(record=...)` and Locust's `request` event (name = workload,
+response_time = E2E in ms, exception = `LLMRequestFailure("outcome: message")` on failure).
+Nothing raises out of `send`: every failure becomes one `Outcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent.lock
+import orjson
+from geventhttpclient._parser import HTTPParseError
+from geventhttpclient.response import HTTPSocketPoolResponse
+from locust import FastHttpUser, constant, events, task
+
+from swarm.dialects import (
+    ENDPOINTS,
+    BadChunk,
+    Dialect,
+    StreamTally,
+    detect_dialect,
+    error_message,
+    first_model,
+)
+from swarm.dialects import get_dialect as _get_dialect
+from swarm.errors import UsageError
+from swarm.events import llm_request
+from swarm.records import Outcome, RequestRecord
+from swarm.sse import DONE, iter_data
+from swarm.workloads import WORKLOADS, Knobs, LLMRequest, Mix, parse_token_range
+
+# TODO(issue 4): import swarm.plugin here (with noqa F401) once swarm/plugin.py exists: it registers
+# the aggregation listeners; until then a plain `locust -f` run keeps only Locust's own stats.
+
+log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 64 * 1024  # bytes per recv(); one SSE chunk is ~200-300 bytes
+DRAIN_S = 1.0  # after [DONE]: wait at most this long for the end of the HTTP body (keep-alive)
+ERROR_BODY_MAX = 64 * 1024  # bytes of an HTTP error body read for its message
+DISCOVERY_RETRY_S = 5.0
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
+
+
+class LLMRequestFailure(Exception):
+    """The exception handed to Locust for a failed request: `str` and `repr` are "outcome: message"."""
+
+    def __init__(self, outcome: Outcome, message: str) -> None:
+        super().__init__(f"{outcome.value}: {message}")
+        self.outcome = outcome
+
+    def __repr__(self) -> str:  # Locust's failure table groups and shows failures by repr
+        return str(self)
+
+
+# -- options -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """The swarm's Locust options, validated."""
+
+    workload: str | None = None  # None: the user class's default
+    model: str | None = None
+    api_key: str | None = None
+    endpoint: str = "chat"
+    dialect: str = "auto"
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
+    ignore_eos: bool = False
+    knobs: Knobs = field(default_factory=Knobs)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"LLMOptions(workload={self.workload!r}, model={self.model!r}, endpoint={self.endpoint!r}, " \
+               f"dialect={self.dialect!r}, request_timeout={self.request_timeout!r}, knobs={self.knobs!r})"
+
+    @classmethod
+    def from_parsed(cls, opts: Any) -> LLMOptions:
+        """From Locust's parsed options (values may be strings when set in the web UI)."""
+        if opts is None:
+            return cls()
+
+        def get(name: str, default: Any = None) -> Any:
+            value = getattr(opts, name, default)
+            return default if value is None or value == "" else value
+
+        def number(name: str, kind: type, flag: str, default: Any = None) -> Any:
+            value = get(name, default)
+            if value is None:
+                return None
+            try:
+                return kind(value)
+            except (TypeError, ValueError):
+                raise UsageError(f"{flag} must be a number (got {value!r})") from None
+
+        endpoint = get("endpoint", "chat")
+        if endpoint not in ENDPOINTS:
+            raise UsageError(f"--endpoint must be one of {', '.join(ENDPOINTS)} (got {endpoint!r})")
+        dialect = get("dialect", "auto")
+        if dialect != "auto":
+            _get_dialect(dialect)
+        timeout = number("request_timeout", float, "--request-timeout", DEFAULT_REQUEST_TIMEOUT_S)
+        if not timeout > 0:
+            raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
+        ignore_eos = str(get("ignore_eos", False)).lower() in ("true", "1", "yes", "on")
+        if ignore_eos and dialect == "openai":
+            raise UsageError("--ignore-eos is not supported by the openai dialect (vLLM and llama.cpp only)")
+        knobs = Knobs(
+            thinking_ratio=number("thinking_ratio", float, "--thinking-ratio"),
+            max_tokens=number("max_tokens", int, "--max-tokens"),
+            rag_passages=number("rag_passages", int, "--rag-passages", 4),
+            rag_prefix_share=number("rag_prefix_share", float, "--rag-prefix-share", 0.5),
+            rag_tokens=parse_token_range(get("rag_tokens", "2000-3000")),
+            prompt_file=get("prompt_file"),
+        )
+        return cls(get("workload"), get("model"), get("api_key"), endpoint, dialect, timeout, ignore_eos, knobs)
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser: Any) -> None:
+    g = parser  # (argument groups do not take Locust's include_in_web_ui / is_secret keywords)
+    g.add_argument("--workload", default=None, include_in_web_ui=True,
+                   help="workload NAME or a weighted mix NAME:W,NAME:W (e.g. short_qa:3,chat:1); "
+                        f"names: {', '.join(WORKLOADS)}. Default: the locustfile's")
+    g.add_argument("--model", default=None, include_in_web_ui=True,
+                   help="model name sent in requests (default: the first model of /v1/models)")
+    g.add_argument("--api-key", default=None, env_var="OPENAI_API_KEY", include_in_web_ui=False, is_secret=True,
+                   help="API key sent as 'Authorization: Bearer' (default: $OPENAI_API_KEY); never printed")
+    g.add_argument("--endpoint", default="chat", choices=list(ENDPOINTS), include_in_web_ui=True,
+                   help="chat = /v1/chat/completions, completions = /v1/completions (default chat)")
+    g.add_argument("--dialect", default="auto", choices=["auto", "vllm", "llamacpp", "openai"],
+                   include_in_web_ui=True,
+                   help="server dialect (default auto: from /v1/models owned_by)")
+    g.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S, include_in_web_ui=True,
+                   help="seconds without a byte from the server before a request ends as 'timeout' (default 60)")
+    g.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
+                   help="send ignore_eos so every answer runs to max_tokens (vLLM, llama.cpp)")
+    g.add_argument("--thinking-ratio", type=float, default=None, include_in_web_ui=True,
+                   help="share of requests with thinking on (default: mixed 0.2, other workloads 0)")
+    g.add_argument("--max-tokens", type=int, default=None, include_in_web_ui=True,
+                   help="override every workload's max_tokens")
+    g.add_argument("--rag-passages", type=int, default=4, include_in_web_ui=True,
+                   help="rag: retrieved passages per prompt (default 4)")
+    g.add_argument("--rag-prefix-share", type=float, default=0.5, include_in_web_ui=True,
+                   help="rag: share of each prompt that is a prefix common to all prompts, 0-0.9 (default 0.5)")
+    g.add_argument("--rag-tokens", default="2000-3000", include_in_web_ui=True,
+                   help="rag: prompt size in tokens, N or MIN-MAX (default 2000-3000)")
+    g.add_argument("--prompt-file", default=None, include_in_web_ui=True,
+                   help="custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row")
+
+
+def llm_options(environment: Any) -> LLMOptions:
+    """The validated options of this environment (cached; rebuilt at each test start)."""
+    opts = getattr(environment, "swarm_llm_options", None)
+    if opts is None:
+        opts = LLMOptions.from_parsed(getattr(environment, "parsed_options", None))
+        environment.swarm_llm_options = opts
+        environment.swarm_mixes = {}
+    return opts
+
+
+def _mix(environment: Any, default_spec: str) -> Mix:
+    opts = llm_options(environment)
+    spec = opts.workload or default_spec
+    mixes = environment.swarm_mixes
+    if spec not in mixes:
+        mixes[spec] = Mix.from_spec(spec, opts.knobs)
+    return mixes[spec]
+
+
+def _validate(environment: Any) -> None:
+    """Build options and every locustfile user's workload mix: raises UsageError on bad input."""
+    environment.swarm_llm_options = None
+    llm_options(environment)
+    for user_class in getattr(environment, "user_classes", None) or []:
+        if isinstance(user_class, type) and issubclass(user_class, LLMUser):
+            _mix(environment, user_class.workload)
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_kwargs: Any) -> None:
+    """Bad options: one line on stderr and exit code 2, before anything starts."""
+    if getattr(environment, "parsed_options", None) is None:
+        return
+    try:
+        _validate(environment)
+    except UsageError as e:
+        sys.stderr.write(f"locust: error: {e}\n")
+        sys.stderr.flush()
+        sys.exit(2)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Any, **_kwargs: Any) -> None:
+    """Options may have changed in the web UI: validate again; on error stop with exit code 2."""
+    environment.swarm_target = None
+    try:
+        _validate(environment)
+    except UsageError as e:
+        log.error("%s", e)
+        environment.process_exit_code = 2
+        runner = getattr(environment, "runner", None)
+        if runner is not None:
+            import gevent
+
+            gevent.spawn_later(0, runner.quit)
+
+
+# -- the target: model and dialect ------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    model: str | None
+    dialect: Dialect
+    discovered: bool  # False: /v1/models has not answered (yet); retried later
+    retry_at: float = 0.0
+
+
+_target_lock = gevent.lock.Semaphore()
+
+
+class _Response(HTTPSocketPoolResponse):
+    """geventhttpclient's response parser; the body is read by `_BodyReads`."""
+
+
+class _BodyReads:
+    """The response body as it comes off the socket, one `bytes` per recv(), with its time."""
+
+    __slots__ = ("eof", "n_bytes", "resp", "sock", "t")
+
+    def __init__(self, resp: _Response, sock: Any, t: float) -> None:
+        self.resp = resp
+        self.sock = sock
+        self.t = t  # perf_counter() right after the recv() that returned the latest bytes
+        self.n_bytes = 0
+        self.eof = False  # the server closed the connection before the body ended
+
+    def __iter__(self) -> Any:
+        resp = self.resp
+        buf = resp._body_buffer
+        if buf:  # body bytes that came with the headers
+            out = bytes(buf)
+            del buf[:]
+            self.n_bytes += len(out)
+            yield out
+        recv = self.sock.recv
+        feed = resp.feed
+        perf = time.perf_counter
+        while not resp.message_complete:
+            data = recv(BLOCK_SIZE)
+            self.t = perf()
+            if not data:
+                self.eof = True
+                return
+            feed(data)
+            if buf:
+                out = bytes(buf)
+                del buf[:]
+                self.n_bytes += len(out)
+                yield out
+
+
+class LLMUser(FastHttpUser):
+    """Sends streamed chat/completions requests drawn from a workload mix; one record each.
+
+    Subclass it in a locustfile and set `workload` (a NAME or NAME:W,NAME:W spec); the
+    `--workload` option overrides it. All other settings are Locust options (see --help).
+    """
+
+    abstract = True
+    workload: str = "mixed"
+    wait_time = constant(0)
+
+    def __init__(self, environment: Any) -> None:
+        self.opts = llm_options(environment)
+        self.network_timeout = self.opts.request_timeout
+        self.connection_timeout = self.opts.request_timeout
+        super().__init__(environment)
+        self.mix = _mix(environment, type(self).workload)
+        self.rng = random.Random()
+        parts = urlsplit(self.host)
+        prefix = parts.path.rstrip("/")
+        if prefix.endswith("/v1"):
+            prefix = prefix[:-3]
+        self._prefix = prefix
+        base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/"
+        self._pool = self.client.client.clientpool.get_client(base)._connection_pool
+        host_header = parts.netloc.rpartition("@")[2]
+        auth = f"Authorization: Bearer {self.opts.api_key}\r\n" if self.opts.api_key else ""
+        self._common_headers = f"Host: {host_header}\r\nUser-Agent: llm-swarm\r\n{auth}"
+        self._chat = self.opts.endpoint == "chat"
+        path = prefix + ENDPOINTS[self.opts.endpoint]
+        self._url = f"{parts.scheme}://{host_header}{path}"
+        self._head = (f"POST {path} HTTP/1.1\r\n{self._common_headers}Accept: text/event-stream\r\n"
+                      "Content-Type: application/json\r\nContent-Length: ").encode("latin-1")
+
+    @task
+    def llm_request(self) -> None:
+        self.send(self.mix.next_request(self.rng))
+
+    # -- target discovery ---------------------------------------------------------------------
+
+    def target(self) -> Target:
+        """Model and dialect, from the options or (once per process) from /v1/models."""
+        env = self.environment
+        t = getattr(env, "swarm_target", None)
+        if t is not None and (t.discovered or time.monotonic() < t.retry_at):
+            return t
+        with _target_lock:
+            t = getattr(env, "swarm_target", None)
+            if t is not None and (t.discovered or time.monotonic() < t.retry_at):
+                return t
+            t = env.swarm_target = self._discover()
+        return t
+
+    def _discover(self) -> Target:
+        opts = self.opts
+        if opts.model and opts.dialect != "auto":
+            return Target(opts.model, _get_dialect(opts.dialect), True)
+        try:
+            status, body = self._get(self._prefix + "/v1/models")
+            if status != 200:
+                raise OSError(f"HTTP {status}: {error_message(_json_or_text(body))}")
+            models = orjson.loads(body)
+        except Exception as e:  # no model list: go on with what the options say
+            log.warning("GET /v1/models failed (%s: %s); using --model %s and the %s dialect; retrying in %.0f s",
+                        type(e).__name__, e, opts.model or "(none)",
+                        "openai" if opts.dialect == "auto" else opts.dialect, DISCOVERY_RETRY_S)
+            dialect = _get_dialect("openai" if opts.dialect == "auto" else opts.dialect)
+            return Target(opts.model, dialect, False, time.monotonic() + DISCOVERY_RETRY_S)
+        name = opts.dialect if opts.dialect != "auto" else detect_dialect(models)
+        model = opts.model or first_model(models)
+        if opts.ignore_eos and name == "openai":
+            log.warning("--ignore-eos: the target looks like a plain OpenAI server; sending ignore_eos anyway")
+        log.info("target: model %s, dialect %s", model, name)
+        return Target(model, _get_dialect(name), True)
+
+    def _get(self, path: str) -> tuple[int, bytes]:
+        """A plain GET on the user's connection pool (no Locust event): status and body."""
+        sock = self._pool.get_socket()
+        try:
+            sock.settimeout(self.opts.request_timeout)
+            sock.sendall(f"GET {path} HTTP/1.1\r\n{self._common_headers}Accept: application/json\r\n\r\n"
+                         .encode("latin-1"))
+        except BaseException:
+            self._pool.release_socket(sock)
+            raise
+        resp = _Response(sock, self._pool, block_size=BLOCK_SIZE, method="GET")
+        try:
+            return resp.status_code, resp.read()
+        finally:
+            resp.release()
+
+    # -- one request ---------------------------------------------------------------------------
+
+    def send(self, req: LLMRequest) -> RequestRecord:
+        """Send `req`, stream the answer, fire the events; returns the record. Never raises
+        (except the greenlet being killed, which records nothing)."""
+        env = self.environment
+        record = RequestRecord(workload=req.workload, start_wall_s=time.time(),
+                               stage=getattr(env, "swarm_stage", 0), warmup=getattr(env, "swarm_warmup", False))
+        n_bytes = 0
+        t0 = time.perf_counter()
+        t_end = t0
+        try:
+            target = self.target()
+            chat = self._chat
+            body = target.dialect.body(
+                endpoint="chat" if chat else "completions", model=target.model,
+                messages=req.messages if chat else None, prompt=None if chat else req.prompt_text(),
+                max_tokens=req.max_tokens, thinking=req.thinking, ignore_eos=self.opts.ignore_eos)
+            data = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
+            tally = StreamTally(target.dialect, chat)
+            record.start_wall_s = time.time()
+            t0 = time.perf_counter()
+            outcome, error, t_end, n_bytes = self._exchange(data, tally, record)
+            tally.fill(record, t0, t_end)
+            if record.request_id is None:
+                record.request_id = tally.response_id
+        except Exception as e:  # a bug of ours, not the server's: still one record, never a raise
+            t_end = time.perf_counter()
+            outcome, error = (Outcome.CONNECT_ERROR if record.http_status is None else Outcome.BAD_CHUNK,
+                              f"internal {type(e).__name__}: {e}")
+            _log_once(type(e).__name__, "swarm.user: unexpected error while sending a request", exc_info=True)
+            record.e2e_s = t_end - t0
+        record.outcome = outcome
+        record.error = error
+        if outcome is not Outcome.OK:
+            record.tpot_s = None
+        self._fire(record, n_bytes)
+        return record
+
+    def _exchange(self, data: bytes, tally: StreamTally,
+                  record: RequestRecord) -> tuple[Outcome, str | None, float, int]:
+        """Socket I/O of one request: (outcome, error, end time, body bytes)."""
+        pool = self._pool
+        timeout = self.opts.request_timeout
+        perf = time.perf_counter
+        try:
+            sock = pool.get_socket()
+        except TimeoutError:
+            return Outcome.CONNECT_ERROR, f"connect timeout after {timeout:g} s", perf(), 0
+        except Exception as e:
+            return Outcome.CONNECT_ERROR, f"{type(e).__name__}: {e}", perf(), 0
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(data)
+        except BaseException as e:
+            pool.release_socket(sock)
+            if isinstance(e, TimeoutError):
+                return Outcome.TIMEOUT, f"no byte for {timeout:g} s (sending)", perf(), 0
+            if isinstance(e, Exception):
+                return Outcome.CONNECT_ERROR, f"{type(e).__name__}: {e}", perf(), 0
+            raise
+        try:  # status line and headers (the response releases the socket itself on failure)
+            resp = _Response(sock, pool, block_size=BLOCK_SIZE, method="POST")
+        except TimeoutError:
+            return Outcome.TIMEOUT, f"no byte for {timeout:g} s (waiting for the status)", perf(), 0
+        except (HTTPParseError, OSError) as e:
+            return Outcome.CONNECT_ERROR, f"{type(e).__name__}: {e}", perf(), 0
+        t_headers = perf()
+        try:
+            status = resp.status_code
+            record.http_status = status
+            rid = resp.get("x-request-id")
+            if rid:
+                record.request_id = rid if isinstance(rid, str) else rid[0]
+            if status != 200:
+                body, t_end = self._error_body(resp, sock)
+                return Outcome.HTTP_ERROR, f"{status} {error_message(_json_or_text(body))}", t_end, len(body)
+            return self._stream(resp, sock, tally, t_headers)
+        finally:
+            resp.release()
+
+    def _stream(self, resp: _Response, sock: Any, tally: StreamTally,
+                t_headers: float) -> tuple[Outcome, str | None, float, int]:
+        reads = _BodyReads(resp, sock, t_headers)
+        loads = orjson.loads
+        feed = tally.feed
+        try:
+            for payload in iter_data(reads):
+                if payload == DONE:
+                    t_done = reads.t
+                    if not resp.message_complete:
+                        self._drain(resp, sock)
+                    if tally.error is not None:
+                        return Outcome.STREAM_ERROR, tally.error, t_done, reads.n_bytes
+                    return Outcome.OK, None, t_done, reads.n_bytes
+                try:
+                    obj = loads(payload)
+                except orjson.JSONDecodeError:
+                    raise BadChunk(f"not JSON: {payload[:120]!r}") from None
+                if not feed(obj, reads.t):
+                    return Outcome.STREAM_ERROR, tally.error, reads.t, reads.n_bytes
+        except TimeoutError:
+            return (Outcome.TIMEOUT, f"no byte for {self.opts.request_timeout:g} s (streaming)",
+                    time.perf_counter(), reads.n_bytes)
+        except (BadChunk, UnicodeDecodeError) as e:
+            return Outcome.BAD_CHUNK, str(e)[:300], reads.t, reads.n_bytes
+        except (HTTPParseError, OSError) as e:  # reset / broken chunked framing mid-stream
+            return Outcome.TRUNCATED, f"stream broken: {type(e).__name__}: {e}", time.perf_counter(), reads.n_bytes
+        how = "connection closed" if reads.eof else "body ended"
+        return Outcome.TRUNCATED, f"{how} without [DONE]", reads.t, reads.n_bytes
+
+    def _drain(self, resp: _Response, sock: Any) -> None:
+        """After [DONE], read the end of the HTTP body so the connection can be reused."""
+        try:
+            sock.settimeout(min(DRAIN_S, self.opts.request_timeout))
+            while not resp.message_complete:
+                data = sock.recv(BLOCK_SIZE)
+                if not data:
+                    return
+                resp.feed(data)
+        except Exception:
+            return
+
+    def _error_body(self, resp: _Response, sock: Any) -> tuple[bytes, float]:
+        body = bytearray(resp._body_buffer)
+        del resp._body_buffer[:]
+        try:
+            while not resp.message_complete and len(body) < ERROR_BODY_MAX:
+                data = sock.recv(BLOCK_SIZE)
+                if not data:
+                    break
+                resp.feed(data)
+                body += resp._body_buffer
+                del resp._body_buffer[:]
+        except Exception:
+            pass
+        return bytes(body), time.perf_counter()
+
+    def _fire(self, record: RequestRecord, n_bytes: int) -> None:
+        e2e_ms = (record.e2e_s or 0.0) * 1000.0
+        exc = None if record.outcome is Outcome.OK else LLMRequestFailure(record.outcome, record.error or "")
+        llm_request.fire(record=record)
+        self.environment.events.request.fire(
+            request_type="POST", name=record.workload, response_time=e2e_ms, response_length=n_bytes,
+            exception=exc, context={}, url=self._url, start_time=record.start_wall_s, response=None)
+
+
+def _json_or_text(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", "replace").strip()[:300] or "(empty body)"
+
+
+_logged: set[str] = set()
+
+
+def _log_once(key: str, msg: str, **kwargs: Any) -> None:
+    if key not in _logged:
+        _logged.add(key)
+        log.error(msg, **kwargs)
+
+
+__all__ = ["LLMOptions", "LLMRequestFailure", "LLMUser", "Target", "llm_options"]
