@@ -24,7 +24,7 @@ T0 = 1_800_000_000.0
 
 def make_run(directory: Path, table=SHORT_QA, stage_s: float = 10.0, users_in_summary: bool = True,
              server: bool = True, cpu: bool = True, records: bool = True, kv_scale: float = 1.0,
-             slo: str | None = "ttft_p99<=800ms") -> Path:
+             slo: str | None = "ttft_p99<=800ms", cap: int = 241) -> Path:
     """A run directory as `swarm run --sweep` leaves it, with the seed's numbers per stage."""
     directory.mkdir(parents=True, exist_ok=True)
     recs: list[RequestRecord] = []
@@ -55,7 +55,7 @@ def make_run(directory: Path, table=SHORT_QA, stage_s: float = 10.0, users_in_su
     if records:
         recorder.write_records(recs, directory / "requests.parquet")
     if server:
-        write_server_metrics(directory / "server_metrics.jsonl", recs, table, stage_s, kv_scale)
+        write_server_metrics(directory / "server_metrics.jsonl", recs, table, stage_s, kv_scale, cap)
     if cpu:
         with open(directory / "client_cpu.jsonl", "w") as out:
             for t in range(int(len(table) * stage_s)):
@@ -65,8 +65,8 @@ def make_run(directory: Path, table=SHORT_QA, stage_s: float = 10.0, users_in_su
     return directory
 
 
-def write_server_metrics(path: Path, recs, table, stage_s, kv_scale) -> None:
-    """1 s scrapes: running capped at 241 (seed round 2), KV 96% + preemptions from 200 users on."""
+def write_server_metrics(path: Path, recs, table, stage_s, kv_scale, cap) -> None:
+    """1 s scrapes: running capped at `cap` (seed round 2: 241), KV 96% + preemptions from 200 users on."""
     ok = [r for r in recs if r.outcome is Outcome.OK]
     done = np.array([r.start_wall_s + r.e2e_s for r in ok])
     ttft = np.array([r.ttft_s - 0.012 for r in ok])  # the engine sees 12 ms less than the client
@@ -82,8 +82,8 @@ def write_server_metrics(path: Path, recs, table, stage_s, kv_scale) -> None:
             if t and table[min(int((t - 1) // stage_s), len(table) - 1)][0] >= 200:
                 preempt += 3
             snap = ServerSnapshot(
-                ts=ts, source="vllm", model="qwen3.6-27b", running=min(users, 241) - (t % 2),
-                waiting=max(0, users - 241), kv_usage=min(0.96, users / 200 * 0.96) * kv_scale,
+                ts=ts, source="vllm", model="qwen3.6-27b", running=min(users, cap) - (t % 2 if users < cap else 0),
+                waiting=max(0, users - cap), kv_usage=min(0.96, users / 200 * 0.96) * kv_scale,
                 prompt_tokens=40.0 * fin.sum(), generation_tokens=50.0 * fin.sum(), preemptions=preempt,
                 prefix_queries=40.0 * fin.sum(), prefix_hits=10.0 * fin.sum(),
                 request_success={"length": float(fin.sum())})
