@@ -3,8 +3,8 @@
 import subprocess
 
 import pytest
-
 from support import swarm_cmd
+
 from swarm.errors import UsageError
 from swarm.run import parse_timespan
 
