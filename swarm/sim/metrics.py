@@ -137,6 +137,13 @@ class SimMetrics:
                     len(eng.running))
         yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(eng.waiting))
         yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", eng.kv_cache_usage)
+        info = GaugeMetricFamily(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            labels=["block_size", "enable_prefix_caching", "num_gpu_blocks"],
+        )
+        info.add_metric([str(eng.bs), str(eng.caching), str(eng.pool.num_blocks)], 1.0)
+        yield info
         c = eng.counters
         yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", c.preemptions)
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens)

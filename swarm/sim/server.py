@@ -153,7 +153,7 @@ class SimServer:
             if not seq.done:
                 self.engine.abort(seq)
             if rec.end_time is None:  # left early: client gone or server shutting down
-                rec.finish_reason = rec.finish_reason or "abort"
+                rec.finish_reason = "abort"
                 self._write_trace(rec)
 
     def _plan(self, req: GenRequest, rid: str) -> tuple[Output, bool]:
@@ -186,7 +186,16 @@ class SimServer:
         renderer = StreamRenderer(self.tape, out, self.cfg.model, req.endpoint, req.continuous_usage,
                                   p.merge_reasoning, p.reasoning_field)  # fmt: skip
         resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
-        await resp.prepare(request)
+        try:
+            await resp.prepare(request)
+            await self._stream_body(request, resp, renderer, req, out, seq, rec, fault, fault_at)
+        except ConnectionError:  # the client went away: the finally in _generate aborts and traces
+            rec.finish_reason = "abort"
+        return resp
+
+    async def _stream_body(self, request: web.Request, resp: web.StreamResponse, renderer: StreamRenderer,
+                           req: GenRequest, out: Output, seq: Sequence, rec: TraceRecord, fault: str | None,
+                           fault_at: int) -> None:  # fmt: skip
         target = out.target_tokens
         pending = fault is not None
         sent = 0
@@ -197,7 +206,7 @@ class SimServer:
             if seq.generated <= sent:
                 await self._until(seq, sent + 1)
                 if seq.state == ABORTED:
-                    return resp
+                    return
             upto = seq.generated
             if pending and upto > fault_at:
                 upto = fault_at
@@ -227,13 +236,13 @@ class SimServer:
                     self._write_trace(rec)
                     msg = "Simulated fault (stream_error): the engine failed mid-stream."
                     await resp.write(renderer.error_event(msg) + DONE)
-                    return resp
+                    return
                 elif fault == "cut":
                     self.engine.abort(seq)
                     rec.end_time = time.time()
                     self._write_trace(rec)
                     _cut(request)
-                    return resp
+                    return
         if req.include_usage:
             parts.append(renderer.usage_chunk(target))
         parts.append(DONE)
@@ -243,9 +252,7 @@ class SimServer:
             self.metrics.observe_success(seq, out.finish_reason)
         self._write_trace(rec)
         await resp.write(b"".join(parts))
-        with contextlib.suppress(ConnectionError):
-            await resp.write_eof()
-        return resp
+        await resp.write_eof()
 
     async def _whole(self, request: web.Request, req: GenRequest, out: Output, seq: Sequence,
                      rec: TraceRecord, fault: str | None, fault_at: int, thinking: bool) -> web.StreamResponse:  # fmt: skip
@@ -254,6 +261,7 @@ class SimServer:
             self.engine.abort(seq)
             rec.end_time = time.time()
             if fault == "cut":
+                rec.status = None  # no status line was ever sent
                 self._write_trace(rec)
                 _cut(request)
                 return web.Response(status=500)  # never sent: the connection is gone

@@ -21,7 +21,7 @@ class TraceRecord:
     first_token_time: float | None = None  # first token's bytes handed to the socket
     last_token_time: float | None = None  # last token's bytes handed to the socket
     end_time: float | None = None  # response finished (or failed)
-    status: int = 200
+    status: int | None = 200  # None: the connection was cut before any status line
     fault: str | None = None
     endpoint: str = ""  # "chat" | "completions"
     stream: bool | None = None
