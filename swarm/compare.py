@@ -95,8 +95,8 @@ def render_text(table: Any, a: RunData, b: RunData) -> str:
     cols = [m for m in METRICS if table[f"{m[0]}_a"].notna().any() or table[f"{m[0]}_b"].notna().any()]
     header = [key] + [f"{title}{' ' + unit if unit and unit != '%' else ''} A -> B" for _, title, unit, _ in cols]
     rows = []
-    for _, r in table.iterrows():
-        cells = [str(r[key])]
+    for i, r in table.iterrows():
+        cells = [str(table[key].tolist()[i])]
         for col, _, unit, _ in cols:
             cells.append(f"{_cell(r[f'{col}_a'], unit)} -> {_cell(r[f'{col}_b'], unit)} {_delta(r[f'{col}_delta'])}".strip())
         rows.append(cells)
@@ -151,8 +151,8 @@ def render_html(table: Any, a: RunData, b: RunData, lines: Sequence[str], pngs: 
         f"<th colspan=3>{html.escape(t)}{' (' + u + ')' if u else ''}</th>" for _, t, u, _ in cols) + "</tr><tr>" + \
         "".join("<th>A</th><th>B</th><th>&Delta;</th>" for _ in cols) + "</tr>"
     body = []
-    for _, r in table.iterrows():
-        cells = [f"<td>{html.escape(str(r[key]))}</td>"]
+    for i, r in table.iterrows():
+        cells = [f"<td>{html.escape(str(table[key].tolist()[i]))}</td>"]
         for col, _, unit, higher in cols:
             d = r[f"{col}_delta"]
             color = ""

@@ -173,10 +173,11 @@ def bottlenecks(rows: Sequence[StageRow], server: Mapping[int, StageServerStats]
                 sentence = sentence[:-1] + f" (also at {', '.join(h.label for h in hits[1:])})."
             out.append(Finding(kind, first.stage, sentence))
     found = ceiling(rows)
-    if found is not None:
+    if found is not None:  # judged on the ceiling stage and the next one, where the queue shows
         top = found[0]
         s = server.get(top.stage)
-        if s is not None and s.samples and not is_capped(s) and not is_kv_bound(s):
+        pair = [server[r.stage] for r in found if r.stage in server]
+        if s is not None and s.samples and not any(is_capped(x) or is_kv_bound(x) for x in pair):
             out.append(Finding("compute_bound", top.stage, _compute_text(by_stage[top.stage], s)))
     return out
 

@@ -38,6 +38,8 @@ def test_compare_matches_stages_by_users(tmp_path, capsys):
     assert "compare.html" in out
     assert re.search(r"^A: At 128 users running requests sat pinned at 64 .*--max-num-seqs", out, re.M)
     assert re.search(r"^B: Ceiling at 200 users", out, re.M)
+    assert "compute" not in out  # the stage after A's ceiling shows the cap: not compute-bound
+    assert re.search(r"^200 ", out, re.M)  # users as integers
     page = (b / "compare.html").read_text()
     assert len(images(page)) == 1 and "<script" not in page and not re.search(r"(src|href)=['\"]?https?:", page)
     assert "+61%" in page and "#dff5df" in page  # QPS up: better
