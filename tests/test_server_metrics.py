@@ -263,3 +263,32 @@ def test_poller_degrades_gracefully(tmp_path, metrics_server, kind):
     poller.stop()
     assert len(logs) == 1 and "server metrics unavailable" in logs[0]  # said once
     assert poller.samples == 0 and not (tmp_path / "m.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------------------- simulator
+
+def test_real_scrapes_from_the_simulator():
+    """Two scrapes taken from `swarm sim --max-num-seqs 4` serving 12 concurrent requests."""
+    mid = parse_metrics(fixture("sim_metrics_mid.txt"), ts=1.0)
+    end = parse_metrics(fixture("sim_metrics_end.txt"), ts=3.0)
+    assert (mid.source, mid.model) == ("vllm", "qwen3.6-27b")
+    assert (mid.running, mid.waiting) == (4, 3) and 0 < mid.kv_usage < 1
+    assert sum(end.request_success.values()) == 12 and end.histograms["ttft"].count == 12
+    s = window_stats([mid, end], 0, 1.0, 3.0)
+    assert s.requests == 12 - sum(mid.request_success.values())
+    assert s.generation_tok_s == pytest.approx((end.generation_tokens - mid.generation_tokens) / 2)
+    assert s.latency["ttft"]["count"] == 12 - mid.histograms["ttft"].count
+
+
+@pytest.mark.integration
+def test_poller_against_a_live_simulator(tmp_path):
+    from support import sim_server
+
+    with sim_server(tmp_path, trace=False, model="m") as sim:
+        out = tmp_path / "server_metrics.jsonl"
+        poller = ServerPoller(metrics_url(sim.url), out, interval_s=0.1, model="m").start()
+        threading.Event().wait(0.5)
+        poller.stop()
+    snaps = read_snapshots(out)
+    assert poller.error is None and len(snaps) >= 3
+    assert snaps[0].source == "vllm" and snaps[0].model == "m" and snaps[0].running == 0
