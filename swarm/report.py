@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -129,8 +130,9 @@ def stage_rows(summary: Mapping[str, Any], records: Any = None) -> tuple[list[St
     Reads per entry: `stage`, `duration_s`, `total` (a block), and `users`, `start_s`/`end_s`
     (or `start_wall_s`/`end_wall_s`), `warmup_s` when present; a top-level `stage_timeline`
     ([{index, users, start_wall_s, end_wall_s, warmup_s}], swarm.shape) is used too. What is
-    still missing comes from the records: window = first send to last finish, users = peak in
-    flight (flagged as estimated). Returns (rows, users_estimated).
+    still missing comes from the records: window = first send to the next stage's first send
+    (the last stage: its last finish), users = peak in flight (flagged as estimated).
+    Returns (rows, users_estimated).
     """
     timeline = {int(t.get("index", t.get("stage", 0))): t for t in summary.get("stage_timeline") or []}
     entries = {int(e.get("stage", e.get("index", 0))): dict(e) for e in summary.get("stages") or []}
@@ -141,6 +143,7 @@ def stage_rows(summary: Mapping[str, Any], records: Any = None) -> tuple[list[St
         entries[0] = {"stage": 0, "duration_s": summary.get("duration_s"), "total": summary["total"],
                       "start_s": summary.get("start_s"), "end_s": summary.get("end_s"), "users": summary.get("users")}
     rows, estimated = [], False
+    derived_end: set[int] = set()
     for idx in sorted(entries):
         e, t = entries[idx], timeline.get(idx, {})
         sub = records[records["stage"] == idx] if records is not None and len(records) else None
@@ -148,7 +151,9 @@ def stage_rows(summary: Mapping[str, Any], records: Any = None) -> tuple[list[St
         end = e.get("end_s", e.get("end_wall_s", t.get("end_wall_s")))
         if (start is None or end is None) and sub is not None and len(sub):
             start = float(sub["start_wall_s"].min()) if start is None else start
-            end = float((sub["start_wall_s"] + sub["e2e_s"].fillna(0)).max()) if end is None else end
+            if end is None:
+                end = float((sub["start_wall_s"] + sub["e2e_s"].fillna(0)).max())
+                derived_end.add(idx)
         users = e.get("users", t.get("users"))
         if users is None and sub is not None and len(sub):
             users, estimated = _peak_in_flight(sub), True
@@ -168,6 +173,9 @@ def stage_rows(summary: Mapping[str, Any], records: Any = None) -> tuple[list[St
             ttft_p50=lat["ttft"].get("p50"), ttft_p99=lat["ttft"].get("p99"), e2e_p50=lat["e2e"].get("p50"),
             e2e_p99=lat["e2e"].get("p99"), tpot_p50=lat["tpot"].get("p50"), itl_p99=lat["itl"].get("p99"),
             entry=e))
+    for row, nxt in itertools.pairwise(rows):  # a derived window ends where the next stage starts
+        if row.stage in derived_end and nxt.start_s is not None and row.end_s is not None and nxt.start_s < row.end_s:
+            row.end_s = nxt.start_s
     return rows, estimated
 
 
