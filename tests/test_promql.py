@@ -213,9 +213,9 @@ class _LegacyHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-RUN_S = 36
 SWEEP = "2,4"  # two closed-loop stages: a stage change for the annotation query
-STAGE_S = 16
+STAGE_S = 14
+RUN_S = 2 * STAGE_S  # the sweep ends the run after its stages
 
 
 @pytest.mark.slow
@@ -245,7 +245,7 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
         run = stack.enter_context(start(run_cmd, tmp_path / "swarm-run.log"))
         t_start = time.monotonic()
         _wait_for_data(prom, run, run_id)
-        time.sleep(max(0.0, STAGE_S + 6 - (time.monotonic() - t_start)))  # well into stage 2
+        time.sleep(max(0.0, STAGE_S + 12 - (time.monotonic() - t_start)))  # well into stage 2
         range_s = int(time.monotonic() - t_start) + 5
         up = prom.targets_up()
         assert up and all(v == 1.0 for v in up.values()), up
