@@ -155,6 +155,7 @@ RAG_ZH_HEADER = "参考资料:"
 RAG_QUESTION = {"zh": "问题:", "en": "Question: "}
 PINNED_HEADER = "\n\n常用参考资料(置顶):\n"
 NO_PREFIX_RULES = "请根据以上参考资料回答问题。Answer from the reference material above."
+RAG_MIN_EXTRA_TOKENS = 40
 
 
 class RagWorkload(Workload):
@@ -164,7 +165,8 @@ class RagWorkload(Workload):
     sentence end) so that it is `prefix_share` of the prompt: that part is the same text in every
     request — a shorter cut is a prefix of a longer one — so prefix caching hits it. The user
     message holds `passages` retrieved documents (the one answering the question plus random
-    others, each cut to an equal share of what is left) and the question. With prefix_share 0 the
+    others, each cut to an equal share of what is left; more documents when these are too short
+    for the size) and the question. With prefix_share 0 the
     instructions move behind the passages: no common prefix at all.
     """
 
@@ -198,28 +200,40 @@ class RagWorkload(Workload):
     def next_request(self, rng: random.Random) -> LLMRequest:
         lo, hi = self.size
         total = lo if lo == hi else rng.randint(lo, hi)
-        answer_doc = self.docs[rng.randrange(len(self.docs))]
-        lang = answer_doc.lang
-        question = RAG_QUESTION[lang] + answer_doc.question
+        docs = self.docs
+        answer_doc = docs[rng.randrange(len(docs))]
+        question = RAG_QUESTION[answer_doc.lang] + answer_doc.question
         messages: Messages = []
         used = 3  # reply primer (swarm.tokens.CHAT_TOKENS_REPLY_PRIMER)
         if self.share > 0:
             system, n = self._system(round(self.share * total) - 5)
             messages.append({"role": "system", "content": system})
-            used += 5 + n
+            used += 5 + n  # CHAT_TOKENS_PER_MESSAGE + content
             tail = ""
         else:
             tail = "\n\n" + self.instructions + "\n" + NO_PREFIX_RULES
-        used += 5 + self.count(RAG_ZH_HEADER) + 2 + self.count(question) + 1 + self.count(tail)
-        others = rng.sample(range(len(self.docs)), min(self.passages, len(self.docs)))
-        picked = [d for d in (self.docs[i] for i in others) if d is not answer_doc][: self.passages - 1]
+        # user message: header, "\n\n" + passage (one token of separator each), "\n\n" + question + tail
+        used += 5 + self.count(RAG_ZH_HEADER) + 1 + self.count(question) + self.count(tail)
+        order = rng.sample(range(len(docs)), len(docs))  # retrieval order: random
+        picked = [docs[i] for i in order[: self.passages] if docs[i] is not answer_doc][: self.passages - 1]
         picked.insert(rng.randrange(len(picked) + 1), answer_doc)
-        budget = max(0, total - used)
+        extra = (docs[i] for i in order[self.passages :] if docs[i] is not answer_doc)
+        budget = total - used
         parts = [RAG_ZH_HEADER]
-        for i, doc in enumerate(picked):
-            share = budget // (len(picked) - i)
-            text, n = doc.cut(i + 1, share, must_keep=1 if doc is answer_doc else 0)
-            budget -= n + 2
+        while True:
+            i = len(parts) - 1
+            if i < len(picked):
+                doc = picked[i]
+                room = budget // (len(picked) - i)
+            elif budget >= RAG_MIN_EXTRA_TOKENS:  # documents too short for the size: retrieve more
+                doc = next(extra, None)
+                if doc is None:
+                    break
+                room = budget
+            else:
+                break
+            text, n = doc.cut(i + 1, room - 1, must_keep=1 if doc is answer_doc else 0)
+            budget -= n + 1
             parts.append(text)
         user = "\n\n".join(parts) + "\n\n" + question + tail
         messages.append({"role": "user", "content": user})
@@ -255,10 +269,9 @@ def _rag_docs() -> tuple[RagDoc, ...]:
     count = _tokens()[0]
     docs = []
     for d in _load_jsonl("rag_corpus.jsonl"):
-        sep_tokens = 0 if d["lang"] == "zh" else 1
-        cum = [0]
+        cum = [0]  # the joining space of English text merges into the next token: no separator tokens
         for s in d["sentences"]:
-            cum.append(cum[-1] + count(s) + (sep_tokens if len(cum) > 1 else 0))
+            cum.append(cum[-1] + count(s))
         docs.append(RagDoc(d["id"], d["lang"], d["title"], d["question"], tuple(d["sentences"]), tuple(cum)))
     return tuple(docs)
 

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -129,10 +130,11 @@ def test_ok_requests_match_the_trace(tmp_path: Path, sim_args: list[str], locust
 
 @pytest.mark.parametrize("merge", [False, True], ids=["separate", "merged"])
 def test_reasoning_dialects_give_the_same_split(tmp_path: Path, merge: bool) -> None:
-    """Thinking requests: reasoning/answer split equals the server's, for both reasoning fields."""
-    splits = {}
+    """Thinking requests: with `reasoning` and with `reasoning_content` deltas, the reasoning /
+    answer split of every request equals the server's (merged: up to the unplaceable tokens)."""
+    exact = {}
     for field in ("reasoning", "reasoning_content"):
-        sim_args = ["--reasoning-field", field, "--utf8-split", "0.2", "--seed", "7"]
+        sim_args = ["--reasoning-field", field, "--utf8-split", "0.2"]
         if merge:
             sim_args.append("--merge-reasoning")
         with sim_server(tmp_path, *sim_args) as sim:
@@ -141,14 +143,16 @@ def test_reasoning_dialects_give_the_same_split(tmp_path: Path, merge: bool) -> 
             assert proc.returncode == 0, proc.stdout + proc.stderr
             trace = read_trace(sim.trace)
             errors = check_against_trace(records, trace, counts, merged=merge)
-        thinking = [r for r in records if r["reasoning_tokens"] > 0]
-        assert thinking and len(thinking) < len(records)  # both kinds present
+        thinking = [r for r in records if trace[r["request_id"]]["reasoning_tokens"] > 0]
+        assert len(thinking) >= 10 and len(thinking) < len(records)  # both kinds present
         for r in thinking:
+            assert r["reasoning_tokens"] > 0
             assert r["ttfa_s"] is None or r["ttfa_s"] > r["ttft_s"]
         report(f"thinking, {field}, merge={merge}", errors)
-        splits[field] = sorted((r["reasoning_tokens"], r["output_tokens"] - r["reasoning_tokens"]) for r in records)
-    # same seed, same requests: both dialects see the same split
-    assert splits["reasoning"] == splits["reasoning_content"]
+        same = [r["reasoning_tokens"] == trace[r["request_id"]]["reasoning_tokens"] for r in thinking]
+        exact[field] = sum(same) / len(same)
+    print(f"share of thinking requests whose split is exact: {exact}")
+    assert min(exact.values()) == 1.0 if not merge else min(exact.values()) >= 0.5
 
 
 FAULT_OUTCOME = {
@@ -167,9 +171,10 @@ FAULT_OUTCOME = {
 def test_every_fault_maps_to_its_outcome(tmp_path: Path) -> None:
     faults = ["http_400=0.04", "http_429=0.04", "http_500=0.04", "http_503=0.04", "stream_error=0.05",
               "cut=0.05", "bad_chunk=0.05", "stall=0.02"]  # fmt: skip
-    sim_args = [a for f in faults for a in ("--fault", f)] + ["--stall-s", "2", "--utf8-split", "0.2"]
+    sim_args = [a for f in faults for a in ("--fault", f)] + ["--stall-s", "1.5", "--utf8-split", "0.2"]
     with sim_server(tmp_path, *sim_args) as sim:
         proc, records, counts = run_locust(tmp_path, sim.url, "--request-timeout", "0.5", users=6, run_time="4s")
+        time.sleep(2.0)  # a stalled request's trace line is written when the stall ends
         trace = read_trace(sim.trace)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # Locust's exit code when requests failed
     check_against_trace(records, trace, counts)
