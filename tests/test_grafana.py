@@ -229,3 +229,31 @@ def test_datasource_model_matches_provisioning() -> None:
     for key in ("name", "uid", "type", "access", "url", "jsonData"):
         assert ds[key] == model[key], key
     assert json.dumps(model)  # plain JSON
+
+
+_GEVENT = """
+import sys
+import locust  # noqa: F401  gevent monkey-patching first, as in a Locust master
+import gevent
+from grafana_standin import grafana_standin
+from swarm.grafana import Annotator
+with grafana_standin("tok") as g:
+    a = Annotator.from_env(g.url, token="tok")
+    jobs = [gevent.spawn(a.stage_started, "r", i) for i in range(3)]
+    gevent.joinall(jobs, timeout=20)
+    assert sorted(j.value for j in jobs) == [1, 2, 3], [j.value for j in jobs]
+    assert len(g.annotations) == 3
+print("ok")
+"""
+
+
+def test_annotator_works_in_a_gevent_patched_locust_process() -> None:
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    r = subprocess.run(
+        [sys.executable, "-c", _GEVENT], cwd=REPO / "tests", capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
