@@ -8,7 +8,8 @@ Rules (thresholds are module constants):
 - saturation: the first stage after which QPS grows < 5% while TTFT p99 grows is the ceiling
   (the seed's "64.9 vs 64.7 QPS" at 200 -> 256 users);
 - max_num_seqs_cap: running requests pinned at one level (>= 80% of scrapes within 2% of the
-  stage's max) while requests wait and KV usage stays < 80% (seed round 1: 64 running, KV 25%);
+  stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
+  < 80% (seed round 1: 64 running, KV 25%);
 - kv_bound: KV usage > 90% with preemptions (or waiting requests held back);
 - compute_bound: a saturated stage with neither of the above;
 - client_bound: a worker averaged > 90% CPU in a stage: the swarm measured itself, not trusted;
@@ -29,6 +30,7 @@ from swarm.server_metrics import StageServerStats
 QPS_GROWTH_MIN = 0.05  # a stage whose QPS grows less than this (fraction) has plateaued
 PINNED_SHARE = 0.8  # share of scrapes at the running max that counts as "pinned"
 KV_LOW = 0.80
+WAITING_MIN = 0.5  # mean requests waiting that counts as a queue (not a transient blip)
 KV_HIGH = 0.90
 CLIENT_CPU_MAX = 90.0  # percent of one core, per worker process
 RECONCILE_TOLERANCE = 0.01
@@ -126,9 +128,11 @@ def _num(v: float | None) -> str:
 
 # ---------------------------------------------------------------------------------------- bottlenecks
 
-def is_capped(s: StageServerStats) -> bool:
+def is_capped(s: StageServerStats, users: int | None = None) -> bool:
+    """Running pinned below the offered concurrency while requests queue and KV has room."""
     return (s.running_pinned is not None and s.running_pinned >= PINNED_SHARE and (s.running_max or 0) >= 1
-            and (s.waiting_mean or 0) > 0 and (s.kv_max is None or s.kv_max < KV_LOW))
+            and (users is None or s.running_max < users)  # running == users is the client's own limit
+            and (s.waiting_mean or 0) >= WAITING_MIN and (s.kv_max is None or s.kv_max < KV_LOW))
 
 
 def is_kv_bound(s: StageServerStats) -> bool:
@@ -164,8 +168,8 @@ def bottlenecks(rows: Sequence[StageRow], server: Mapping[int, StageServerStats]
     out: list[Finding] = []
     by_stage = {r.stage: r for r in rows}
     for kind, test, text in (("max_num_seqs_cap", is_capped, lambda r, s: _cap_text(r, s, source)),
-                             ("kv_bound", is_kv_bound, _kv_text)):
-        hits = [r for r in rows if r.stage in server and test(server[r.stage])]
+                             ("kv_bound", lambda s, _users: is_kv_bound(s), _kv_text)):
+        hits = [r for r in rows if r.stage in server and test(server[r.stage], r.users)]
         if hits:
             first = hits[0]
             sentence = text(first, server[first.stage])
@@ -176,8 +180,8 @@ def bottlenecks(rows: Sequence[StageRow], server: Mapping[int, StageServerStats]
     if found is not None:  # judged on the ceiling stage and the next one, where the queue shows
         top = found[0]
         s = server.get(top.stage)
-        pair = [server[r.stage] for r in found if r.stage in server]
-        if s is not None and s.samples and not any(is_capped(x) or is_kv_bound(x) for x in pair):
+        pair = [(server[r.stage], r.users) for r in found if r.stage in server]
+        if s is not None and s.samples and not any(is_capped(x, u) or is_kv_bound(x) for x, u in pair):
             out.append(Finding("compute_bound", top.stage, _compute_text(by_stage[top.stage], s)))
     return out
 

@@ -179,3 +179,19 @@ def test_cli(tmp_path, capsys):
     assert "Ceiling at 200 users" in out and "[not trusted]" in out and "report.html" in out
     with pytest.raises(UsageError):
         report.main(parser.parse_args([str(tmp_path / "nope")]))
+
+
+def test_real_run_against_the_simulator(tmp_path):
+    """tests/data/sim_sweep_run: Locust + swarm sim (--max-num-seqs 6) + ServerPoller, 5 stages."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "sim_sweep_run", run)
+    text = write_report(run).read_text()
+    assert len(images(text)) == len(PNGS)
+    found = {f["kind"]: f["text"] for f in json.loads((run / "diagnosis.json").read_text())}
+    assert "pinned at 6 " in found["max_num_seqs_cap"] and found["max_num_seqs_cap"].startswith("At 8 users")
+    assert "Requests reconcile" in text and "Output tokens reconcile" in text
+    csv = pd.read_csv(run / "stages.csv")
+    assert list(csv["users"]) == [2, 4, 8, 12, 16]  # estimated: peak in flight (closed loop)
+    assert csv["srv_running_max"].max() == 6
