@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import shutil
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -135,6 +136,11 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     port = free_port()
     cfg = local_config({}, f"127.0.0.1:{port}")
     with start_prometheus(tmp_path, cfg, port) as prom:
+        promtool = shutil.which("promtool")
+        assert promtool, "promtool missing: run scripts/install-system-deps.sh"
+        check = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert check.returncode == 0, check.stdout + check.stderr
         bad = []
         for name, title, ref, expr in all_queries():
             answer = prom.query(substitute(expr, {"run_id": "r", "workload": ".*", "model_name": ".*"}, 300))
