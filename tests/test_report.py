@@ -86,7 +86,8 @@ def write_server_metrics(path: Path, recs, table, stage_s, kv_scale, cap) -> Non
                 waiting=max(0, users - cap), kv_usage=min(0.96, users / 200 * 0.96) * kv_scale,
                 prompt_tokens=40.0 * fin.sum(), generation_tokens=50.0 * fin.sum(), preemptions=preempt,
                 prefix_queries=40.0 * fin.sum(), prefix_hits=10.0 * fin.sum(),
-                request_success={"length": float(fin.sum())})
+                request_success={"length": float(fin.sum())}, spec_drafts=10.0 * t, spec_draft_tokens=30.0 * t,
+                spec_accepted=21.0 * t)
             snap.histograms["ttft"] = Histogram(bt, tuple(float((ttft[fin] <= b).sum()) for b in bt),
                                                 float(ttft[fin].sum()), float(fin.sum()))
             snap.histograms["e2e"] = Histogram(be, tuple(float((e2e[fin] <= b).sum()) for b in be),
@@ -125,6 +126,7 @@ def test_report_diagnosis_and_tables(tmp_path):
     assert "no trend with load" in cvs[0] and "buckets up to 250 ms wide" in cvs[0]
     assert "last scrape came 2.6 s before the client's last request finished" in cvs[1]
     assert "Ceiling at 200 users" in text and "class=\"untrusted\"" in text
+    assert "Speculative decoding" in text and "<td>70%</td><td>3.10</td>" in text
     csv = pd.read_csv(run / "stages.csv")
     assert list(csv["users"]) == [10, 30, 64, 128, 200, 256]
     assert csv["qps"].round(1).tolist() == [13.4, 28.1, 45.2, 60.2, 64.9, 64.7]
