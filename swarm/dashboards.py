@@ -181,7 +181,7 @@ def label_variable(name: str, label: str, query: str, include_all: bool = True) 
         gdash.QueryVariable(name)
         .label(label)
         .datasource(PROM)
-        .query({"query": query, "refId": f"{name}-query", "qryType": 1})
+        .query(query)  # a plain label_values(...) string: every Grafana version reads it
         .refresh(mdash.VariableRefresh.ON_TIME_RANGE_CHANGED)
         .multi(True)
         .include_all(include_all)
@@ -394,7 +394,7 @@ def vllm_server() -> gdash.Dashboard:
 
     lay.row("Latency")
     lay.timeseries(
-        "TTFT p50 / p95",
+        "TTFT p50 / p95 / p99",
         "Server-side time to first token.",
         [
             Q(quantile(q, "vllm:time_to_first_token_seconds", SERVER), f"p{round(q * 100)}")
@@ -418,7 +418,7 @@ def vllm_server() -> gdash.Dashboard:
         "s",
     )
     lay.timeseries(
-        "E2E p50 / p95",
+        "E2E p50 / p95 / p99",
         "Server-side request latency.",
         [
             Q(quantile(q, "vllm:e2e_request_latency_seconds", SERVER), f"p{round(q * 100)}")

@@ -74,7 +74,7 @@ def test_valid_grafana_dashboard_json(name: str) -> None:
         assert v["datasource"]["uid"] == dashboards.DATASOURCE_UID and v["type"] == "query"
     exprs = [e for _, _, e in dashboards.panel_queries(d)]
     exprs += [a["expr"] for a in d["annotations"]["list"] if a.get("expr")]
-    exprs += [v["query"]["query"] for v in d["templating"]["list"]]
+    exprs += [v["query"] for v in d["templating"]["list"]]
     used = {m for e in exprs for m in re.findall(r"\$(\w+)", e)}
     assert used <= defined | GRAFANA_BUILTINS, used - defined - GRAFANA_BUILTINS
     assert defined <= used, "a variable no query uses"

@@ -299,7 +299,7 @@ def _check_variables(prom: Prometheus, run_id: str) -> None:
     """The template variables' label_values(...) queries find the run, its workloads and model."""
     for model in dashboards.build_all().values():
         for v in model["templating"]["list"]:
-            q = v["query"]["query"].replace("$run_id", run_id)
+            q = v["query"].replace("$run_id", run_id)
             metric, label = q.removeprefix("label_values(").removesuffix(")").rsplit(", ", 1)
             values = prom.get(f"/api/v1/label/{label}/values", **{"match[]": metric})["data"]
             assert values, f"{v['name']}: {q}"
