@@ -306,7 +306,10 @@ def _check_variables(prom: Prometheus, run_id: str) -> None:
             if v["name"] == "run_id":
                 assert run_id in values
             if v["name"] == "model_name":
-                assert SIM_MODEL in values
+                assert SIM_MODEL in values, (
+                    f"{metric} has model_name {values}, not the served {SIM_MODEL!r}: the master must learn the "
+                    "model the workers discovered (environment.swarm_model_name, swarm/plugin.py)"
+                )
 
 
 def _scalar(prom: Prometheus, expr: str) -> float:
