@@ -42,6 +42,7 @@ from swarm.aggregate import Aggregate
 from swarm.errors import UsageError
 from swarm.exporter import CONTENT_TYPE, ExportState, registry_for
 from swarm.records import RequestRecord
+from swarm.shape import stage_timeline
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +268,15 @@ class SwarmPlugin:
             users=self.max_users, workers=self.max_workers if self.role == "master" else 1,
             degraded_workers=list(self.degraded.values()),
             stage_windows={k: (v[0], v[1]) for k, v in self.stage_windows.items()})
+        timeline = stage_timeline(self.environment)
+        if timeline:
+            s["stage_timeline"] = timeline
+            by_index = {t["index"]: t for t in timeline}
+            for entry in s["stages"]:
+                t = by_index.get(entry["stage"])
+                if t is not None:
+                    entry.update(users=t["users"], start_s=t["start_wall_s"], end_s=t["end_wall_s"],
+                                 warmup_s=t["warmup_s"])
         if self.verdicts:
             s["slo"] = [{"text": v.describe(), "ok": v.ok, "objective": v.objective.text, "workload":
                          v.objective.workload, "metric": v.objective.metric, "value": v.value} for v in self.verdicts]

@@ -56,6 +56,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-r", "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)")
     p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
     p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
+    p.add_argument("--sweep", default="", help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256 (replaces -u/-t)")
+    p.add_argument("--stage-time", default="30s", help="duration of each --sweep stage (default 30s)")
+    p.add_argument("--warmup", default="0s", help="first seconds of each stage excluded from its statistics")
+    p.add_argument("--server-metrics", default=None,
+                   help="target /metrics URL to poll during the run (default: the target's own /metrics)")
     p.add_argument("--slo", help='objectives, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"')
     p.add_argument("--model", help="model name (default: discovered from /v1/models)")
     p.add_argument("--api-key", default=None,
@@ -88,7 +93,16 @@ class RunPlan:
     sim_profile: str
     sim_args: list[str]
     prometheus_port: int | None
+    sweep: list[int] = field(default_factory=list)
+    stage_time_s: int = 30
+    warmup_s: int = 0
+    server_metrics: str | None = None
     extra: list[str] = field(default_factory=list)
+
+    @property
+    def expected_s(self) -> int:
+        """How long the load lasts (without the end's stop timeout)."""
+        return len(self.sweep) * self.stage_time_s if self.sweep else self.run_time_s
 
 
 def plan_from_args(args: argparse.Namespace) -> RunPlan:
@@ -104,7 +118,18 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
     if args.host is not None and not re.match(r"^https?://[^\s/]+", args.host):
         raise UsageError(f"--host {args.host!r} is not a URL: use e.g. http://127.0.0.1:8000")
+    from swarm.shape import parse_sweep
     from swarm.workloads import parse_mix
+
+    sweep = parse_sweep(args.sweep) if args.sweep else []
+    stage_time = parse_timespan(args.stage_time)
+    warmup = parse_timespan(args.warmup)
+    if sweep and stage_time <= 0:
+        raise UsageError("--stage-time must be > 0, e.g. 30s")
+    if sweep and warmup >= stage_time:
+        raise UsageError(f"--warmup ({warmup}s) must be shorter than --stage-time ({stage_time}s)")
+    if args.server_metrics is not None and not re.match(r"^https?://[^\s/]+", args.server_metrics):
+        raise UsageError(f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics")
 
     parse_mix(args.workload)  # raises UsageError naming the unknown workload / bad weight
     if args.slo:
@@ -124,7 +149,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         users=args.users, spawn_rate=args.spawn_rate or float(args.users), run_time_s=run_time,
         stop_timeout_s=parse_timespan(args.stop_timeout), out=Path(args.out or f"runs/{run_id}"),
         run_id=run_id, slo=args.slo, model=args.model, sim_profile=args.sim_profile,
-        sim_args=list(args.sim_arg), prometheus_port=args.prometheus_port, extra=extra,
+        sim_args=list(args.sim_arg), prometheus_port=args.prometheus_port, sweep=sweep, stage_time_s=stage_time,
+        warmup_s=warmup, server_metrics=args.server_metrics, extra=extra,
     )
 
 
@@ -262,12 +288,18 @@ def locust_common_args(plan: RunPlan, host: str) -> list[str]:
 
 def execute(plan: RunPlan, api_key: str | None) -> int:
     """Start everything, wait, collect. Returns the master's exit code."""
+    from swarm.progress import Progress
+    from swarm.server_metrics import ServerPoller, metrics_url
+
     plan.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if api_key:
         env["OPENAI_API_KEY"] = api_key  # children read it from the environment, never argv
     procs = Processes(plan.out)
     cpu = CpuSampler(plan.out / "client_cpu.jsonl")
+    poller: ServerPoller | None = None
+    progress: Progress | None = None
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
     master_code = 1
     try:
         with _sigterm_as_interrupt():
@@ -289,14 +321,19 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             master_cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master", "--headless",
                           "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
                           "--expect-workers", str(plan.workers), "--expect-workers-max-wait", str(int(START_TIMEOUT_S)),
-                          "-u", str(plan.users), "-r", str(plan.spawn_rate), "-t", f"{plan.run_time_s}s",
+                          "-u", str(plan.users), "-r", str(plan.spawn_rate),
                           "--stop-timeout", f"{plan.stop_timeout_s}s",
                           "--csv", str(plan.out / "locust"), "--html", str(plan.out / "locust.html"),
                           "--only-summary", *common]
+            if plan.sweep:
+                master_cmd += ["--sweep", ",".join(map(str, plan.sweep)), "--stage-time", f"{plan.stage_time_s}s",
+                               "--warmup", f"{plan.warmup_s}s"]
+            else:
+                master_cmd += ["-t", f"{plan.run_time_s}s"]
             if plan.slo:
                 master_cmd += ["--slo", plan.slo]
-            if plan.prometheus_port:
-                master_cmd += ["--prometheus-port", str(plan.prometheus_port)]
+            prom_port = plan.prometheus_port or _free_port()  # the progress line reads it too
+            master_cmd += ["--prometheus-port", str(prom_port)]
             master = procs.start("master", master_cmd, env)
             cpu.start()
             for i in range(plan.workers):
@@ -304,9 +341,15 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                                             "--master-host", "127.0.0.1", "--master-port", str(master_port),
                                             *common], env)
                 cpu.watch(f"worker-{i}", worker.pid)
-            print(f"swarm: run {plan.run_id}: master + {plan.workers} workers, {plan.users} users, "
-                  f"{plan.workload}, {plan.run_time_s}s -> {plan.out}")
-            deadline = time.monotonic() + plan.run_time_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
+            load = (f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s" if plan.sweep
+                    else f"{plan.users} users")
+            print(f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
+                  f"{plan.workload}, {plan.expected_s}s -> {plan.out}")
+            poller = ServerPoller(plan.server_metrics or metrics_url(host), plan.out / "server_metrics.jsonl",
+                                  interval_s=1.0, model=plan.model, headers=auth).start()
+            progress = Progress(f"http://127.0.0.1:{prom_port}/metrics", plan.expected_s,
+                                stages=max(1, len(plan.sweep))).start()
+            deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
             while master.poll() is None:
                 if time.monotonic() > deadline:
                     print("swarm: master did not finish in time; stopping it", file=sys.stderr)
@@ -317,6 +360,10 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
         print("swarm: interrupted; stopping every process and writing what there is", file=sys.stderr)
         master_code = 130
     finally:
+        if progress is not None:
+            progress.stop()
+        if poller is not None:
+            poller.stop()  # a last scrape, so server counters cover the run's end
         cpu.stop()
         procs.stop_all()
     return finish(plan, master_code, procs)
@@ -345,7 +392,11 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         print(f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
               f"{procs.log_tail('master')}", file=sys.stderr)
         return master_code or 1
-    print(f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}")
+    from swarm.report import write_report
+
+    report = write_report(plan.out, slo=plan.slo)
+    print(f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
+          f"report in {report}")
     return master_code
 
 

@@ -56,11 +56,10 @@ def parse_seconds(text: str, option: str) -> float:
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
-    group = parser.add_argument_group("swarm stages")
-    group.add_argument("--sweep", default="", include_in_web_ui=True,
+    parser.add_argument("--sweep", default="", include_in_web_ui=True,
                        help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256")
-    group.add_argument("--stage-time", default="30s", include_in_web_ui=True, help="duration of each stage (default 30s)")
-    group.add_argument("--warmup", default="0s", include_in_web_ui=True,
+    parser.add_argument("--stage-time", default="30s", include_in_web_ui=True, help="duration of each stage (default 30s)")
+    parser.add_argument("--warmup", default="0s", include_in_web_ui=True,
                        help="seconds at the start of each stage whose requests are excluded from its statistics")
 
 
