@@ -28,6 +28,7 @@ from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPSocketPoolResponse
 from locust import FastHttpUser, constant, events, task
 
+import swarm.plugin  # noqa: F401  (registers the swarm's statistics listeners and options)
 from swarm.dialects import (
     ENDPOINTS,
     BadChunk,
@@ -43,9 +44,6 @@ from swarm.events import llm_request
 from swarm.records import Outcome, RequestRecord
 from swarm.sse import DONE, iter_data
 from swarm.workloads import WORKLOADS, Knobs, LLMRequest, Mix, parse_token_range
-
-# TODO(issue 4): import swarm.plugin here (with noqa F401) once swarm/plugin.py exists: it registers
-# the aggregation listeners; until then a plain `locust -f` run keeps only Locust's own stats.
 
 log = logging.getLogger(__name__)
 
