@@ -298,7 +298,12 @@ class LLMUser(FastHttpUser):
         base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/"
         self._pool = self.client.client.clientpool.get_client(base)._connection_pool
         host_header = parts.netloc.rpartition("@")[2]
-        auth = f"Authorization: Bearer {self.opts.api_key}\r\n" if self.opts.api_key else ""
+        if self.opts.api_key:
+            auth = f"Authorization: Bearer {self.opts.api_key}\r\n"
+        elif self.client.auth_header:  # user:password@ in --host
+            auth = f"Authorization: {self.client.auth_header}\r\n"
+        else:
+            auth = ""
         self._common_headers = f"Host: {host_header}\r\nUser-Agent: llm-swarm\r\n{auth}"
         self._chat = self.opts.endpoint == "chat"
         path = prefix + ENDPOINTS[self.opts.endpoint]
@@ -472,6 +477,9 @@ class LLMUser(FastHttpUser):
         except (HTTPParseError, OSError) as e:  # reset / broken chunked framing mid-stream
             return Outcome.TRUNCATED, f"stream broken: {type(e).__name__}: {e}", time.perf_counter(), reads.n_bytes
         how = "connection closed" if reads.eof else "body ended"
+        ctype = resp.get("content-type") or ""
+        if "event-stream" not in str(ctype):
+            how += f" (Content-Type {ctype or 'missing'}, not an event stream)"
         return Outcome.TRUNCATED, f"{how} without [DONE]", reads.t, reads.n_bytes
 
     def _drain(self, resp: _Response, sock: Any) -> None:
