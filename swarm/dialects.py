@@ -45,7 +45,7 @@ class Dialect:
     reasoning_fields: tuple[str, ...]  # delta keys that carry reasoning text, checked in order
     continuous_usage: bool  # ask for a running usage on every chunk (vLLM only)
     thinking_switch: bool  # send chat_template_kwargs.enable_thinking (Qwen3-style templates)
-    ignore_eos: bool  # accepts `ignore_eos` to force the output length
+    ignore_eos: bool  # documents `ignore_eos` (force the output length); `--ignore-eos` is refused otherwise
 
     def body(
         self,
@@ -74,9 +74,7 @@ class Dialect:
         body["max_tokens"] = max_tokens
         body["stream"] = True
         body["stream_options"] = stream_options
-        if ignore_eos:
-            if not self.ignore_eos:
-                raise UsageError(f"--ignore-eos is not supported by the {self.name} dialect")
+        if ignore_eos:  # sent as asked; the options refuse it for a dialect known not to take it
             body["ignore_eos"] = True
         return orjson.dumps(body)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import gevent
 import gevent.lock
 import orjson
 from geventhttpclient._parser import HTTPParseError
@@ -114,8 +115,8 @@ class LLMOptions:
         if not timeout > 0:
             raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
         ignore_eos = str(get("ignore_eos", False)).lower() in ("true", "1", "yes", "on")
-        if ignore_eos and dialect == "openai":
-            raise UsageError("--ignore-eos is not supported by the openai dialect (vLLM and llama.cpp only)")
+        if ignore_eos and dialect != "auto" and not _get_dialect(dialect).ignore_eos:
+            raise UsageError(f"--ignore-eos is not supported by the {dialect} dialect (vLLM and llama.cpp only)")
         knobs = Knobs(
             thinking_ratio=number("thinking_ratio", float, "--thinking-ratio"),
             max_tokens=number("max_tokens", int, "--max-tokens"),
@@ -212,8 +213,6 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
         environment.process_exit_code = 2
         runner = getattr(environment, "runner", None)
         if runner is not None:
-            import gevent
-
             gevent.spawn_later(0, runner.quit)
 
 
