@@ -293,3 +293,13 @@ def test_each_thin_locustfile_runs(tmp_path: Path, name: str) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         trace = read_trace(sim.trace)
     assert counts["requests"] == counts[f"POST {name}"] == len(trace) > 0 and counts["failures"] == 0
+
+
+def test_pools_locustfile(tmp_path: Path) -> None:
+    with sim_server(tmp_path) as sim:
+        proc, _, counts = run_locust(tmp_path, sim.url, "--max-tokens", "16", users=10, run_time="2s",
+                                     locustfile=REPO / "locustfiles" / "pools.py")  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        trace = read_trace(sim.trace)
+    pools = [counts.get(f"POST {n}", 0) for n in ("short_qa", "chat", "long_output")]
+    assert all(pools) and sum(pools) == counts["requests"] == len(trace)
