@@ -215,7 +215,7 @@ def test_rag_prompts_hit_the_prefix_cache(tmp_path: Path) -> None:
     hits, queries = after[0] - before[0], after[1] - before[1]
     print(f"\nrag: {len(records)} requests, prompt tokens {min(prompt)}-{max(prompt)}, "
           f"prefix cache hit rate {hits / queries:.3f}")
-    assert 0.45 <= hits / queries <= 0.65
+    assert 0.5 <= hits / queries <= 0.75  # share 0.6 + template tokens, block rounding, shared passages
 
 
 def _prefix_counters(text: str) -> tuple[float, float]:
