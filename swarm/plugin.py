@@ -154,8 +154,12 @@ class SwarmPlugin:
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         wire = self.aggregate.take_delta().to_wire()
-        model = getattr(self.environment, "swarm_model_name", None) or self.model_name
-        data[WIRE_KEY] = {**wire, "stopped": self.stopped, "model_name": model}
+        data[WIRE_KEY] = {**wire, "stopped": self.stopped, "model_name": self.current_model()}
+
+    def current_model(self) -> str | None:
+        """--model, else what the user discovered from the target's /v1/models (swarm/user.py)."""
+        target = getattr(self.environment, "swarm_target", None)
+        return self.model_name or getattr(target, "model", None)
 
     # ---- master ----------------------------------------------------------------------------
     def _on_worker_connect(self, client_id: str, **_: Any) -> None:
@@ -257,13 +261,13 @@ class SwarmPlugin:
 
     def export_state(self) -> ExportState:
         return ExportState(
-            aggregate=self.aggregate, run_id=self.run_id, model_name=self.model_name or "unknown",
+            aggregate=self.aggregate, run_id=self.run_id, model_name=self.current_model() or "unknown",
             users=self.runner.user_count, workers=self.runner.worker_count if self.role == "master" else 1,
             stage=self.stage, degraded_workers=len(self.degraded))
 
     def build_summary(self) -> dict[str, Any]:
         s = summary.build(
-            self.aggregate, run_id=self.run_id, model_name=self.model_name, start_s=self.start_s,
+            self.aggregate, run_id=self.run_id, model_name=self.current_model(), start_s=self.start_s,
             end_s=self.end_s if self.end_s is not None else (time.time() if self.start_s is not None else None),
             users=self.max_users, workers=self.max_workers if self.role == "master" else 1,
             degraded_workers=list(self.degraded.values()),
