@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -61,8 +62,9 @@ def window_line(prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: flo
 
 class Progress:
     def __init__(self, metrics_url: str, total_s: float, stages: int = 1, interval_s: float = 5.0,
-                 out: TextIO = sys.stdout) -> None:
+                 out: TextIO = sys.stdout, on_stage: Callable[[int, int], None] | None = None) -> None:
         self.url = metrics_url
+        self.on_stage = on_stage  # called with (stage index, users) when the master's stage changes
         self.total_s = total_s
         self.stages = stages
         self.interval_s = interval_s
@@ -93,5 +95,7 @@ class Progress:
             cur, now = self._scrape(), time.monotonic()
             if cur is None:
                 continue
+            if self.on_stage is not None and (cur.stage != prev.stage or prev_t == t0):
+                self.on_stage(cur.stage, int(cur.users))
             print(window_line(prev, cur, now - prev_t, now - t0, self.total_s, self.stages), file=self.out, flush=True)
             prev, prev_t = cur, now

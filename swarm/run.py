@@ -61,6 +61,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", default="0s", help="first seconds of each stage excluded from its statistics")
     p.add_argument("--server-metrics", default=None,
                    help="target /metrics URL to poll during the run (default: the target's own /metrics)")
+    p.add_argument("--grafana-url", default=os.environ.get("GRAFANA_URL"),
+                   help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)")
     p.add_argument("--slo", help='objectives, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"')
     p.add_argument("--model", help="model name (default: discovered from /v1/models)")
     p.add_argument("--api-key", default=None,
@@ -97,6 +99,7 @@ class RunPlan:
     stage_time_s: int = 30
     warmup_s: int = 0
     server_metrics: str | None = None
+    grafana_url: str | None = None
     extra: list[str] = field(default_factory=list)
 
     @property
@@ -136,6 +139,10 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm import slo
 
         slo.parse(args.slo)
+    if args.grafana_url:
+        from swarm.grafana import Annotator
+
+        Annotator.from_env(args.grafana_url)  # validates the URL (UsageError); contacts nothing yet
     if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
         raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -150,7 +157,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         stop_timeout_s=parse_timespan(args.stop_timeout), out=Path(args.out or f"runs/{run_id}"),
         run_id=run_id, slo=args.slo, model=args.model, sim_profile=args.sim_profile,
         sim_args=list(args.sim_arg), prometheus_port=args.prometheus_port, sweep=sweep, stage_time_s=stage_time,
-        warmup_s=warmup, server_metrics=args.server_metrics, extra=extra,
+        warmup_s=warmup, server_metrics=args.server_metrics, grafana_url=args.grafana_url or None, extra=extra,
     )
 
 
@@ -288,6 +295,7 @@ def locust_common_args(plan: RunPlan, host: str) -> list[str]:
 
 def execute(plan: RunPlan, api_key: str | None) -> int:
     """Start everything, wait, collect. Returns the master's exit code."""
+    from swarm.grafana import Annotator
     from swarm.progress import Progress
     from swarm.server_metrics import ServerPoller, metrics_url
 
@@ -300,6 +308,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     poller: ServerPoller | None = None
     progress: Progress | None = None
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    annotator = Annotator.from_env(plan.grafana_url) if plan.grafana_url else None
     master_code = 1
     try:
         with _sigterm_as_interrupt():
@@ -347,8 +356,15 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                   f"{plan.workload}, {plan.expected_s}s -> {plan.out}")
             poller = ServerPoller(plan.server_metrics or metrics_url(host), plan.out / "server_metrics.jsonl",
                                   interval_s=1.0, model=plan.model, headers=auth).start()
+            if annotator is not None:
+                annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
+
+            def on_stage(index: int, users: int) -> None:
+                if annotator is not None and plan.sweep:
+                    annotator.stage_started(plan.run_id, index, label=f"{users} users")
+
             progress = Progress(f"http://127.0.0.1:{prom_port}/metrics", plan.expected_s,
-                                stages=max(1, len(plan.sweep))).start()
+                                stages=max(1, len(plan.sweep)), on_stage=on_stage).start()
             deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
             while master.poll() is None:
                 if time.monotonic() > deadline:
@@ -366,6 +382,8 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             poller.stop()  # a last scrape, so server counters cover the run's end
         cpu.stop()
         procs.stop_all()
+        if annotator is not None:
+            annotator.run_finished(plan.run_id, detail=f"exit {master_code}")
     return finish(plan, master_code, procs)
 
 
