@@ -277,7 +277,7 @@ class SimServer:
             await asyncio.sleep(self.cfg.faults.stall_s)
         body = full_body(self.tape, out, self.cfg.model, req.endpoint, self.profile.reasoning_field, thinking)
         if fault == "bad_chunk":
-            body = body[: len(body) // 2]
+            body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact
         now = time.time()
         rec.first_token_time = rec.last_token_time = rec.end_time = now
         rec.completion_tokens = out.target_tokens
