@@ -37,25 +37,30 @@ def _pin(core: int) -> list[str]:
     return []
 
 
-async def _client(url: str, streams: int, max_tokens: int, duration: float, warmup: float) -> tuple[int, int, float]:
+async def _client(
+    url: str, streams: int, max_tokens: int, duration: float, warmup: float
+) -> tuple[int, int, float]:
     """Closed loop of `streams` streaming requests; returns (token chunks, requests, seconds) after warm-up."""
     import aiohttp
 
-    payload = {
-        "model": "sim-model",
-        "messages": [{"role": "user", "content": "Benchmark the simulator, please."}],
-        "max_tokens": max_tokens,
-        "ignore_eos": True,
-        "stream": True,
-    }
+    def payload(i: int) -> dict:  # a new prompt every time, so the prefix cache keeps filling
+        return {
+            "model": "sim-model",
+            "messages": [{"role": "user", "content": f"Request {i}: benchmark the simulator. " * 8}],
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
+
     t0 = time.perf_counter()
     start, stop = t0 + warmup, t0 + warmup + duration
-    chunks = requests = 0
+    chunks = requests = sent = 0
 
     async def loop(session: aiohttp.ClientSession) -> None:
-        nonlocal chunks, requests
+        nonlocal chunks, requests, sent
         while time.perf_counter() < stop:
-            async with session.post(url, json=payload) as r:
+            sent += 1
+            async with session.post(url, json=payload(sent)) as r:
                 parts = [b async for b in r.content.iter_any()]
             body = b"".join(parts)
             if not body.endswith(b"data: [DONE]\n\n"):
@@ -104,14 +109,33 @@ def main() -> int:
         rss_start = proc.memory_info().rss
         cpu_start = sum(proc.cpu_times()[:2])
         wall_start = time.perf_counter()
-        client_cmd = [*_pin(1), sys.executable, __file__, "--client-only", f"http://127.0.0.1:{port}/v1/chat/completions",
-                      "--streams", str(args.streams), "--max-tokens", str(args.max_tokens),
-                      "--duration", str(args.duration), "--warmup", str(args.warmup)]  # fmt: skip
-        out = subprocess.run(client_cmd, cwd=REPO, capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            print(out.stderr, file=sys.stderr)
+        client_cmd = [
+            *_pin(1),
+            sys.executable,
+            __file__,
+            "--client-only",
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            "--streams",
+            str(args.streams),
+            "--max-tokens",
+            str(args.max_tokens),
+            "--duration",
+            str(args.duration),
+            "--warmup",
+            str(args.warmup),
+        ]
+        client = subprocess.Popen(
+            client_cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        rss = [rss_start]
+        while client.poll() is None:
+            time.sleep(1.0)
+            rss.append(proc.memory_info().rss)
+        stdout, stderr = client.communicate()
+        if client.returncode != 0:
+            print(stderr, file=sys.stderr)
             return 1
-        chunks, requests, secs = out.stdout.split()
+        chunks, requests, secs = stdout.split()
         cpu = (sum(proc.cpu_times()[:2]) - cpu_start) / (time.perf_counter() - wall_start)
         rss_end = proc.memory_info().rss
     finally:
@@ -121,7 +145,8 @@ def main() -> int:
     print(
         f"sim instant: {rate:,.0f} token chunks/s across {args.streams} streams "
         f"({int(requests) / float(secs):,.0f} req/s, max_tokens {args.max_tokens}); server CPU {cpu:.0%} of a core; "
-        f"RSS {rss_start / 2**20:.1f} MiB -> {rss_end / 2**20:.1f} MiB"
+        f"RSS {rss_start / 2**20:.1f} MiB at start, {rss[len(rss) // 2] / 2**20:.1f} MiB halfway, "
+        f"{rss_end / 2**20:.1f} MiB at the end (max {max(rss) / 2**20:.1f})"
     )
     return 0
 

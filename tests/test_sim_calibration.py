@@ -18,8 +18,8 @@ import re
 import time
 
 import pytest
-
 from support import sim_server
+
 from swarm.sim.calibrate import CHAT_PROMPTS, SEED_CHAT, SEED_SHORT_QA, SHORT_QA_PROMPTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -29,15 +29,16 @@ PROFILE = "rtx5090x4-qwen3.6-27b"
 SHORT_QA_LEVELS = {10: (4, 6), 30: (4, 6), 64: (4, 6), 128: (5, 7), 200: (7, 12), 256: (7, 12)}
 STAGGER_S = 3.0  # new loops start spread over this long (about one request's time at the top)
 SEED_DURATION_S = 30.0
-_KV = re.compile(r'^vllm:kv_cache_usage_perc\{[^}]*\} (\S+)$', re.M)
-_RUNNING = re.compile(r'^vllm:num_requests_running\{[^}]*\} (\S+)$', re.M)
+_KV = re.compile(r"^vllm:kv_cache_usage_perc\{[^}]*\} (\S+)$", re.M)
+_RUNNING = re.compile(r"^vllm:num_requests_running\{[^}]*\} (\S+)$", re.M)
 
 
 class ClosedLoop:
     """N loops, each sending its next streaming request as soon as the previous one ends."""
 
-    def __init__(self, session, url: str, prompts: tuple[str, ...], max_tokens: int,
-                 deadline: float = float("inf")) -> None:  # fmt: skip
+    def __init__(
+        self, session, url: str, prompts: tuple[str, ...], max_tokens: int, deadline: float = float("inf")
+    ) -> None:
         self.session, self.url, self.prompts, self.max_tokens = session, url, prompts, max_tokens
         self.deadline = deadline  # no new request after this (time.monotonic())
         self.done: list[float] = []  # end times of successful requests
@@ -125,8 +126,10 @@ def test_calibrated_profile_reproduces_seed_000(tmp_path):
         res = asyncio.run(_run(sim.url))
     qa = res["short_qa"]
     report = ", ".join(f"{c}: {q:.1f} (seed {SEED_SHORT_QA[c]})" for c, q in qa.items())
-    print(f"\nshort QA QPS: {report}; max KV at 256: {max(res['kv_top']):.2f}, "
-          f"max running: {max(res['running_top']):.0f}; chat@200: {res['chat_200']:.1f} (seed 32.2)")  # fmt: skip
+    print(
+        f"\nshort QA QPS: {report}; max KV at 256: {max(res['kv_top']):.2f}, "
+        f"max running: {max(res['running_top']):.0f}; chat@200: {res['chat_200']:.1f} (seed 32.2)"
+    )
     assert res["short_qa_errors"] == 0 and res["chat_errors"] == 0
     for conc, qps in qa.items():
         assert qps == pytest.approx(SEED_SHORT_QA[conc], rel=0.2), report

@@ -6,10 +6,10 @@ import json
 from collections import Counter
 
 import pytest
-
 from support import sim_server
-from swarm.sim.faults import FAULT_KINDS, HTTP_FAULTS
 from test_sim_http import call, chat_body, metric, read_trace, scrape, token_chunks
+
+from swarm.sim.faults import FAULT_KINDS, HTTP_FAULTS
 
 pytestmark = pytest.mark.integration
 
@@ -26,8 +26,14 @@ def _check_stream(r, fault: str | None, trace: dict) -> None:
     if fault in HTTP_FAULTS:
         status, err_type = HTTP_FAULTS[fault]
         assert r.status == status == trace["status"]
-        assert r.json() == {"error": {"message": f"Simulated fault ({fault}).", "type": err_type, "param": None,
-                                      "code": status}}  # fmt: skip
+        assert r.json() == {
+            "error": {
+                "message": f"Simulated fault ({fault}).",
+                "type": err_type,
+                "param": None,
+                "code": status,
+            }
+        }
         assert trace["first_token_time"] is None and trace["completion_tokens"] == 0
         return
     assert r.status == 200 and trace["status"] == 200
@@ -41,7 +47,11 @@ def _check_stream(r, fault: str | None, trace: dict) -> None:
     assert r.complete and events[-1] == b"[DONE]"
     if fault == "stream_error":
         err = json.loads(events[-2])
-        assert set(err) == {"error"} and err["error"]["code"] == 500 and err["error"]["type"] == "InternalServerError"
+        assert (
+            set(err) == {"error"}
+            and err["error"]["code"] == 500
+            and err["error"]["type"] == "InternalServerError"
+        )
         chunks = [json.loads(e) for e in events[:-2]]
         assert 1 <= len(token_chunks(chunks)) == trace["completion_tokens"] < TOKENS
         assert trace["finish_reason"] is None
@@ -56,7 +66,12 @@ def _check_stream(r, fault: str | None, trace: dict) -> None:
         assert len(bad) == 1
         events = [e for e in events if e not in bad]
     chunks = [json.loads(e) for e in events[:-1]]
-    assert len(token_chunks(chunks)) == TOKENS == chunks[-1]["usage"]["completion_tokens"] == trace["completion_tokens"]
+    assert (
+        len(token_chunks(chunks))
+        == TOKENS
+        == chunks[-1]["usage"]["completion_tokens"]
+        == trace["completion_tokens"]
+    )
     assert trace["finish_reason"] == "length"
     if fault == "stall":
         assert r.elapsed >= STALL_S
@@ -86,8 +101,10 @@ def test_every_fault_has_its_exact_shape(tmp_path):
     with sim_server(tmp_path, *faults, "--stall-s", str(STALL_S), "--seed", "7") as s:
         before = scrape(s.url)
         stream = [call(s.url, "/v1/chat/completions", chat_body(TOKENS, ignore_eos=True)) for _ in range(90)]
-        whole = [call(s.url, "/v1/chat/completions", chat_body(TOKENS, stream=False, ignore_eos=True))
-                 for _ in range(40)]  # fmt: skip
+        whole = [
+            call(s.url, "/v1/chat/completions", chat_body(TOKENS, stream=False, ignore_eos=True))
+            for _ in range(40)
+        ]
         after = scrape(s.url)
         ids = [r.rid for r in stream + [w for w in whole if w.status]]
         trace = read_trace(s.trace, ids)
@@ -106,7 +123,10 @@ def test_every_fault_has_its_exact_shape(tmp_path):
     assert set(seen) == {None, *FAULT_KINDS}, seen  # every kind happened
     assert 0.08 < seen[None] / 130 < 0.35
     ok = seen[None] + 0  # faulted requests never count as successes
-    succ = sum(metric(after, "vllm:request_success_total", finished_reason=f) -
-               metric(before, "vllm:request_success_total", finished_reason=f) for f in ("stop", "length"))  # fmt: skip
+    succ = sum(
+        metric(after, "vllm:request_success_total", finished_reason=f)
+        - metric(before, "vllm:request_success_total", finished_reason=f)
+        for f in ("stop", "length")
+    )
     assert succ == ok
     assert metric(after, "vllm:num_requests_running") == 0 and metric(after, "vllm:kv_cache_usage_perc") == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import shutil
 import signal
@@ -18,15 +19,28 @@ from urllib.parse import urlparse
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
 from support import REPO, sim_server, swarm_cmd
+
 from swarm.sim.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
 from swarm.tokens import count_chat_tokens, count_tokens
 
 pytestmark = pytest.mark.integration
 
-TRACE_FIELDS = ["id", "arrival_time", "first_token_time", "last_token_time", "end_time", "status", "fault",
-                "endpoint", "stream", "prompt_tokens", "completion_tokens", "reasoning_tokens", "finish_reason"]  # fmt: skip
+TRACE_FIELDS = [
+    "id",
+    "arrival_time",
+    "first_token_time",
+    "last_token_time",
+    "end_time",
+    "status",
+    "fault",
+    "endpoint",
+    "stream",
+    "prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "finish_reason",
+]
 MSGS = [{"role": "user", "content": "中国首都是哪里"}]
 
 
@@ -155,19 +169,30 @@ def test_chat_stream_format_and_order(sim):
     prompt = count_chat_tokens(MSGS)
     role, tokens, usage = chunks[0], chunks[1:13], chunks[13]
     assert len(chunks) == 14
-    assert role["choices"][0] == {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                                  "finish_reason": None}  # fmt: skip
+    assert role["choices"][0] == {
+        "index": 0,
+        "delta": {"role": "assistant", "content": ""},
+        "logprobs": None,
+        "finish_reason": None,
+    }
     assert role["usage"] == {"prompt_tokens": prompt, "total_tokens": prompt, "completion_tokens": 0}
     for i, c in enumerate(tokens, start=1):
         assert list(c["choices"][0]["delta"]) == ["content"]
         assert c["usage"]["completion_tokens"] == i and c["usage"]["total_tokens"] == prompt + i
         assert c["choices"][0]["finish_reason"] == (None if i < 12 else "length")
     assert tokens[-1]["choices"][0]["stop_reason"] is None and "stop_reason" not in tokens[0]["choices"][0]
-    assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": prompt, "total_tokens": prompt + 12,
-                                                          "completion_tokens": 12}  # fmt: skip
+    assert usage["choices"] == [] and usage["usage"] == {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + 12,
+        "completion_tokens": 12,
+    }
     for c in chunks:
         assert c["id"] == r.rid and c["id"].startswith("chatcmpl-")
-        assert c["object"] == "chat.completion.chunk" and c["model"] == "sim-model" and isinstance(c["created"], int)
+        assert (
+            c["object"] == "chat.completion.chunk"
+            and c["model"] == "sim-model"
+            and isinstance(c["created"], int)
+        )
 
 
 def test_chat_stream_without_usage_options(sim):
@@ -178,8 +203,14 @@ def test_chat_stream_without_usage_options(sim):
 
 
 def test_completions_stream_format(sim):
-    body = {"model": "sim-model", "prompt": "Hello there", "max_tokens": 7, "stream": True, "ignore_eos": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
+    body = {
+        "model": "sim-model",
+        "prompt": "Hello there",
+        "max_tokens": 7,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
     r = call(sim.url, "/v1/completions", body)
     chunks = r.chunks()
     assert len(chunks) == 8
@@ -189,7 +220,9 @@ def test_completions_stream_format(sim):
         assert c["object"] == "text_completion" and c["id"] == r.rid and r.rid.startswith("cmpl-")
         assert c["usage"]["completion_tokens"] == i
     assert chunks[6]["choices"][0]["finish_reason"] == "length"
-    assert chunks[7]["choices"] == [] and chunks[7]["usage"]["prompt_tokens"] == count_tokens("Hello there") == 4
+    assert (
+        chunks[7]["choices"] == [] and chunks[7]["usage"]["prompt_tokens"] == count_tokens("Hello there") == 4
+    )
 
 
 def test_non_streaming_bodies(sim):
@@ -228,8 +261,16 @@ def test_usage_equals_chunks_equals_metric_deltas(sim):
             finishes[r.json()["choices"][0]["finish_reason"]] += 1
         else:
             path = "/v1/chat/completions" if i % 3 == 0 else "/v1/completions"
-            body = chat_body(80) if i % 3 == 0 else {"prompt": "数" * i, "max_tokens": 80, "stream": True,
-                                                      "stream_options": {"include_usage": True}}  # fmt: skip
+            body = (
+                chat_body(80)
+                if i % 3 == 0
+                else {
+                    "prompt": "数" * i,
+                    "max_tokens": 80,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
+            )
             chunks = call(sim.url, path, body).chunks()
             u = chunks[-1]["usage"]
             assert len(token_chunks(chunks)) == u["completion_tokens"]  # one chunk per token
@@ -268,8 +309,9 @@ def test_thinking_per_request_sends_delta_reasoning(sim):
     trace = read_trace(sim.trace, [r.rid])[r.rid]
     assert trace["reasoning_tokens"] == n_reason and trace["completion_tokens"] == n_reason + n_content
     # cut by max_tokens: all reasoning
-    chunks = call(sim.url, "/v1/chat/completions",
-                  chat_body(50, chat_template_kwargs={"enable_thinking": True})).chunks()  # fmt: skip
+    chunks = call(
+        sim.url, "/v1/chat/completions", chat_body(50, chat_template_kwargs={"enable_thinking": True})
+    ).chunks()
     assert _reasoning_split(chunks, "reasoning") == (50, 0)
     assert token_chunks(chunks)[-1]["choices"][0]["finish_reason"] == "length"
 
@@ -278,7 +320,9 @@ def test_reasoning_content_dialect_and_server_default(tmp_path):
     with sim_server(tmp_path, "--thinking-default", "on", "--reasoning-field", "reasoning_content") as s:
         chunks = call(s.url, "/v1/chat/completions", chat_body(100)).chunks()
         assert _reasoning_split(chunks, "reasoning_content") == (100, 0)
-        off = call(s.url, "/v1/chat/completions", chat_body(20, chat_template_kwargs={"enable_thinking": False}))
+        off = call(
+            s.url, "/v1/chat/completions", chat_body(20, chat_template_kwargs={"enable_thinking": False})
+        )
         assert _reasoning_split(off.chunks(), "reasoning_content")[0] == 0
         body = call(s.url, "/v1/chat/completions", chat_body(10, stream=False)).json()
         msg = body["choices"][0]["message"]
@@ -291,25 +335,32 @@ def test_reasoning_content_dialect_and_server_default(tmp_path):
 def test_utf8_split_sends_empty_chunks_and_counts_stay_exact(tmp_path):
     with sim_server(tmp_path, "--utf8-split", "0.3") as s:
         before = scrape(s.url)
-        chunks = call(s.url, "/v1/chat/completions", chat_body(300, continuous=True, ignore_eos=True)).chunks()
+        chunks = call(
+            s.url, "/v1/chat/completions", chat_body(300, continuous=True, ignore_eos=True)
+        ).chunks()
         toks = token_chunks(chunks)
         assert len(toks) == 300 == chunks[-1]["usage"]["completion_tokens"]
         assert [c["usage"]["completion_tokens"] for c in toks] == list(range(1, 301))
         empty = sum(delta_text(c) == "" for c in toks)
         assert 0.2 * 300 < empty < 0.4 * 300
         after = scrape(s.url)
-        assert metric(after, "vllm:generation_tokens_total") - metric(before, "vllm:generation_tokens_total") == 300
+        assert (
+            metric(after, "vllm:generation_tokens_total") - metric(before, "vllm:generation_tokens_total")
+            == 300
+        )
 
 
 def test_merge_reasoning_holds_back_tokens_usage_exact(tmp_path):
     with sim_server(tmp_path, "--utf8-split", "0.4", "--merge-reasoning") as s:
-        body = chat_body(300, continuous=True, ignore_eos=True, chat_template_kwargs={"enable_thinking": True})
+        body = chat_body(
+            300, continuous=True, ignore_eos=True, chat_template_kwargs={"enable_thinking": True}
+        )
         r = call(s.url, "/v1/chat/completions", body)
         toks = token_chunks(r.chunks())
         usage = [c["usage"]["completion_tokens"] for c in toks]
         assert len(toks) < 250 and usage[-1] == 300  # fewer chunks than tokens
-        assert all(b > a for a, b in zip(usage, usage[1:], strict=False)) and max(b - a for a, b in
-                                                                                 zip(usage, usage[1:], strict=False)) > 1  # fmt: skip
+        steps = [b - a for a, b in itertools.pairwise(usage)]
+        assert min(steps) >= 1 and max(steps) > 1  # held-back tokens show up as jumps
         assert all(delta_text(c) != "" for c in toks[:-1])  # nothing empty is sent, but maybe the final {}
         assert all(list(c["choices"][0]["delta"]) in (["reasoning"], []) for c in toks)
         assert read_trace(s.trace, [r.rid])[r.rid]["completion_tokens"] == 300
@@ -332,19 +383,45 @@ def test_bad_input_gets_vllm_shaped_errors(sim):
     _assert_error(call(sim.url, chat, {"model": "sim-model"}), 400, "BadRequestError", "messages", "required")
     _assert_error(call(sim.url, chat, {"messages": "hi"}), 400, "BadRequestError", "messages")
     # vLLM answers an unknown model with 404 NotFoundError (not 400): so does the simulator
-    _assert_error(call(sim.url, chat, {"model": "gpt-9", "messages": MSGS}), 404, "NotFoundError", "model",
-                  "The model `gpt-9` does not exist.")  # fmt: skip
-    _assert_error(call(sim.url, chat, chat_body(-5)), 400, "BadRequestError", "max_tokens",
-                  "max_tokens must be at least 1, got -5.")  # fmt: skip
+    _assert_error(
+        call(sim.url, chat, {"model": "gpt-9", "messages": MSGS}),
+        404,
+        "NotFoundError",
+        "model",
+        "The model `gpt-9` does not exist.",
+    )
+    _assert_error(
+        call(sim.url, chat, chat_body(-5)),
+        400,
+        "BadRequestError",
+        "max_tokens",
+        "max_tokens must be at least 1, got -5.",
+    )
     _assert_error(call(sim.url, chat, chat_body(0)), 400, "BadRequestError", "max_tokens")
-    _assert_error(call(sim.url, chat, chat_body(10, stream=False, stream_options={"include_usage": True})),
-                  400, "BadRequestError", "stream_options")  # fmt: skip
-    _assert_error(call(sim.url, chat, chat_body(10, temperature="hot")), 400, "BadRequestError", "temperature")
+    _assert_error(
+        call(sim.url, chat, chat_body(10, stream=False, stream_options={"include_usage": True})),
+        400,
+        "BadRequestError",
+        "stream_options",
+    )
+    _assert_error(
+        call(sim.url, chat, chat_body(10, temperature="hot")), 400, "BadRequestError", "temperature"
+    )
     long_prompt = [{"role": "user", "content": "字" * 33000}]
-    _assert_error(call(sim.url, chat, {"messages": long_prompt}), 400, "BadRequestError", "input_tokens",
-                  "This model's maximum context length is 32768 tokens. However, your request has 33008 input")  # fmt: skip
-    _assert_error(call(sim.url, chat, {"messages": MSGS, "max_tokens": 32760}), 400, "BadRequestError",
-                  "max_tokens", "'max_tokens' or 'max_completion_tokens' is too large: 32760.")  # fmt: skip
+    _assert_error(
+        call(sim.url, chat, {"messages": long_prompt}),
+        400,
+        "BadRequestError",
+        "input_tokens",
+        "This model's maximum context length is 32768 tokens. However, your request has 33008 input",
+    )
+    _assert_error(
+        call(sim.url, chat, {"messages": MSGS, "max_tokens": 32760}),
+        400,
+        "BadRequestError",
+        "max_tokens",
+        "'max_tokens' or 'max_completion_tokens' is too large: 32760.",
+    )
     _assert_error(call(sim.url, "/v1/completions", {"max_tokens": 3}), 400, "BadRequestError", "prompt")
     assert call(sim.url, "/health", method="GET").status == 200
 
@@ -384,32 +461,62 @@ def test_trace_lines_are_exact_and_prompt(sim):
         assert t0 <= rec["arrival_time"] <= rec["end_time"] <= t1
     assert s["arrival_time"] <= s["first_token_time"] <= s["last_token_time"] <= s["end_time"]
     assert {k: s[k] for k in TRACE_FIELDS[5:]} == {
-        "status": 200, "fault": None, "endpoint": "chat", "stream": True, "prompt_tokens": count_chat_tokens(MSGS),
-        "completion_tokens": 20, "reasoning_tokens": 0, "finish_reason": "length"}  # fmt: skip
+        "status": 200,
+        "fault": None,
+        "endpoint": "chat",
+        "stream": True,
+        "prompt_tokens": count_chat_tokens(MSGS),
+        "completion_tokens": 20,
+        "reasoning_tokens": 0,
+        "finish_reason": "length",
+    }
     assert stream.chunks()[-1]["usage"]["completion_tokens"] == s["completion_tokens"]
-    assert (w["endpoint"], w["stream"], w["prompt_tokens"], w["completion_tokens"]) == ("completions", False, 1, 5)
-    assert (b["status"], b["first_token_time"], b["last_token_time"], b["finish_reason"]) == (400, None, None, None)
+    assert (w["endpoint"], w["stream"], w["prompt_tokens"], w["completion_tokens"]) == (
+        "completions",
+        False,
+        1,
+        5,
+    )
+    assert (b["status"], b["first_token_time"], b["last_token_time"], b["finish_reason"]) == (
+        400,
+        None,
+        None,
+        None,
+    )
 
 
 # ---- /metrics --------------------------------------------------------------------------------------
 CONTRACT_METRICS = [
-    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-    "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-    "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:request_success_total",
-    "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
-    "vllm:request_time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket",
-    "vllm:request_queue_time_seconds_bucket", "vllm:request_prefill_time_seconds_bucket",
-    "vllm:request_decode_time_seconds_bucket", "vllm:request_prompt_tokens_bucket",
-    "vllm:request_generation_tokens_bucket", "vllm:iteration_tokens_total_bucket",
-]  # fmt: skip
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:num_preemptions_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:request_success_total",
+    "vllm:time_to_first_token_seconds_bucket",
+    "vllm:inter_token_latency_seconds_bucket",
+    "vllm:request_time_per_output_token_seconds_bucket",
+    "vllm:e2e_request_latency_seconds_bucket",
+    "vllm:request_queue_time_seconds_bucket",
+    "vllm:request_prefill_time_seconds_bucket",
+    "vllm:request_decode_time_seconds_bucket",
+    "vllm:request_prompt_tokens_bucket",
+    "vllm:request_generation_tokens_bucket",
+    "vllm:iteration_tokens_total_bucket",
+]
 
 
 def test_metrics_names_labels_buckets_and_promtool(sim):
     call(sim.url, "/v1/chat/completions", chat_body(30, ignore_eos=True))
     samples = scrape(sim.url)
     for name in CONTRACT_METRICS:
-        assert any(n == name and dict(lb).get("model_name") == "sim-model" and dict(lb).get("engine") == "0"
-                   for n, lb in samples), name  # fmt: skip
+        assert any(
+            n == name and dict(lb).get("model_name") == "sim-model" and dict(lb).get("engine") == "0"
+            for n, lb in samples
+        ), name
 
     def les(name):
         return [dict(lb)["le"] for n, lb in samples if n == name]
@@ -427,8 +534,12 @@ def test_metrics_names_labels_buckets_and_promtool(sim):
     # The exposition parses (exit 1 otherwise); promtool 2.42's linter (exit 3) then flags only what
     # vLLM's own names do: the ':' in every vllm: name and the "_total" of the iteration-tokens histogram.
     problems = [p for p in (res.stdout + res.stderr).splitlines() if p.strip()]
-    inherent = [p for p in problems if p.endswith("metric names should not contain ':'")
-                or p == 'vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix']  # fmt: skip
+    inherent = [
+        p
+        for p in problems
+        if p.endswith("metric names should not contain ':'")
+        or p == 'vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix'
+    ]
     assert res.returncode in (0, 3) and problems == inherent, res.stdout + res.stderr
     assert len(inherent) == text.count("# TYPE ") + 1  # one per family, plus the histogram's _total
 
@@ -454,11 +565,17 @@ def test_prefix_cache_hits_and_preemption_over_http(tmp_path):
         after = scrape(s.url)
         hits = metric(after, "vllm:prefix_cache_hits_total") - metric(before, "vllm:prefix_cache_hits_total")
         assert hits == (count_chat_tokens(prompt) - 1) // 16 * 16
-        assert metric(after, "vllm:prefix_cache_queries_total") - metric(before, "vllm:prefix_cache_queries_total") \
-            == count_chat_tokens(prompt)  # fmt: skip
+        assert metric(after, "vllm:prefix_cache_queries_total") - metric(
+            before, "vllm:prefix_cache_queries_total"
+        ) == count_chat_tokens(prompt)
 
-        body = {"messages": MSGS, "max_tokens": 600, "ignore_eos": True, "stream": True,
-                "stream_options": {"include_usage": True}}  # fmt: skip
+        body = {
+            "messages": MSGS,
+            "max_tokens": 600,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         with ThreadPoolExecutor(6) as pool:
             replies = list(pool.map(lambda _: call(s.url, "/v1/chat/completions", body), range(6)))
         for r in replies:
@@ -466,8 +583,13 @@ def test_prefix_cache_hits_and_preemption_over_http(tmp_path):
             assert len(token_chunks(chunks)) == 600 == chunks[-1]["usage"]["completion_tokens"]
         final = scrape(s.url)
         assert metric(final, "vllm:num_preemptions_total") > 0
-        assert metric(final, "vllm:kv_cache_usage_perc") == 0 and metric(final, "vllm:num_requests_running") == 0
-        assert metric(final, "vllm:generation_tokens_total") - metric(after, "vllm:generation_tokens_total") == 3600
+        assert (
+            metric(final, "vllm:kv_cache_usage_perc") == 0 and metric(final, "vllm:num_requests_running") == 0
+        )
+        assert (
+            metric(final, "vllm:generation_tokens_total") - metric(after, "vllm:generation_tokens_total")
+            == 3600
+        )
 
 
 def test_client_disconnect_frees_the_sequence_and_sigterm_flushes(tmp_path):
@@ -475,11 +597,16 @@ def test_client_disconnect_frees_the_sequence_and_sigterm_flushes(tmp_path):
         u = urlparse(s.url)
         sock = socket.create_connection((u.hostname, u.port))
         body = json.dumps(chat_body(500, ignore_eos=True)).encode()
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
         head = sock.recv(65536)
-        rid = next(line.split(b": ")[1].decode() for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"x-request-id"))  # fmt: skip
+        rid = next(
+            line.split(b": ")[1].decode()
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"x-request-id")
+        )
         time.sleep(0.3)
         assert metric(scrape(s.url), "vllm:num_requests_running") == 1
         sock.close()
@@ -493,7 +620,9 @@ def test_client_disconnect_frees_the_sequence_and_sigterm_flushes(tmp_path):
 
         # a stream still in flight when SIGTERM comes: the server exits cleanly, its trace line is written
         holder: dict = {}
-        t = threading.Thread(target=lambda: holder.update(r=call(s.url, "/v1/chat/completions", chat_body(2000))))
+        t = threading.Thread(
+            target=lambda: holder.update(r=call(s.url, "/v1/chat/completions", chat_body(2000)))
+        )
         t.start()
         time.sleep(0.5)
         s.proc.signal(signal.SIGTERM)
@@ -517,9 +646,13 @@ def test_client_disconnect_frees_the_sequence_and_sigterm_flushes(tmp_path):
     ],
 )
 def test_bad_cli_input_is_one_line_exit_2(args, message):
-    res = subprocess.run(swarm_cmd("sim", "--port", "0", *args), capture_output=True, text=True, cwd=REPO, timeout=30)
+    res = subprocess.run(
+        swarm_cmd("sim", "--port", "0", *args), capture_output=True, text=True, cwd=REPO, timeout=30
+    )
     assert res.returncode == 2, res.stderr
-    assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    assert (
+        message in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    )
 
 
 def test_port_in_use_is_a_usage_error():
@@ -527,6 +660,7 @@ def test_port_in_use_is_a_usage_error():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        res = subprocess.run(swarm_cmd("sim", "--port", str(port)), capture_output=True, text=True, cwd=REPO,
-                             timeout=30)  # fmt: skip
+        res = subprocess.run(
+            swarm_cmd("sim", "--port", str(port)), capture_output=True, text=True, cwd=REPO, timeout=30
+        )
     assert res.returncode == 2 and "cannot listen" in res.stderr and "Traceback" not in res.stderr

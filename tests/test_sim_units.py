@@ -89,8 +89,12 @@ def test_thinking_lengths_come_first_and_are_cut_by_max_tokens():
 
 
 def test_length_mixture_gives_both_stop_and_length():
-    dist = LengthDist((LengthComponent(weight=1, dist="uniform", low=10, high=30),
-                       LengthComponent(weight=1, dist="lognormal", median=300, sigma=0.5, min=51)))  # fmt: skip
+    dist = LengthDist(
+        (
+            LengthComponent(weight=1, dist="uniform", low=10, high=30),
+            LengthComponent(weight=1, dist="lognormal", median=300, sigma=0.5, min=51),
+        )
+    )
     rng = random.Random(0)
     caps = [min(50, dist.sample(rng)) for _ in range(2000)]
     assert 0.4 < sum(c == 50 for c in caps) / len(caps) < 0.6
@@ -98,8 +102,15 @@ def test_length_mixture_gives_both_stop_and_length():
 
 # ---- engine ------------------------------------------------------------------------------------
 def _profile(**kw) -> Profile:
-    base = dict(name="t", max_num_seqs=8, max_num_batched_tokens=64, kv_cache_tokens=1024, max_model_len=512,
-                block_size=16, step=StepCost(base_s=0.01, decode_token_s=0.001))  # fmt: skip
+    base = dict(
+        name="t",
+        max_num_seqs=8,
+        max_num_batched_tokens=64,
+        kv_cache_tokens=1024,
+        max_model_len=512,
+        block_size=16,
+        step=StepCost(base_s=0.01, decode_token_s=0.001),
+    )
     base.update(kw)
     p = Profile(**base)
     p.validate()
@@ -258,7 +269,10 @@ def test_stream_chunks_have_vllm_layout_and_exact_running_usage():
     assert [c["usage"]["completion_tokens"] for c in chunks] == list(range(11))
     assert all(set(c["choices"][0]["delta"]) == {"reasoning"} for c in chunks[1:5])
     assert all(set(c["choices"][0]["delta"]) == {"content"} for c in chunks[5:])
-    assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and chunks[-1]["choices"][0]["delta"]["content"] == ""
+    assert (
+        chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        and chunks[-1]["choices"][0]["delta"]["content"] == ""
+    )
     assert "stop_reason" not in chunks[1]["choices"][0] and chunks[-1]["choices"][0]["stop_reason"] is None
     assert all(c["usage"]["total_tokens"] == 12 + c["usage"]["completion_tokens"] for c in chunks)
 
@@ -267,7 +281,9 @@ def test_merge_holds_back_empty_tokens_but_usage_stays_exact():
     tape = Tape.build(0, 0.5, "reasoning_content")
     empties = sum(tape.empty[k & TAPE_MASK] for k in range(0, 99))
     out = Output("chatcmpl-x", 1, 5, 100, 60, "length", 0)
-    r = StreamRenderer(tape, out, "m", "chat", continuous=True, merge=True, reasoning_field="reasoning_content")
+    r = StreamRenderer(
+        tape, out, "m", "chat", continuous=True, merge=True, reasoning_field="reasoning_content"
+    )
     parts: list[bytes] = []
     r.tokens(0, 100, parts)
     chunks = [orjson.loads(e) for e in _events(b"".join(parts))]
@@ -281,7 +297,9 @@ def test_merge_holds_back_empty_tokens_but_usage_stays_exact():
 def test_completion_chunks_and_bad_chunk():
     tape = Tape.build(0, 0.0, "reasoning")
     out = Output("cmpl-x", 1, 3, 3, 0, "length", 0)
-    r = StreamRenderer(tape, out, "m", "completions", continuous=False, merge=False, reasoning_field="reasoning")
+    r = StreamRenderer(
+        tape, out, "m", "completions", continuous=False, merge=False, reasoning_field="reasoning"
+    )
     parts: list[bytes] = []
     r.tokens(0, 3, parts)
     chunks = [orjson.loads(e) for e in _events(b"".join(parts))]
@@ -319,6 +337,9 @@ def test_metric_buckets_and_success_only_counts():
     assert 'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 1.0' in text
     assert 'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 0.0' in text
     assert 'vllm:generation_tokens_total{engine="0",model_name="m"} 2.0' in text
-    les = [line.split('le="')[1].split('"')[0] for line in text.splitlines()
-           if line.startswith("vllm:time_to_first_token_seconds_bucket")]  # fmt: skip
+    les = [
+        line.split('le="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("vllm:time_to_first_token_seconds_bucket")
+    ]
     assert les == [*(str(float(b)) for b in TTFT_BUCKETS), "+Inf"]

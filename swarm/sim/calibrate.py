@@ -20,14 +20,34 @@ from swarm.tokens import chat_prompt_tokens
 
 # seed 000, /tmp/short_output_test.py and /tmp/realistic_test.py
 SHORT_QA_PROMPTS = (
-    "1+1=?", "中国首都是哪里", "今天周几", "你好", "Python 怎么读取文件", "翻译: cat", "什么是 GPU",
-    "JavaScript 缩写", "圆周率前 5 位", "推荐一本书", "周末快乐怎么说", "Hello", "1024 是 2 的几次方",
-    "HTTP 默认端口", "微信英文是",
-)  # fmt: skip
+    "1+1=?",
+    "中国首都是哪里",
+    "今天周几",
+    "你好",
+    "Python 怎么读取文件",
+    "翻译: cat",
+    "什么是 GPU",
+    "JavaScript 缩写",
+    "圆周率前 5 位",
+    "推荐一本书",
+    "周末快乐怎么说",
+    "Hello",
+    "1024 是 2 的几次方",
+    "HTTP 默认端口",
+    "微信英文是",
+)
 CHAT_PROMPTS = (
-    "今天天气怎么样?", "推荐一首歌", "你好", "帮我翻译: hello world", "讲个笑话", "什么是 Python?",
-    "1+1 等于几", "北京有什么景点", "怎么减肥", "明天会下雨吗",
-)  # fmt: skip
+    "今天天气怎么样?",
+    "推荐一首歌",
+    "你好",
+    "帮我翻译: hello world",
+    "讲个笑话",
+    "什么是 Python?",
+    "1+1 等于几",
+    "北京有什么景点",
+    "怎么减肥",
+    "明天会下雨吗",
+)
 SEED_SHORT_QA = {10: 13.4, 30: 28.1, 64: 45.2, 128: 60.2, 200: 64.9, 256: 64.7}
 SEED_CHAT = {10: 4.7, 30: 15.1, 64: 22.9, 128: 29.1, 200: 32.2}
 CLIENT_GAP_S = 0.003  # between one response's end and the next request's arrival
@@ -44,8 +64,15 @@ class LevelResult:
     mean_output_tokens: float
 
 
-def closed_loop(profile: Profile, prompts: tuple[str, ...], max_tokens: int, concurrency: int,
-                warmup_s: float, duration_s: float, seed: int = 0) -> LevelResult:  # fmt: skip
+def closed_loop(
+    profile: Profile,
+    prompts: tuple[str, ...],
+    max_tokens: int,
+    concurrency: int,
+    warmup_s: float,
+    duration_s: float,
+    seed: int = 0,
+) -> LevelResult:
     """`concurrency` clients in a closed loop on the virtual clock; QPS over `duration_s` after warm-up."""
     rng = random.Random(seed)
     engine = Engine(profile)
@@ -103,8 +130,14 @@ def closed_loop(profile: Profile, prompts: tuple[str, ...], max_tokens: int, con
     )
 
 
-def seed_script(profile: Profile, prompts: tuple[str, ...], max_tokens: int, concurrency: int,
-                duration_s: float = 30.0, seed: int = 0) -> float:  # fmt: skip
+def seed_script(
+    profile: Profile,
+    prompts: tuple[str, ...],
+    max_tokens: int,
+    concurrency: int,
+    duration_s: float = 30.0,
+    seed: int = 0,
+) -> float:
     """QPS exactly as seed 000's script counts it: fresh start, loops stop sending at `duration_s`,
     every request sent before then counts once it ends, divided by `duration_s`. Each loop's last
     request ends after the deadline, so this is about steady QPS + concurrency / duration_s."""
@@ -140,8 +173,15 @@ def seed_script(profile: Profile, prompts: tuple[str, ...], max_tokens: int, con
     return done / duration_s
 
 
-def report(profile: Profile, name: str, prompts: tuple[str, ...], max_tokens: int, seed_qps: dict[int, float],
-           warmup_s: float, duration_s: float) -> None:  # fmt: skip
+def report(
+    profile: Profile,
+    name: str,
+    prompts: tuple[str, ...],
+    max_tokens: int,
+    seed_qps: dict[int, float],
+    warmup_s: float,
+    duration_s: float,
+) -> None:
     print(f"{name}: max_tokens={max_tokens}, {duration_s:.0f} s per level after {warmup_s:.0f} s warm-up")
     print("  conc  steady  +N/30  script   seed   diff  running  kv_mean  kv_max  preempt  out_tok")
     for conc, want in seed_qps.items():

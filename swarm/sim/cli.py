@@ -45,7 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KIND=RATE",
         help="inject a fault (repeatable): http_400 http_429 http_500 http_503 stream_error cut stall bad_chunk",
     )
-    f.add_argument("--stall-s", type=float, default=5.0, metavar="S", help="length of a stall fault (default: 5)")
+    f.add_argument(
+        "--stall-s", type=float, default=5.0, metavar="S", help="length of a stall fault (default: 5)"
+    )
     f.add_argument("--api-key", help="answer 401 to /v1 requests without 'Authorization: Bearer KEY'")
     f.add_argument("--trace", metavar="FILE", help="write one JSON line per request (ground truth)")
     f.add_argument("--seed", type=int, default=0, help="seed for lengths, text and faults (default: 0)")
@@ -119,19 +121,7 @@ def main(args: argparse.Namespace) -> int:
         await task
 
     try:
-        _run(run())
+        asyncio.run(run())
     except OSError as e:
         raise UsageError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}") from None
     return 0
-
-
-def _run(coro) -> None:
-    """asyncio.run, on uvloop when it is installed (faster sockets)."""
-    import asyncio
-
-    try:
-        import uvloop  # type: ignore[import-not-found]
-    except ImportError:
-        asyncio.run(coro)
-        return
-    uvloop.run(coro)

@@ -57,7 +57,9 @@ class FaultPlan:
             kind, rate = parse_fault(spec)
             rates[kind] = rates.get(kind, 0.0) + rate
         if sum(rates.values()) > 1.0 + 1e-9:
-            raise UsageError(f"--fault rates add up to {sum(rates.values()):.3f}; they must add up to at most 1")
+            raise UsageError(
+                f"--fault rates add up to {sum(rates.values()):.3f}; they must add up to at most 1"
+            )
         if stall_s < 0:
             raise UsageError("--stall-s must be >= 0")
         return cls({k: v for k, v in rates.items() if v > 0}, stall_s)

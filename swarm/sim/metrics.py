@@ -20,6 +20,7 @@ from swarm.sim.engine import Engine, Sequence
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENGINE_LABEL = "0"
 
+# fmt: off
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -27,6 +28,7 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                            60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+# fmt: on
 FINISH_REASONS = ("stop", "length")
 
 
@@ -133,10 +135,15 @@ class SimMetrics:
             c.add_metric(labels, value)
             return c
 
-        yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                    len(eng.running))
-        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(eng.waiting))
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", eng.kv_cache_usage)
+        yield gauge(
+            "vllm:num_requests_running", "Number of requests in model execution batches.", len(eng.running)
+        )
+        yield gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(eng.waiting)
+        )
+        yield gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", eng.kv_cache_usage
+        )
         info = GaugeMetricFamily(
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",
@@ -145,33 +152,66 @@ class SimMetrics:
         info.add_metric([str(eng.bs), str(eng.caching), str(eng.pool.num_blocks)], 1.0)
         yield info
         c = eng.counters
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", c.preemptions)
+        yield counter(
+            "vllm:num_preemptions", "Cumulative number of preemption from the engine.", c.preemptions
+        )
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens)
         yield counter("vllm:generation_tokens", "Number of generation tokens processed.", c.generation_tokens)
-        yield counter("vllm:prefix_cache_queries",
-                      "Prefix cache queries, in terms of number of queried tokens.", c.prefix_queries)
-        yield counter("vllm:prefix_cache_hits",
-                      "Prefix cache hits, in terms of number of cached tokens.", c.prefix_hits)
-        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                      labels=[*names, "finished_reason"])
+        yield counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            c.prefix_queries,
+        )
+        yield counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", c.prefix_hits
+        )
+        success = CounterMetricFamily(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels=[*names, "finished_reason"],
+        )
         for reason, n in self.success.items():
             success.add_metric([*labels, reason], n)
         yield success
         for hist, name, doc in (
             (self.prompt_tokens, "vllm:request_prompt_tokens", "Number of prefill tokens processed."),
-            (self.generation_tokens, "vllm:request_generation_tokens", "Number of generation tokens processed."),
-            (self.iteration_tokens, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step."),
+            (
+                self.generation_tokens,
+                "vllm:request_generation_tokens",
+                "Number of generation tokens processed.",
+            ),
+            (
+                self.iteration_tokens,
+                "vllm:iteration_tokens_total",
+                "Histogram of number of tokens per engine_step.",
+            ),
             (self.ttft, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds."),
             (self.itl, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds."),
-            (self.tpot, "vllm:request_time_per_output_token_seconds",
-             "Histogram of time_per_output_token_seconds per request."),
+            (
+                self.tpot,
+                "vllm:request_time_per_output_token_seconds",
+                "Histogram of time_per_output_token_seconds per request.",
+            ),
             (self.e2e, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds."),
-            (self.queue, "vllm:request_queue_time_seconds",
-             "Histogram of time spent in WAITING phase for request."),
-            (self.inference, "vllm:request_inference_time_seconds",
-             "Histogram of time spent in RUNNING phase for request."),
-            (self.prefill, "vllm:request_prefill_time_seconds",
-             "Histogram of time spent in PREFILL phase for request."),
-            (self.decode, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request."),
+            (
+                self.queue,
+                "vllm:request_queue_time_seconds",
+                "Histogram of time spent in WAITING phase for request.",
+            ),
+            (
+                self.inference,
+                "vllm:request_inference_time_seconds",
+                "Histogram of time spent in RUNNING phase for request.",
+            ),
+            (
+                self.prefill,
+                "vllm:request_prefill_time_seconds",
+                "Histogram of time spent in PREFILL phase for request.",
+            ),
+            (
+                self.decode,
+                "vllm:request_decode_time_seconds",
+                "Histogram of time spent in DECODE phase for request.",
+            ),
         ):
             yield hist.family(name, doc, labels)

@@ -114,7 +114,12 @@ class Profile:
     utf8_split: float = 0.0
 
     def draw_output(
-        self, rng: random.Random, max_tokens: int, thinking: bool, ignore_eos: bool = False, min_tokens: int = 0
+        self,
+        rng: random.Random,
+        max_tokens: int,
+        thinking: bool,
+        ignore_eos: bool = False,
+        min_tokens: int = 0,
     ) -> tuple[int, int, str]:
         """(completion tokens, of which reasoning, finish reason) for one request.
 
@@ -161,7 +166,9 @@ def _dist(raw: Any, where: str) -> LengthDist:
     comps = []
     for item in items:
         if not isinstance(item, dict):
-            raise UsageError(f"{where}: each component must be a table like {{dist = 'uniform', low = 1, high = 9}}")
+            raise UsageError(
+                f"{where}: each component must be a table like {{dist = 'uniform', low = 1, high = 9}}"
+            )
         unknown = set(item) - {f.name for f in dataclasses.fields(LengthComponent)}
         if unknown:
             raise UsageError(f"{where}: unknown key(s) {sorted(unknown)}")
@@ -181,10 +188,18 @@ def parse_profile(data: dict[str, Any], name: str) -> Profile:
     known = {"name", "description", "engine", "step", "lengths", "dialect"}
     if unknown := set(data) - known:
         raise UsageError(f"profile {name!r}: unknown table(s) {sorted(unknown)}; expected {sorted(known)}")
-    kw: dict[str, Any] = {"name": str(data.get("name", name)), "description": str(data.get("description", ""))}
+    kw: dict[str, Any] = {
+        "name": str(data.get("name", name)),
+        "description": str(data.get("description", "")),
+    }
     engine_keys = {
-        "max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "max_model_len",
-        "block_size", "prefix_caching", "seq_state_tokens",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "kv_cache_tokens",
+        "max_model_len",
+        "block_size",
+        "prefix_caching",
+        "seq_state_tokens",
     }
     dialect_keys = {"thinking_default", "reasoning_field", "merge_reasoning", "utf8_split"}
     for table, keys in (("engine", engine_keys), ("dialect", dialect_keys)):

@@ -116,7 +116,8 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
         raise _bad(f"min_tokens must be greater than or equal to 0, got {min_tokens}.", "min_tokens")
     if max_tokens is not None and min_tokens > max_tokens:
         raise _bad(
-            f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.", "min_tokens"
+            f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
+            "min_tokens",
         )
     ignore_eos = _opt_bool(body, "ignore_eos")
     prompt_tokens = len(pieces)

@@ -28,8 +28,36 @@ _CJK = (
     "些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建"
     "月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接"
 )
-_ASCII = (" the", " and", " of", " to", "ing", " in", " is", "tion", " for", " on", " with", " that", " this",
-          " model", " data", " you", " we", "ed", "er", "ly", " GPU", " API", "s", " 1", "2", "0", ".", ",")  # fmt: skip
+_ASCII = (
+    " the",
+    " and",
+    " of",
+    " to",
+    "ing",
+    " in",
+    " is",
+    "tion",
+    " for",
+    " on",
+    " with",
+    " that",
+    " this",
+    " model",
+    " data",
+    " you",
+    " we",
+    "ed",
+    "er",
+    "ly",
+    " GPU",
+    " API",
+    "s",
+    " 1",
+    "2",
+    "0",
+    ".",
+    ",",
+)
 _PUNCT = ("，", "。", "、", "：", "？", "！", "\n", "\n\n")
 
 
@@ -92,8 +120,16 @@ class Output:
 class StreamRenderer:
     """SSE bytes for one request (chat or completions)."""
 
-    def __init__(self, tape: Tape, out: Output, model: str, endpoint: str, continuous: bool, merge: bool,
-                 reasoning_field: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tape: Tape,
+        out: Output,
+        model: str,
+        endpoint: str,
+        continuous: bool,
+        merge: bool,
+        reasoning_field: str,
+    ) -> None:
         self.tape = tape
         self.out = out
         self.continuous = continuous
@@ -102,15 +138,24 @@ class StreamRenderer:
         self.reasoning_field = reasoning_field
         obj = b"chat.completion.chunk" if self.chat else b"text_completion"
         self.prefix = (
-            b'data: {"id":"' + out.id.encode() + b'","object":"' + obj + b'","created":%d' % out.created
-            + b',"model":' + orjson.dumps(model)
-        )  # fmt: skip
-        self.head = self.prefix + (b',"choices":[{"index":0,"delta":' if self.chat else b',"choices":[{"index":0,"text":')
+            b'data: {"id":"'
+            + out.id.encode()
+            + b'","object":"'
+            + obj
+            + b'","created":%d' % out.created
+            + b',"model":'
+            + orjson.dumps(model)
+        )
+        self.head = self.prefix + (
+            b',"choices":[{"index":0,"delta":' if self.chat else b',"choices":[{"index":0,"text":'
+        )
         if self.chat:
             self.mid = b',"logprobs":null,"finish_reason":null}]'
         else:
             self.mid = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]'
-        self.final_mid = b',"logprobs":null,"finish_reason":"%s","stop_reason":null}]' % out.finish_reason.encode()
+        self.final_mid = (
+            b',"logprobs":null,"finish_reason":"%s","stop_reason":null}]' % out.finish_reason.encode()
+        )
 
     def _usage(self, completion: int) -> bytes:
         p = self.out.prompt_tokens
@@ -185,7 +230,9 @@ def token_texts(tape: Tape, out: Output, upto: int) -> tuple[str, str]:
     return "".join(reasoning), "".join(content)
 
 
-def full_body(tape: Tape, out: Output, model: str, endpoint: str, reasoning_field: str, thinking: bool) -> bytes:
+def full_body(
+    tape: Tape, out: Output, model: str, endpoint: str, reasoning_field: str, thinking: bool
+) -> bytes:
     """The non-streaming response body."""
     reasoning, content = token_texts(tape, out, out.target_tokens)
     usage = {
@@ -202,13 +249,31 @@ def full_body(tape: Tape, out: Output, model: str, endpoint: str, reasoning_fiel
             reasoning_field: reasoning if thinking else None,
             "tool_calls": [],
         }
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": out.finish_reason,
-                  "stop_reason": None}  # fmt: skip
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": out.finish_reason,
+            "stop_reason": None,
+        }
         obj = "chat.completion"
     else:
-        choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": out.finish_reason,
-                  "stop_reason": None, "prompt_logprobs": None}  # fmt: skip
+        choice = {
+            "index": 0,
+            "text": content,
+            "logprobs": None,
+            "finish_reason": out.finish_reason,
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
         obj = "text_completion"
     return orjson.dumps(
-        {"id": out.id, "object": obj, "created": out.created, "model": model, "choices": [choice], "usage": usage}
+        {
+            "id": out.id,
+            "object": obj,
+            "created": out.created,
+            "model": model,
+            "choices": [choice],
+            "usage": usage,
+        }
     )

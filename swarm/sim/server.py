@@ -142,7 +142,9 @@ class SimServer:
 
         out, thinking = self._plan(req, rid)
         fault_at = fault_position(rng, out.target_tokens) if fault else -1
-        hashes = prompt_block_hashes(req.prompt_pieces, self.profile.block_size) if self.engine.caching else ()
+        hashes = (
+            prompt_block_hashes(req.prompt_pieces, self.profile.block_size) if self.engine.caching else ()
+        )
         seq = Sequence(rid, req.prompt_tokens, out.target_tokens, hashes, arrival)
         self.engine.add(seq)
         try:
@@ -160,7 +162,9 @@ class SimServer:
         """Draw this request's reasoning and answer lengths; `max_tokens` cuts them."""
         p, rng = self.profile, self.rng
         thinking = req.endpoint == "chat" and (p.thinking_default if req.thinking is None else req.thinking)
-        total, reasoning, finish = p.draw_output(rng, req.max_tokens, thinking, req.ignore_eos, req.min_tokens)
+        total, reasoning, finish = p.draw_output(
+            rng, req.max_tokens, thinking, req.ignore_eos, req.min_tokens
+        )
         out = Output(
             id=rid,
             created=int(time.time()),
@@ -180,11 +184,26 @@ class SimServer:
             seq.waiter = fut
             await fut
 
-    async def _stream(self, request: web.Request, req: GenRequest, out: Output, seq: Sequence,
-                      rec: TraceRecord, fault: str | None, fault_at: int) -> web.StreamResponse:  # fmt: skip
+    async def _stream(
+        self,
+        request: web.Request,
+        req: GenRequest,
+        out: Output,
+        seq: Sequence,
+        rec: TraceRecord,
+        fault: str | None,
+        fault_at: int,
+    ) -> web.StreamResponse:
         p = self.profile
-        renderer = StreamRenderer(self.tape, out, self.cfg.model, req.endpoint, req.continuous_usage,
-                                  p.merge_reasoning, p.reasoning_field)  # fmt: skip
+        renderer = StreamRenderer(
+            self.tape,
+            out,
+            self.cfg.model,
+            req.endpoint,
+            req.continuous_usage,
+            p.merge_reasoning,
+            p.reasoning_field,
+        )
         resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
         try:
             await resp.prepare(request)
@@ -193,9 +212,18 @@ class SimServer:
             rec.finish_reason = "abort"
         return resp
 
-    async def _stream_body(self, request: web.Request, resp: web.StreamResponse, renderer: StreamRenderer,
-                           req: GenRequest, out: Output, seq: Sequence, rec: TraceRecord, fault: str | None,
-                           fault_at: int) -> None:  # fmt: skip
+    async def _stream_body(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        renderer: StreamRenderer,
+        req: GenRequest,
+        out: Output,
+        seq: Sequence,
+        rec: TraceRecord,
+        fault: str | None,
+        fault_at: int,
+    ) -> None:
         target = out.target_tokens
         pending = fault is not None
         sent = 0
@@ -254,8 +282,17 @@ class SimServer:
         await resp.write(b"".join(parts))
         await resp.write_eof()
 
-    async def _whole(self, request: web.Request, req: GenRequest, out: Output, seq: Sequence,
-                     rec: TraceRecord, fault: str | None, fault_at: int, thinking: bool) -> web.StreamResponse:  # fmt: skip
+    async def _whole(
+        self,
+        request: web.Request,
+        req: GenRequest,
+        out: Output,
+        seq: Sequence,
+        rec: TraceRecord,
+        fault: str | None,
+        fault_at: int,
+        thinking: bool,
+    ) -> web.StreamResponse:
         if fault in ("stream_error", "cut"):
             await self._until(seq, fault_at)
             self.engine.abort(seq)
@@ -267,8 +304,11 @@ class SimServer:
                 return web.Response(status=500)  # never sent: the connection is gone
             rec.status = 500
             self._write_trace(rec)
-            err = ApiError(500, "Simulated fault (stream_error): the engine failed mid-generation.",
-                           "InternalServerError")  # fmt: skip
+            err = ApiError(
+                500,
+                "Simulated fault (stream_error): the engine failed mid-generation.",
+                "InternalServerError",
+            )
             return _json(err.body(), 500, out.id)
         await self._until(seq, out.target_tokens)
         if seq.state == ABORTED:
@@ -307,7 +347,9 @@ def _cut(request: web.Request) -> None:
         transport.abort()
 
 
-async def serve(cfg: SimConfig, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+async def serve(
+    cfg: SimConfig, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None
+) -> None:
     """Run the simulator until `stop` is set (the CLI sets it on SIGTERM/SIGINT)."""
     server = SimServer(cfg)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
