@@ -423,6 +423,9 @@ def test_bad_input_gets_vllm_shaped_errors(sim):
         "'max_tokens' or 'max_completion_tokens' is too large: 32760.",
     )
     _assert_error(call(sim.url, "/v1/completions", {"max_tokens": 3}), 400, "BadRequestError", "prompt")
+    for path, method, status in (("/v1/nope", "POST", 404), ("/v1/chat/completions", "GET", 405)):
+        r = call(sim.url, path, method=method)
+        assert r.status == status and "detail" in r.json() and r.headers["x-request-id"]
     assert call(sim.url, "/health", method="GET").status == 200
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class SimServer:
         self.rng = random.Random(cfg.seed)
         self.trace = TraceWriter(cfg.trace_path) if cfg.trace_path else None
         self._auth = f"Bearer {cfg.api_key}" if cfg.api_key else None
+        self._other_ids = itertools.count(1)  # ids of non-generation responses (keeps self.rng seeded-only)
 
     # ---- app ------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -61,7 +63,15 @@ class SimServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
+        app.router.add_route("*", "/v1/{tail:.*}", self.no_route)  # last: unknown /v1 paths and methods
         return app
+
+    async def no_route(self, request: web.Request) -> web.Response:
+        """FastAPI's answers (vLLM runs on it), with an x-request-id like every /v1 response."""
+        rid = f"req-{next(self._other_ids)}"
+        if request.path in ("/v1/chat/completions", "/v1/completions", "/v1/models"):
+            return _json(b'{"detail":"Method Not Allowed"}', 405, rid)
+        return _json(b'{"detail":"Not Found"}', 404, rid)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)
@@ -70,7 +80,7 @@ class SimServer:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def models(self, request: web.Request) -> web.Response:
-        rid = f"models-{self.rng.getrandbits(64):016x}"
+        rid = f"req-{next(self._other_ids)}"
         if self._auth and request.headers.get("Authorization") != self._auth:
             return self._unauthorized(rid)
         created = int(time.time())
@@ -120,7 +130,13 @@ class SimServer:
             self._write_trace(rec)
             return self._unauthorized(rid)
         try:
-            body = load_body(await request.read())
+            try:
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise ApiError(
+                    413, f"Request body larger than {MAX_BODY_BYTES} bytes.", "BadRequestError"
+                ) from None
+            body = load_body(raw)
             stream = body.get("stream", False)
             rec.stream = stream if isinstance(stream, bool) else None
             check_model(body, self.cfg.model)
@@ -363,6 +379,7 @@ async def serve(
         raise
     engine_task = asyncio.create_task(server.engine.run(), name="sim-engine")
     stop = stop or asyncio.Event()
+    engine_task.add_done_callback(lambda _: stop.set())  # a dead engine must not leave requests hanging
     if ready is not None:
         ready.set()
     try:
@@ -372,5 +389,5 @@ async def serve(
         await runner.cleanup()
         engine_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await engine_task
+            await engine_task  # re-raises if the engine died of an error
         server.close()
