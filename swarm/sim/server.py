@@ -43,6 +43,19 @@ class SimConfig:
     seed: int = 0
 
 
+@dataclass(slots=True)
+class _Call:
+    """One generation request in flight: what was asked, what it will produce, what happened."""
+
+    req: GenRequest
+    out: Output
+    seq: Sequence
+    rec: TraceRecord
+    fault: str | None
+    fault_at: int  # tokens sent before a mid-stream fault fires (-1: none)
+    thinking: bool
+
+
 class SimServer:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
@@ -163,10 +176,11 @@ class SimServer:
         )
         seq = Sequence(rid, req.prompt_tokens, out.target_tokens, hashes, arrival)
         self.engine.add(seq)
+        call = _Call(req, out, seq, rec, fault, fault_at, thinking)
         try:
             if req.stream:
-                return await self._stream(request, req, out, seq, rec, fault, fault_at)
-            return await self._whole(request, req, out, seq, rec, fault, fault_at, thinking)
+                return await self._stream(request, call)
+            return await self._whole(request, call)
         finally:
             if not seq.done:
                 self.engine.abort(seq)
@@ -200,16 +214,8 @@ class SimServer:
             seq.waiter = fut
             await fut
 
-    async def _stream(
-        self,
-        request: web.Request,
-        req: GenRequest,
-        out: Output,
-        seq: Sequence,
-        rec: TraceRecord,
-        fault: str | None,
-        fault_at: int,
-    ) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, call: _Call) -> web.StreamResponse:
+        req, out = call.req, call.out
         p = self.profile
         renderer = StreamRenderer(
             self.tape,
@@ -223,23 +229,22 @@ class SimServer:
         resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
         try:
             await resp.prepare(request)
-            await self._stream_body(request, resp, renderer, req, out, seq, rec, fault, fault_at)
+            await self._stream_body(request, resp, renderer, call)
         except ConnectionError:  # the client went away: the finally in _generate aborts and traces
-            rec.finish_reason = "abort"
+            call.rec.finish_reason = "abort"
         return resp
 
     async def _stream_body(
-        self,
-        request: web.Request,
-        resp: web.StreamResponse,
-        renderer: StreamRenderer,
-        req: GenRequest,
-        out: Output,
-        seq: Sequence,
-        rec: TraceRecord,
-        fault: str | None,
-        fault_at: int,
+        self, request: web.Request, resp: web.StreamResponse, renderer: StreamRenderer, call: _Call
     ) -> None:
+        req, out, seq, rec, fault, fault_at = (
+            call.req,
+            call.out,
+            call.seq,
+            call.rec,
+            call.fault,
+            call.fault_at,
+        )
         target = out.target_tokens
         pending = fault is not None
         sent = 0
@@ -298,17 +303,15 @@ class SimServer:
         await resp.write(b"".join(parts))
         await resp.write_eof()
 
-    async def _whole(
-        self,
-        request: web.Request,
-        req: GenRequest,
-        out: Output,
-        seq: Sequence,
-        rec: TraceRecord,
-        fault: str | None,
-        fault_at: int,
-        thinking: bool,
-    ) -> web.StreamResponse:
+    async def _whole(self, request: web.Request, call: _Call) -> web.StreamResponse:
+        req, out, seq, rec, fault, fault_at = (
+            call.req,
+            call.out,
+            call.seq,
+            call.rec,
+            call.fault,
+            call.fault_at,
+        )
         if fault in ("stream_error", "cut"):
             await self._until(seq, fault_at)
             self.engine.abort(seq)
@@ -331,7 +334,9 @@ class SimServer:
             return web.Response(status=500)
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
-        body = full_body(self.tape, out, self.cfg.model, req.endpoint, self.profile.reasoning_field, thinking)
+        body = full_body(
+            self.tape, out, self.cfg.model, req.endpoint, self.profile.reasoning_field, call.thinking
+        )
         if fault == "bad_chunk":
             body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact
         now = time.time()
