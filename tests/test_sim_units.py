@@ -261,7 +261,7 @@ def _events(raw: bytes) -> list[bytes]:
 def test_stream_chunks_have_vllm_layout_and_exact_running_usage():
     tape = Tape.build(0, 0.3, "reasoning")
     out = Output("chatcmpl-x", 1700000000, 12, 10, 4, "stop", 5)
-    r = StreamRenderer(tape, out, "m", "chat", continuous=True, merge=False, reasoning_field="reasoning")
+    r = StreamRenderer(tape, out, "m", "chat", continuous=True, merge=False)
     parts = [r.role_chunk()]
     r.tokens(0, 10, parts)
     chunks = [orjson.loads(e) for e in _events(b"".join(parts))]
@@ -281,9 +281,7 @@ def test_merge_holds_back_empty_tokens_but_usage_stays_exact():
     tape = Tape.build(0, 0.5, "reasoning_content")
     empties = sum(tape.empty[k & TAPE_MASK] for k in range(0, 99))
     out = Output("chatcmpl-x", 1, 5, 100, 60, "length", 0)
-    r = StreamRenderer(
-        tape, out, "m", "chat", continuous=True, merge=True, reasoning_field="reasoning_content"
-    )
+    r = StreamRenderer(tape, out, "m", "chat", continuous=True, merge=True)
     parts: list[bytes] = []
     r.tokens(0, 100, parts)
     chunks = [orjson.loads(e) for e in _events(b"".join(parts))]
@@ -297,9 +295,7 @@ def test_merge_holds_back_empty_tokens_but_usage_stays_exact():
 def test_completion_chunks_and_bad_chunk():
     tape = Tape.build(0, 0.0, "reasoning")
     out = Output("cmpl-x", 1, 3, 3, 0, "length", 0)
-    r = StreamRenderer(
-        tape, out, "m", "completions", continuous=False, merge=False, reasoning_field="reasoning"
-    )
+    r = StreamRenderer(tape, out, "m", "completions", continuous=False, merge=False)
     parts: list[bytes] = []
     r.tokens(0, 3, parts)
     chunks = [orjson.loads(e) for e in _events(b"".join(parts))]

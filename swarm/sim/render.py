@@ -28,36 +28,10 @@ _CJK = (
     "些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建"
     "月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接"
 )
-_ASCII = (
-    " the",
-    " and",
-    " of",
-    " to",
-    "ing",
-    " in",
-    " is",
-    "tion",
-    " for",
-    " on",
-    " with",
-    " that",
-    " this",
-    " model",
-    " data",
-    " you",
-    " we",
-    "ed",
-    "er",
-    "ly",
-    " GPU",
-    " API",
-    "s",
-    " 1",
-    "2",
-    "0",
-    ".",
-    ",",
-)
+# fmt: off
+_ASCII = (" the", " and", " of", " to", "ing", " in", " is", "tion", " for", " on", " with", " that", " this",
+          " model", " data", " you", " we", "ed", "er", "ly", " GPU", " API", "s", " 1", "2", "0", ".", ",")
+# fmt: on
 _PUNCT = ("，", "。", "、", "：", "？", "！", "\n", "\n\n")
 
 
@@ -128,14 +102,12 @@ class StreamRenderer:
         endpoint: str,
         continuous: bool,
         merge: bool,
-        reasoning_field: str,
     ) -> None:
         self.tape = tape
         self.out = out
         self.continuous = continuous
         self.chat = endpoint == "chat"
         self.merge = merge and self.chat
-        self.reasoning_field = reasoning_field
         obj = b"chat.completion.chunk" if self.chat else b"text_completion"
         self.prefix = (
             b'data: {"id":"'

@@ -224,7 +224,6 @@ class SimServer:
             req.endpoint,
             req.continuous_usage,
             p.merge_reasoning,
-            p.reasoning_field,
         )
         resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
         try:
