@@ -384,6 +384,7 @@ async def serve(
     engine_task = asyncio.create_task(server.engine.run(), name="sim-engine")
     stop = stop or asyncio.Event()
     engine_task.add_done_callback(lambda _: stop.set())  # a dead engine must not leave requests hanging
+    cfg.port = runner.addresses[0][1]  # the real one when --port 0 asked for any
     if ready is not None:
         ready.set()
     try:
