@@ -42,7 +42,7 @@ from swarm.records import OUTCOMES, Outcome, RequestRecord
 WIRE_VERSION = 1
 REL_ACCURACY = 0.005  # half the 1% the issue allows: room for float noise at bucket edges
 FLUSH_AT = 65_536  # pending values per latency before a bulk insert
-LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e")
+LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")
 
 # vLLM 0.33 default histogram buckets (seconds), from its metrics code.
 VLLM_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
@@ -246,9 +246,11 @@ class Cell:
         if r.warmup:
             self.warmup_requests += 1
             return
+        lat = self.latencies
+        if r.send_lag_s is not None:  # open loop: lateness of every request sent, failed ones too
+            lat["send_lag"].add(r.send_lag_s)
         if outcome is not Outcome.OK:
             return
-        lat = self.latencies
         if r.ttft_s is not None:
             lat["ttft"].add(r.ttft_s)
         if r.ttfa_s is not None:

@@ -322,6 +322,8 @@ def llm_load_test() -> gdash.Dashboard:
         ("swarm_itl_seconds", "ITL", "Inter-token latency: gaps between token-carrying chunks."),
         ("swarm_tpot_seconds", "TPOT", "Time per output token: (E2E - TTFT) / (output tokens - 1)."),
         ("swarm_e2e_seconds", "E2E", "End-to-end request latency until [DONE]."),
+        ("swarm_send_lag_seconds", "Send lag",
+         "Open loop (--rate): how late requests left relative to their arrival schedule; client-side queueing."),
     ]:
         lay.timeseries(
             f"{title} p50 / p95 / p99",
@@ -331,7 +333,7 @@ def llm_load_test() -> gdash.Dashboard:
                 for q in (0.5, 0.95, 0.99)
             ],
             "s",
-            width=12 if title in ("TTFT", "TTFA") else 8,
+            width=12 if title in ("TTFT", "TTFA") else 24 if title == "Send lag" else 8,
         )
 
     lay.row("Tokens")

@@ -35,6 +35,7 @@ _HELP = {
     "itl": "Client-side gap between token-carrying chunks, successful requests",
     "tpot": "Client-side time per output token after the first, (e2e-ttft)/(output_tokens-1)",
     "e2e": "Client-side end-to-end request latency until [DONE], successful requests",
+    "send_lag": "Open loop: how late each request left relative to its arrival schedule, all requests sent",
 }
 
 

@@ -41,6 +41,7 @@ from swarm import slo, summary, webui
 from swarm.aggregate import Aggregate
 from swarm.errors import UsageError
 from swarm.exporter import CONTENT_TYPE, ExportState, registry_for
+from swarm.recorder import RecordWriter
 from swarm.records import RequestRecord
 from swarm.shape import stage_timeline
 
@@ -145,12 +146,14 @@ class SwarmPlugin:
             return
         self.aggregate.add(record)
         if self.out_dir is not None:
-            if self._writer is None:
-                from swarm.recorder import RecordWriter
+            self._ensure_writer().add(record)
 
-                part = f"{self.role}-{os.getpid()}-{secrets.token_hex(3)}"
-                self._writer = RecordWriter(self.out_dir / "records", part)
-            self._writer.add(record)
+    def _ensure_writer(self) -> RecordWriter:
+        """Created at test start: its one-off set-up (~0.3 s) must not stall requests in flight."""
+        if self._writer is None:
+            part = f"{self.role}-{os.getpid()}-{secrets.token_hex(3)}"
+            self._writer = RecordWriter(self.out_dir / "records", part)
+        return self._writer
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         wire = self.aggregate.take_delta().to_wire()
@@ -237,6 +240,11 @@ class SwarmPlugin:
 
     def _on_test_start(self, **_: Any) -> None:
         self.stopped = False
+        if self.role != "master" and self.out_dir is None:  # a worker learns --swarm-out from the master
+            out = _option(self.environment, "swarm_out")
+            self.out_dir = Path(out) if out else None
+        if self.role != "master" and self.out_dir is not None:
+            self._ensure_writer()
         if self.role == "worker":
             return
         if self.end_s is not None:  # a new test in the same web UI session: start afresh
@@ -280,7 +288,7 @@ class SwarmPlugin:
                 t = by_index.get(entry["stage"])
                 if t is not None:
                     entry.update(users=t["users"], start_s=t["start_wall_s"], end_s=t["end_wall_s"],
-                                 warmup_s=t["warmup_s"])
+                                 warmup_s=t["warmup_s"], rate=t["rate"])
         if self.verdicts:
             s["slo"] = [{"text": v.describe(), "ok": v.ok, "objective": v.objective.text, "workload":
                          v.objective.workload, "metric": v.objective.metric, "value": v.value} for v in self.verdicts]

@@ -30,24 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from swarm.errors import TargetError, UsageError
+from swarm.stages import parse_rates, parse_sweep, parse_timespan
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 DEFAULT_SIM_PROFILE = "rtx5090x4-qwen3.6-27b"
 START_TIMEOUT_S = 30.0
-_TIMESPAN = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
-
-
-def parse_timespan(text: str) -> int:
-    """Locust's time format: 20, 20s, 3m, 1h20m, 3h30m10s. Raises UsageError."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    m = _TIMESPAN.match(text)
-    if not text or not m or not any(m.groupdict().values()):
-        raise UsageError(f"bad time {text!r}: use e.g. 30s, 5m, 1h30m")
-    return int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0)
-
-
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator")
     p.add_argument("--workload", default="mixed", help="NAME or NAME:WEIGHT,NAME:WEIGHT (default: mixed)")
@@ -57,6 +44,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
     p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
     p.add_argument("--sweep", default="", help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256 (replaces -u/-t)")
+    p.add_argument("--rate", default="", help="open-loop stages in requests/s, e.g. 5,10,20 (-u caps requests in flight)")
+    p.add_argument("--arrivals", default="poisson", choices=("poisson", "constant"),
+                   help="open-loop arrival process (default poisson)")
     p.add_argument("--stage-time", default="30s", help="duration of each --sweep stage (default 30s)")
     p.add_argument("--warmup", default="0s", help="first seconds of each stage excluded from its statistics")
     p.add_argument("--server-metrics", default=None,
@@ -96,6 +86,8 @@ class RunPlan:
     sim_args: list[str]
     prometheus_port: int | None
     sweep: list[int] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    arrivals: str = "poisson"
     stage_time_s: int = 30
     warmup_s: int = 0
     server_metrics: str | None = None
@@ -105,7 +97,8 @@ class RunPlan:
     @property
     def expected_s(self) -> int:
         """How long the load lasts (without the end's stop timeout)."""
-        return len(self.sweep) * self.stage_time_s if self.sweep else self.run_time_s
+        stages = len(self.sweep) or len(self.rates)
+        return stages * self.stage_time_s if stages else self.run_time_s
 
 
 def plan_from_args(args: argparse.Namespace) -> RunPlan:
@@ -121,15 +114,17 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
     if args.host is not None and not re.match(r"^https?://[^\s/]+", args.host):
         raise UsageError(f"--host {args.host!r} is not a URL: use e.g. http://127.0.0.1:8000")
-    from swarm.shape import parse_sweep
     from swarm.workloads import parse_mix
 
+    if args.sweep and args.rate:
+        raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
     sweep = parse_sweep(args.sweep) if args.sweep else []
+    rates = parse_rates(args.rate) if args.rate else []
     stage_time = parse_timespan(args.stage_time)
     warmup = parse_timespan(args.warmup)
-    if sweep and stage_time <= 0:
+    if (sweep or rates) and stage_time <= 0:
         raise UsageError("--stage-time must be > 0, e.g. 30s")
-    if sweep and warmup >= stage_time:
+    if (sweep or rates) and warmup >= stage_time:
         raise UsageError(f"--warmup ({warmup}s) must be shorter than --stage-time ({stage_time}s)")
     if args.server_metrics is not None and not re.match(r"^https?://[^\s/]+", args.server_metrics):
         raise UsageError(f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics")
@@ -156,7 +151,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         users=args.users, spawn_rate=args.spawn_rate or float(args.users), run_time_s=run_time,
         stop_timeout_s=parse_timespan(args.stop_timeout), out=Path(args.out or f"runs/{run_id}"),
         run_id=run_id, slo=args.slo, model=args.model, sim_profile=args.sim_profile,
-        sim_args=list(args.sim_arg), prometheus_port=args.prometheus_port, sweep=sweep, stage_time_s=stage_time,
+        sim_args=list(args.sim_arg), prometheus_port=args.prometheus_port, sweep=sweep, rates=rates, arrivals=args.arrivals, stage_time_s=stage_time,
         warmup_s=warmup, server_metrics=args.server_metrics, grafana_url=args.grafana_url or None, extra=extra,
     )
 
@@ -334,9 +329,10 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                           "--stop-timeout", f"{plan.stop_timeout_s}s",
                           "--csv", str(plan.out / "locust"), "--html", str(plan.out / "locust.html"),
                           "--only-summary", *common]
-            if plan.sweep:
-                master_cmd += ["--sweep", ",".join(map(str, plan.sweep)), "--stage-time", f"{plan.stage_time_s}s",
-                               "--warmup", f"{plan.warmup_s}s"]
+            if plan.sweep or plan.rates:
+                stages = (["--sweep", ",".join(map(str, plan.sweep))] if plan.sweep else
+                          ["--rate", ",".join(f"{r:g}" for r in plan.rates), "--arrivals", plan.arrivals])
+                master_cmd += [*stages, "--stage-time", f"{plan.stage_time_s}s", "--warmup", f"{plan.warmup_s}s"]
             else:
                 master_cmd += ["-t", f"{plan.run_time_s}s"]
             if plan.slo:
@@ -350,8 +346,13 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                                             "--master-host", "127.0.0.1", "--master-port", str(master_port),
                                             *common], env)
                 cpu.watch(f"worker-{i}", worker.pid)
-            load = (f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s" if plan.sweep
-                    else f"{plan.users} users")
+            if plan.sweep:
+                load = f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s"
+            elif plan.rates:
+                load = (f"open loop {','.join(f'{r:g}' for r in plan.rates)} req/s ({plan.arrivals}) x "
+                        f"{plan.stage_time_s}s, at most {plan.users} in flight")
+            else:
+                load = f"{plan.users} users"
             print(f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
                   f"{plan.workload}, {plan.expected_s}s -> {plan.out}")
             poller = ServerPoller(plan.server_metrics or metrics_url(host), plan.out / "server_metrics.jsonl",
@@ -360,11 +361,11 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
 
             def on_stage(index: int, users: int) -> None:
-                if annotator is not None and plan.sweep:
+                if annotator is not None and (plan.sweep or plan.rates):
                     annotator.stage_started(plan.run_id, index, label=f"{users} users")
 
             progress = Progress(f"http://127.0.0.1:{prom_port}/metrics", plan.expected_s,
-                                stages=max(1, len(plan.sweep)), on_stage=on_stage).start()
+                                stages=max(1, len(plan.sweep) or len(plan.rates)), on_stage=on_stage).start()
             deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
             while master.poll() is None:
                 if time.monotonic() > deadline:

@@ -7,7 +7,11 @@ records it sends with the stage index (`RequestRecord.stage`) and flags the firs
 seconds of each stage (`RequestRecord.warmup`, excluded from that stage's statistics).
 The stage timeline lands in `environment.swarm_stages` for the summary.
 
-Without `--sweep` the shape behaves like Locust's plain -u/-r/-t run (one stage, index 0), so
+Open loop: `--rate 5,10,20 [--arrivals poisson|constant]` makes each stage a request rate
+instead of a user count (swarm/arrivals.py); `-u` then caps the requests in flight. The master
+splits each stage's rate evenly over the workers it has.
+
+Without `--sweep` or `--rate` the shape behaves like Locust's plain -u/-r/-t run (one stage, index 0), so
 every swarm locustfile can carry it.
 """
 
@@ -18,10 +22,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import gevent
+import gevent.lock
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
+from swarm.arrivals import ARRIVALS, ArrivalSchedule
 from swarm.errors import UsageError
+from swarm.stages import parse_rates, parse_sweep, parse_timespan
 
 STAGE_MESSAGE = "swarm_stage"
 
@@ -33,21 +40,10 @@ class Stage:
     start_wall_s: float
     end_wall_s: float | None = None
     warmup_s: float = 0.0
-
-
-def parse_sweep(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"bad --sweep {text!r}: give user counts, e.g. 10,30,64,128") from None
-    if not levels or any(n < 1 for n in levels):
-        raise UsageError(f"bad --sweep {text!r}: every level must be a whole number >= 1, e.g. 10,30,64")
-    return levels
+    rate: float | None = None  # open loop: offered requests/s in total
 
 
 def parse_seconds(text: str, option: str) -> float:
-    from swarm.run import parse_timespan  # Locust's time format
-
     try:
         return float(parse_timespan(str(text)))
     except UsageError as e:
@@ -59,12 +55,19 @@ def _add_options(parser: Any) -> None:
     parser.add_argument("--sweep", default="", include_in_web_ui=True,
                        help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256")
     parser.add_argument("--stage-time", default="30s", include_in_web_ui=True, help="duration of each stage (default 30s)")
+    parser.add_argument("--rate", default="", include_in_web_ui=True,
+                        help="open-loop stages: requests/s, e.g. 5,10,20 (each lasts --stage-time; -u caps in-flight)")
+    parser.add_argument("--arrivals", default="poisson", choices=ARRIVALS, include_in_web_ui=True,
+                        help="open-loop arrival process (default poisson)")
     parser.add_argument("--warmup", default="0s", include_in_web_ui=True,
                        help="seconds at the start of each stage whose requests are excluded from its statistics")
 
 
-def _set_stage(environment: Any, index: int, warmup_s: float) -> None:
-    """Worker/local side: tag requests from now on; clear the warm-up flag after warmup_s."""
+def _set_stage(environment: Any, index: int, warmup_s: float, rate_per_s: float | None = None,
+               arrivals: str = "poisson") -> None:
+    """Worker/local side: tag requests from now on; clear the warm-up flag after warmup_s;
+    in open loop, pace this process's users at `rate_per_s`."""
+    environment.swarm_arrivals = ArrivalSchedule(rate_per_s, arrivals) if rate_per_s else None
     environment.swarm_stage = index
     environment.swarm_warmup = warmup_s > 0
     if warmup_s > 0:
@@ -80,13 +83,16 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
     environment.swarm_stage = 0
     environment.swarm_warmup = False
     environment.swarm_stages = []
+    environment.swarm_arrivals = None
+    environment.swarm_arrival_gate = gevent.lock.Semaphore()  # see LLMUser.llm_request
     if isinstance(environment.runner, WorkerRunner):
         environment.runner.register_message(
-            STAGE_MESSAGE, lambda msg, **_: _set_stage(environment, msg.data["index"], msg.data["warmup_s"]))
+            STAGE_MESSAGE, lambda msg, **_: _set_stage(environment, msg.data["index"], msg.data["warmup_s"],
+                                                      msg.data.get("rate_per_worker"), msg.data.get("arrivals", "poisson")))
 
 
 class SwarmShape(LoadTestShape):
-    """Stages from --sweep; otherwise Locust's -u/-r/-t."""
+    """Stages from --sweep (users) or --rate (open loop); otherwise Locust's -u/-r/-t."""
 
     use_common_options = True
 
@@ -94,27 +100,38 @@ class SwarmShape(LoadTestShape):
         super().__init__()
         self._current: int | None = None
 
-    def _options(self) -> tuple[list[int], float, float]:
+    def _options(self) -> tuple[list[int], list[float], float, float]:
+        """(user levels, rate levels, stage seconds, warm-up seconds); at most one list is non-empty."""
         opts = self.runner.environment.parsed_options
-        if not getattr(opts, "sweep", ""):
-            return [], 0.0, 0.0
-        return (parse_sweep(opts.sweep), parse_seconds(opts.stage_time, "--stage-time"),
-                parse_seconds(opts.warmup, "--warmup"))
+        sweep, rate = getattr(opts, "sweep", ""), getattr(opts, "rate", "")
+        if sweep and rate:
+            raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
+        if not sweep and not rate:
+            return [], [], 0.0, 0.0
+        stage_s, warmup_s = parse_seconds(opts.stage_time, "--stage-time"), parse_seconds(opts.warmup, "--warmup")
+        if rate:
+            return [], parse_rates(rate), stage_s, warmup_s
+        return parse_sweep(sweep), [], stage_s, warmup_s
 
     def reset_time(self) -> None:
         super().reset_time()
         self._current = None
 
-    def _enter(self, index: int, users: int, warmup_s: float) -> None:
+    def _enter(self, index: int, users: int, warmup_s: float, rate: float | None = None) -> None:
         env = self.runner.environment
         now = time.time()
         if env.swarm_stages:
             env.swarm_stages[-1].end_wall_s = now
-        env.swarm_stages.append(Stage(index, users, now, None, warmup_s))
+        env.swarm_stages.append(Stage(index, users, now, None, warmup_s, rate))
         self._current = index
-        _set_stage(env, index, warmup_s)
+        arrivals = getattr(env.parsed_options, "arrivals", "poisson")
         if isinstance(self.runner, MasterRunner):
-            self.runner.send_message(STAGE_MESSAGE, {"index": index, "warmup_s": warmup_s, "users": users})
+            per_worker = rate / max(1, self.runner.worker_count) if rate else None
+            _set_stage(env, index, warmup_s)
+            self.runner.send_message(STAGE_MESSAGE, {"index": index, "warmup_s": warmup_s, "users": users,
+                                                     "rate_per_worker": per_worker, "arrivals": arrivals})
+        else:
+            _set_stage(env, index, warmup_s, rate, arrivals)
 
     def _close(self) -> None:
         stages = self.runner.environment.swarm_stages
@@ -122,9 +139,18 @@ class SwarmShape(LoadTestShape):
             stages[-1].end_wall_s = time.time()
 
     def tick(self) -> tuple[int, float] | None:
-        levels, stage_s, warmup_s = self._options()
+        levels, rates, stage_s, warmup_s = self._options()
         t = self.get_run_time()
         opts = self.runner.environment.parsed_options
+        if rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
+            index = int(t // stage_s) if stage_s > 0 else len(rates)
+            if index >= len(rates):
+                self._close()
+                return None
+            users = int(opts.num_users or 1)
+            if index != self._current:
+                self._enter(index, users, warmup_s, rates[index])
+            return users, float(opts.spawn_rate or users)
         if not levels:  # plain run: one stage at -u users
             users = int(opts.num_users or 1)
             if self._current is None:

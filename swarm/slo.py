@@ -18,7 +18,7 @@ from typing import Any
 
 from swarm.errors import UsageError
 
-LATENCIES = ("ttft", "ttfa", "itl", "tpot", "e2e")
+LATENCIES = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")  # swarm.aggregate.LATENCIES
 STATS = ("p50", "p90", "p95", "p99", "mean", "max")
 RATES = ("error_rate", "qps", "output_tok_s", "requests")
 _OPS: dict[str, Callable[[float, float], bool]] = {

@@ -34,6 +34,7 @@ def synthetic_records(n: int, seed: int = 7, workloads=("short_qa", "chat", "rag
             stage=rng.choice(stages), ttft_s=ttft, ttfa_s=ttft * (1 + rng.random()), e2e_s=e2e,
             tpot_s=metrics.tpot_s(ttft, e2e, tokens), itl_s=itl, prompt_tokens=rng.randint(10, 3000),
             output_tokens=tokens, reasoning_tokens=rng.randint(0, tokens), warmup=rng.random() < 0.05,
+            send_lag_s=rng.expovariate(100.0) if i % 2 else None,  # open-loop lateness on half of them
         ))
     return out
 
@@ -41,7 +42,13 @@ def synthetic_records(n: int, seed: int = 7, workloads=("short_qa", "chat", "rag
 def exact_values(records, latency: str) -> list[float]:
     vals: list[float] = []
     for r in records:
-        if r.warmup or r.outcome is not Outcome.OK:
+        if r.warmup:
+            continue
+        if latency == "send_lag":  # every request sent has a lateness, failed ones too
+            if r.send_lag_s is not None:
+                vals.append(r.send_lag_s)
+            continue
+        if r.outcome is not Outcome.OK:
             continue
         if latency == "itl":
             vals.extend(r.itl_s)

@@ -93,7 +93,7 @@ def test_no_request_contents_or_secrets(text):
     assert SECRET not in text and "Unauthorized" not in text
     names = {fam.name for fam in text_string_to_metric_families(text)}
     assert names == {"swarm_ttft_seconds", "swarm_ttfa_seconds", "swarm_itl_seconds", "swarm_tpot_seconds",
-                     "swarm_e2e_seconds", "swarm_requests", "swarm_prompt_tokens", "swarm_output_tokens",
+                     "swarm_e2e_seconds", "swarm_send_lag_seconds", "swarm_requests", "swarm_prompt_tokens", "swarm_output_tokens",
                      "swarm_reasoning_tokens", "swarm_users", "swarm_workers", "swarm_stage", "swarm_degraded_workers"}
 
 

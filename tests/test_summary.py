@@ -13,7 +13,7 @@ from swarm.aggregate import Aggregate
 from swarm.records import OUTCOMES, Outcome, RequestRecord
 
 BLOCK = {"requests", "failures", "prompt_tokens", "output_tokens", "reasoning_tokens", "qps", "output_tok_s",
-         "ttft_s", "ttfa_s", "itl_s", "tpot_s", "e2e_s"}
+         "ttft_s", "ttfa_s", "itl_s", "tpot_s", "e2e_s", "send_lag_s"}
 STATS = {"p50", "p90", "p95", "p99", "mean", "max"}
 
 
