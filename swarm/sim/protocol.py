@@ -96,7 +96,8 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
         if not stream:
             raise _bad("Stream options can only be defined when `stream=True`.", "stream_options")
         include_usage = _opt_bool(opts, "include_usage")
-        continuous = _opt_bool(opts, "continuous_usage_stats")
+        # as in vLLM: running usage only when the final usage chunk is asked for too
+        continuous = include_usage and _opt_bool(opts, "continuous_usage_stats")
     n = _opt_int(body, "n")
     if n is not None and n != 1:
         raise _bad(f"n must be 1 on the simulator, got {n}.", "n")
