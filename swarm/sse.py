@@ -9,6 +9,9 @@ so a character split across reads survives (the incremental part of the decoding
 One deviation from sseclient-py 1.9: an event still unterminated when the stream ends is
 dropped (as the WHATWG EventSource spec says), not dispatched. A cut stream must read as a
 cut stream (`truncated`), not as a half JSON document (`bad_chunk`).
+
+Memory stays bounded: an event that grows past `MAX_EVENT_BYTES` without ending (a broken or
+hostile server sending one endless line) raises `EventTooLarge` instead of buffering it all.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ DONE = "[DONE]"
 """The data of the OpenAI-style end-of-stream event."""
 
 _EVENT_END = (b"\r\r", b"\n\n", b"\r\n\r\n")
+MAX_EVENT_BYTES = 1 << 20
+"""The longest SSE event read (1 MiB; a vLLM chunk is ~300 bytes): past it the stream is refused."""
+
+
+class EventTooLarge(ValueError):
+    """An SSE event grew past MAX_EVENT_BYTES without ending."""
 
 
 class _SSEClient(SSEClient):
@@ -39,6 +48,8 @@ class _SSEClient(SSEClient):
                 if data.endswith(_EVENT_END):
                     yield data
                     data = b""
+            if len(data) > MAX_EVENT_BYTES:  # once per read, not per line
+                raise EventTooLarge(f"SSE event larger than {MAX_EVENT_BYTES} bytes without an end")
         # an unterminated trailing event is incomplete: drop it
 
 
@@ -57,7 +68,7 @@ def iter_data(reads: Iterable[bytes]) -> Iterator[str]:
 
     Events are yielded as soon as the read that completes them arrives, so a caller that notes
     the time of each read knows when each event arrived. Raises `UnicodeDecodeError` on bytes
-    that are not UTF-8.
+    that are not UTF-8 and `EventTooLarge` on an event longer than MAX_EVENT_BYTES.
     """
     for event in _SSEClient(reads).events():
         yield event.data

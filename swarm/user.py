@@ -43,7 +43,7 @@ from swarm.dialects import get_dialect as _get_dialect
 from swarm.errors import UsageError
 from swarm.events import llm_request
 from swarm.records import Outcome, RequestRecord
-from swarm.sse import DONE, iter_data
+from swarm.sse import DONE, EventTooLarge, iter_data
 from swarm.workloads import WORKLOADS, Knobs, LLMRequest, Mix, parse_token_range
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ DRAIN_S = 1.0  # after [DONE]: wait at most this long for the end of the HTTP bo
 ERROR_BODY_MAX = 64 * 1024  # bytes of an HTTP error body read for its message
 DISCOVERY_RETRY_S = 5.0
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
+DEFAULT_REQUEST_DEADLINE_S = 600.0
 
 
 class LLMRequestFailure(Exception):
@@ -81,10 +82,12 @@ class LLMOptions:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
     ignore_eos: bool = False
     knobs: Knobs = field(default_factory=Knobs)
+    request_deadline: float = DEFAULT_REQUEST_DEADLINE_S  # 0: none
 
     def __repr__(self) -> str:  # never show the key
         return f"LLMOptions(workload={self.workload!r}, model={self.model!r}, endpoint={self.endpoint!r}, " \
-               f"dialect={self.dialect!r}, request_timeout={self.request_timeout!r}, knobs={self.knobs!r})"
+               f"dialect={self.dialect!r}, request_timeout={self.request_timeout!r}, " \
+               f"request_deadline={self.request_deadline!r}, knobs={self.knobs!r})"
 
     @classmethod
     def from_parsed(cls, opts: Any) -> LLMOptions:
@@ -114,6 +117,9 @@ class LLMOptions:
         timeout = number("request_timeout", float, "--request-timeout", DEFAULT_REQUEST_TIMEOUT_S)
         if not timeout > 0:
             raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
+        deadline = number("request_deadline", float, "--request-deadline", DEFAULT_REQUEST_DEADLINE_S)
+        if not deadline >= 0 or deadline == float("inf"):
+            raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")
         ignore_eos = str(get("ignore_eos", False)).lower() in ("true", "1", "yes", "on")
         if ignore_eos and dialect != "auto" and not _get_dialect(dialect).ignore_eos:
             raise UsageError(f"--ignore-eos is not supported by the {dialect} dialect (vLLM and llama.cpp only)")
@@ -125,7 +131,8 @@ class LLMOptions:
             rag_tokens=parse_token_range(get("rag_tokens", "2000-3000")),
             prompt_file=get("prompt_file"),
         )
-        return cls(get("workload"), get("model"), get("api_key"), endpoint, dialect, timeout, ignore_eos, knobs)
+        return cls(get("workload"), get("model"), get("api_key"), endpoint, dialect, timeout, ignore_eos, knobs,
+                   deadline)
 
 
 @events.init_command_line_parser.add_listener
@@ -145,6 +152,9 @@ def _add_options(parser: Any) -> None:
                    help="server dialect (default auto: from /v1/models owned_by)")
     g.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S, include_in_web_ui=True,
                    help="seconds without a byte from the server before a request ends as 'timeout' (default 60)")
+    g.add_argument("--request-deadline", type=float, default=DEFAULT_REQUEST_DEADLINE_S, include_in_web_ui=True,
+                   help="seconds a whole request may take before it ends as 'timeout', even while bytes trickle "
+                        f"in (default {DEFAULT_REQUEST_DEADLINE_S:g}; 0: none)")
     g.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
                    help="send ignore_eos so every answer runs to max_tokens (vLLM, llama.cpp)")
     g.add_argument("--thinking-ratio", type=float, default=None, include_in_web_ui=True,
@@ -304,6 +314,9 @@ class LLMUser(FastHttpUser):
         else:
             auth = ""
         self._common_headers = f"Host: {host_header}\r\nUser-Agent: llm-swarm\r\n{auth}"
+        self._secret = self.opts.api_key or None  # scrubbed from error messages a server echoes
+        self._deadline_s = self.opts.request_deadline or None
+        self._deadline: gevent.Timeout | None = None  # the request in flight's (one timer per request)
         self._chat = self.opts.endpoint == "chat"
         path = prefix + ENDPOINTS[self.opts.endpoint]
         self._url = f"{parts.scheme}://{host_header}{path}"
@@ -399,6 +412,8 @@ class LLMUser(FastHttpUser):
                               f"internal {type(e).__name__}: {e}")
             _log_once(type(e).__name__, "swarm.user: unexpected error while sending a request", exc_info=True)
             record.e2e_s = t_end - t0
+        if error and self._secret and self._secret in error:  # a server that echoes the key
+            error = error.replace(self._secret, "***")
         record.outcome = outcome
         record.error = error
         if outcome is not Outcome.OK:
@@ -408,7 +423,24 @@ class LLMUser(FastHttpUser):
 
     def _exchange(self, data: bytes, tally: StreamTally,
                   record: RequestRecord) -> tuple[Outcome, str | None, float, int]:
-        """Socket I/O of one request: (outcome, error, end time, body bytes)."""
+        """Socket I/O of one request under the whole-request deadline: (outcome, error, end time,
+        body bytes). The idle timeout alone never ends a server that trickles a byte a second."""
+        if self._deadline_s is None:
+            return self._exchange_io(data, tally, record)
+        deadline = self._deadline = gevent.Timeout(self._deadline_s)  # (a fired Timeout cannot restart)
+        deadline.start()
+        try:
+            return self._exchange_io(data, tally, record)
+        except gevent.Timeout as t:
+            if t is not deadline:
+                raise
+            return (Outcome.TIMEOUT, f"not finished after {self.opts.request_deadline:g} s (--request-deadline)",
+                    time.perf_counter(), 0)
+        finally:
+            deadline.close()
+
+    def _exchange_io(self, data: bytes, tally: StreamTally,
+                     record: RequestRecord) -> tuple[Outcome, str | None, float, int]:
         pool = self._pool
         timeout = self.opts.request_timeout
         perf = time.perf_counter
@@ -471,7 +503,12 @@ class LLMUser(FastHttpUser):
         except TimeoutError:
             return (Outcome.TIMEOUT, f"no byte for {self.opts.request_timeout:g} s (streaming)",
                     time.perf_counter(), reads.n_bytes)
-        except (BadChunk, UnicodeDecodeError) as e:
+        except gevent.Timeout as t:
+            if t is not self._deadline:
+                raise
+            return (Outcome.TIMEOUT, f"not finished after {self.opts.request_deadline:g} s (--request-deadline)",
+                    time.perf_counter(), reads.n_bytes)
+        except (BadChunk, UnicodeDecodeError, EventTooLarge) as e:
             return Outcome.BAD_CHUNK, str(e)[:300], reads.t, reads.n_bytes
         except (HTTPParseError, OSError) as e:  # reset / broken chunked framing mid-stream
             return Outcome.TRUNCATED, f"stream broken: {type(e).__name__}: {e}", time.perf_counter(), reads.n_bytes
@@ -490,7 +527,7 @@ class LLMUser(FastHttpUser):
                 if not data:
                     return
                 resp.feed(data)
-        except Exception:
+        except (Exception, gevent.Timeout):  # [DONE] is in: the request is complete either way
             return
 
     def _error_body(self, resp: _Response, sock: Any) -> tuple[bytes, float]:
@@ -504,7 +541,7 @@ class LLMUser(FastHttpUser):
                 resp.feed(data)
                 body += resp._body_buffer
                 del resp._body_buffer[:]
-        except Exception:
+        except (Exception, gevent.Timeout):  # the status is in: an http_error with what came
             pass
         return bytes(body), time.perf_counter()
 
