@@ -17,7 +17,11 @@ and the same records split over N workers give the same aggregate:
   from the sketch.
 
 What is counted: every record counts in `requests`, its outcome, and the token sums (warm-up
-and failed ones included). Latency distributions cover successful (`ok`), non-warm-up records
+and failed ones included). Failures also keep their messages: per outcome, the first
+`ERROR_MESSAGES_MAX` distinct ones with a count each (a message seen later only when it is one of
+those), so a server that says the same thing a million times costs one entry. And three times tell
+when the target went away: the end of the last response (any status line) and of the first and
+last `connect_error`. Latency distributions cover successful (`ok`), non-warm-up records
 only: a failed request's "E2E" is the time to its failure, and warm-up requests are excluded
 from a stage's statistics by definition.
 
@@ -42,6 +46,8 @@ from swarm.records import OUTCOMES, Outcome, RequestRecord
 WIRE_VERSION = 1
 REL_ACCURACY = 0.005  # half the 1% the issue allows: room for float noise at bucket edges
 FLUSH_AT = 65_536  # pending values per latency before a bulk insert
+ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
+ERROR_MESSAGE_CHARS = 200
 LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")
 
 # vLLM 0.33 default histogram buckets (seconds), from its metrics code.
@@ -214,8 +220,9 @@ class LatencyStats:
 class Cell:
     """Everything measured for one (workload, stage): exact counters and five latencies."""
 
-    __slots__ = ("first_start_s", "last_end_s", "latencies", "outcomes", "output_tokens", "prompt_tokens",
-                 "reasoning_tokens", "requests", "stage", "warmup_requests", "workload")
+    __slots__ = ("errors", "first_connect_error_s", "first_start_s", "last_connect_error_s", "last_end_s",
+                 "last_response_s", "latencies", "outcomes", "output_tokens", "prompt_tokens", "reasoning_tokens",
+                 "requests", "stage", "warmup_requests", "workload")
 
     def __init__(self, workload: str, stage: int = 0) -> None:
         self.workload = workload
@@ -228,6 +235,10 @@ class Cell:
         self.reasoning_tokens = 0
         self.first_start_s: float | None = None  # earliest send time (time.time())
         self.last_end_s: float | None = None  # latest send + e2e
+        self.errors: dict[str, dict[str, int]] = {}  # failed outcome -> {message: count}, capped
+        self.last_response_s: float | None = None  # latest end of a request that got a status line
+        self.first_connect_error_s: float | None = None  # earliest / latest end of a connect_error
+        self.last_connect_error_s: float | None = None
         self.latencies: dict[str, LatencyStats] = {name: LatencyStats() for name in LATENCIES}
 
     def add(self, r: RequestRecord) -> None:
@@ -243,6 +254,13 @@ class Cell:
             self.first_start_s = start
         if self.last_end_s is None or end > self.last_end_s:
             self.last_end_s = end
+        if outcome is not Outcome.OK:
+            self._count_error(outcome.value, r.error or "", 1)
+        if r.http_status is not None:
+            if self.last_response_s is None or end > self.last_response_s:
+                self.last_response_s = end
+        elif outcome is Outcome.CONNECT_ERROR:
+            self._connect_errors(end, end)
         if r.warmup:
             self.warmup_requests += 1
             return
@@ -261,6 +279,22 @@ class Cell:
             lat["e2e"].add(r.e2e_s)
         if r.itl_s:
             lat["itl"].extend(r.itl_s)
+
+    def _count_error(self, outcome: str, message: str, n: int) -> None:
+        msgs = self.errors.get(outcome)
+        if msgs is None:
+            msgs = self.errors[outcome] = {}
+        message = message[:ERROR_MESSAGE_CHARS]
+        if message in msgs:
+            msgs[message] += n
+        elif len(msgs) < ERROR_MESSAGES_MAX:
+            msgs[message] = n
+
+    def _connect_errors(self, first: float | None, last: float | None) -> None:
+        if first is not None and (self.first_connect_error_s is None or first < self.first_connect_error_s):
+            self.first_connect_error_s = first
+        if last is not None and (self.last_connect_error_s is None or last > self.last_connect_error_s):
+            self.last_connect_error_s = last
 
     @property
     def failures(self) -> dict[str, int]:
@@ -289,6 +323,13 @@ class Cell:
             self.first_start_s = other.first_start_s
         if other.last_end_s is not None and (self.last_end_s is None or other.last_end_s > self.last_end_s):
             self.last_end_s = other.last_end_s
+        for outcome, msgs in other.errors.items():
+            for message, n in msgs.items():
+                self._count_error(outcome, message, n)
+        if other.last_response_s is not None and (self.last_response_s is None
+                                                  or other.last_response_s > self.last_response_s):
+            self.last_response_s = other.last_response_s
+        self._connect_errors(other.first_connect_error_s, other.last_connect_error_s)
         for name, stats in other.latencies.items():
             self.latencies[name].merge(stats)
 
@@ -300,7 +341,9 @@ class Cell:
             "warmup": self.warmup_requests, "outcomes": {k: n for k, n in self.outcomes.items() if n},
             "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens, "first_start_s": self.first_start_s,
-            "last_end_s": self.last_end_s,
+            "last_end_s": self.last_end_s, "errors": {k: dict(v) for k, v in self.errors.items()},
+            "last_response_s": self.last_response_s, "first_connect_error_s": self.first_connect_error_s,
+            "last_connect_error_s": self.last_connect_error_s,
             "lat": {name: s.to_wire() for name, s in self.latencies.items() if s.count},
         }
 
@@ -313,6 +356,11 @@ class Cell:
         c.prompt_tokens, c.output_tokens = int(d["prompt_tokens"]), int(d["output_tokens"])
         c.reasoning_tokens = int(d["reasoning_tokens"])
         c.first_start_s, c.last_end_s = d["first_start_s"], d["last_end_s"]
+        for outcome, msgs in (d.get("errors") or {}).items():
+            for message, n in msgs.items():
+                c._count_error(Outcome(outcome).value, str(message), int(n))
+        c.last_response_s = d.get("last_response_s")
+        c._connect_errors(d.get("first_connect_error_s"), d.get("last_connect_error_s"))
         for name, w in d["lat"].items():
             if name in c.latencies:
                 c.latencies[name] = LatencyStats.from_wire(w)

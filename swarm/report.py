@@ -561,6 +561,11 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
     meta.append(f"server metrics: {data.source} ({len(data.snapshots)} scrapes)")
     if s.get("degraded"):
         meta.append("<span class='note'>DEGRADED: a worker was lost during the run</span>")
+    lost = s.get("target_unreachable_since_s")
+    if lost is not None:
+        into = f", {lost - s['start_s']:.1f} s into the run" if s.get("start_s") is not None else ""
+        meta.append(f"<span class='note'>TARGET UNREACHABLE since {html.escape(str(s.get('target_unreachable_since')))}"
+                    f"{into}: every later request failed to connect</span>")
     items = "\n".join(
         f"<li class='{'untrusted' if not f.trusted else ''}'><span class='k'>{html.escape(f.kind)}</span> "
         f"{html.escape(f.text)}</li>" for f in found) or "<li>No findings.</li>"
@@ -571,6 +576,11 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
         for name, png in pngs.items())
     failures = (s.get("total") or {}).get("failures") or {}
     failed = ", ".join(f"{k} {v}" for k, v in failures.items() if v) or "none"
+    messages = "".join(f"<li><span class='k'>{html.escape(outcome)}</span> {e['count']} &times; "
+                       f"<code>{html.escape(e['message'])}</code></li>"
+                       for outcome, kept in (s.get("errors") or {}).items() for e in kept)
+    messages = f"<p class='meta'>Error messages (the first distinct ones per outcome):</p><ul>{messages}</ul>" \
+        if messages else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>swarm report: {html.escape(data.name)}</title>
 <style>{CSS}</style></head><body>
@@ -583,6 +593,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 {_stage_html(data, found)}
 <p class="meta">Failures by outcome (whole run): {html.escape(failed)}. Rows in red: a worker's CPU was over 90%,
 the client was the bottleneck and those latencies are not trusted.</p>
+{messages}
 <h2>Client vs server</h2>
 {_client_server_html(data) if data.snapshots else "<p class='note'>No server metrics: nothing to compare.</p>"}
 <h2>Plots</h2>

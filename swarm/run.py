@@ -407,6 +407,9 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         print(render(summary))
         for line in summary.get("slo", []) or []:
             print(line if isinstance(line, str) else line.get("text", ""))
+        if summary.get("target_unreachable_since"):
+            print(f"swarm: the target went away at {summary['target_unreachable_since']}; "
+                  "every later request failed to connect")
     else:
         print(f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
               f"{procs.log_tail('master')}", file=sys.stderr)

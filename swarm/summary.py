@@ -5,6 +5,11 @@ Layout (top level):
   (time.time()), `duration_s`, `users` (most concurrent users seen), `workers` (most workers seen),
   `degraded` (bool) and `degraded_workers` ([{worker, detected_at, last_report_at, reason}]),
   `workloads` (names, sorted), `slo` (verdict lines, when --slo was given), `notes`;
+- `errors`: failed outcome -> [{message, count}], the first ERROR_MESSAGES_MAX distinct messages
+  of each outcome (swarm/aggregate.py), most frequent first;
+- `target_unreachable_since` (ISO) / `target_unreachable_since_s`: when the run ended with the
+  target refusing connections, the time it went away (the first `connect_error`, or the end of
+  the last response when connections had also failed before); null while it still answered;
 - `total` and one block per workload name (so `summary[name]` is what swarm.slo reads);
 - `stages`: [{stage, duration_s, total, <workload>...}] per load-stage index.
 
@@ -60,6 +65,24 @@ def block(cell: Cell, duration_s: float | None) -> dict[str, Any]:
     return out
 
 
+def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
+    """Failed outcome -> its kept messages with counts, most frequent first."""
+    return {outcome: [{"message": m, "count": n} for m, n in sorted(msgs.items(), key=lambda kv: -kv[1])]
+            for outcome, msgs in sorted(cell.errors.items()) if msgs}
+
+
+def target_unreachable_since(cell: Cell) -> float | None:
+    """When the target went away (time.time()), if the run ended with connections refused; else None."""
+    last_refused = cell.last_connect_error_s
+    if last_refused is None:
+        return None
+    answered = cell.last_response_s
+    if answered is not None and answered >= last_refused:
+        return None  # it answered again after its last refusal
+    first = cell.first_connect_error_s
+    return first if answered is None or first is None else max(first, answered)
+
+
 def _iso(t: float | None) -> str | None:
     return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
@@ -94,6 +117,9 @@ def build(
         "degraded_workers": [dict(d) for d in degraded_workers],
         "workloads": workloads,
         "notes": NOTES,
+        "errors": errors(total),
+        "target_unreachable_since": _iso(lost := target_unreachable_since(total)),
+        "target_unreachable_since_s": lost,
         "total": block(total, duration),
     }
     for name in workloads:

@@ -1,0 +1,213 @@
+"""Issue 8's fault matrix: the swarm keeps measuring, loses nothing, leaks nothing.
+
+Every test runs real processes (the simulator with its fault flags, the hostile servers of
+tests/fault_servers.py, real Locust masters and workers, `swarm run`) and sends real signals.
+Each checks the reconciliation invariant that fits it: every request the server received has
+exactly one outcome in the swarm's records (matched on request ids where the server traced
+them, counted where it could not).
+
+Rows covered elsewhere (not repeated here): target down at start
+(test_run_options::test_unreachable_host_fails_fast_with_one_line), every simulator fault to its
+outcome with ids matched to the trace (test_user_sim::test_every_fault_maps_to_its_outcome),
+a worker SIGKILLed with synthetic users (test_plugin_distributed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+from fault_servers import fault_server, received
+from support import REPO, free_port
+
+from swarm import summary as summary_mod
+from swarm.aggregate import ERROR_MESSAGES_MAX, Aggregate
+from swarm.records import Outcome, RequestRecord
+
+LOCUST_RECORDS = REPO / "tests" / "locust_records.py"
+SWARM_LOCUSTFILE = REPO / "swarm" / "locustfile.py"
+CALIBRATED = "rtx5090x4-qwen3.6-27b"
+
+
+# ------------------------------------------------------------------------------- helpers
+
+def read_trace(path: Path) -> dict[str, dict]:
+    return {t["id"]: t for t in map(json.loads, path.read_text().splitlines()) if t}
+
+
+def records_of(out: Path) -> list[dict]:
+    from swarm.recorder import read_table
+
+    return read_table(out / "records").to_pylist()
+
+
+def assert_each_traced_request_recorded_once(records: list[dict], trace: dict[str, dict],
+                                             untraced_ok: tuple[str, ...] = ()) -> None:
+    """Every id the server traced is in exactly one record; a record with an id the server did
+    not trace (it died before writing the line) may only have one of `untraced_ok` outcomes."""
+    ids = [r["request_id"] for r in records if r["request_id"] is not None]
+    dup = [i for i, n in Counter(ids).items() if n > 1]
+    assert not dup, dup[:5]
+    missing = set(trace) - set(ids)
+    assert not missing, (len(missing), sorted(missing)[:5])
+    extra = [r for r in records if r["request_id"] is not None and r["request_id"] not in trace]
+    assert all(r["outcome"] in untraced_ok for r in extra), [(r["request_id"], r["outcome"]) for r in extra][:5]
+
+
+def wait_for(predicate, timeout: float, what: str, poll: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def trace_lines(path: Path | None) -> int:
+    return len(path.read_text().splitlines()) if path and path.exists() else 0
+
+
+def locust_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
+    if "OPENAI_API_KEY" not in extra:
+        env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+# ------------------------------------------------------------------- summary: error messages
+
+def _rec(outcome: Outcome, error: str | None, t0: float, e2e: float = 0.01, status: int | None = 200,
+         workload: str = "chat") -> RequestRecord:
+    return RequestRecord(workload=workload, start_wall_s=t0, outcome=outcome, error=error, e2e_s=e2e,
+                         http_status=status)
+
+
+def test_summary_keeps_the_first_distinct_error_messages_not_one_per_request():
+    """Pure: messages capped per outcome, counted, merged across workers as if one process saw all."""
+    records = [_rec(Outcome.HTTP_ERROR, "429 Simulated fault (http_429).", 100 + i, status=429) for i in range(500)]
+    records += [_rec(Outcome.HTTP_ERROR, f"400 prompt of {i} tokens is too long", 200 + i, status=400)
+                for i in range(50)]  # distinct per request (real vLLM messages carry numbers)
+    records += [_rec(Outcome.TIMEOUT, "no byte for 60 s (streaming)", 300.0)] * 3
+    records += [_rec(Outcome.OK, None, 400.0)] * 7
+    one = Aggregate()
+    for r in records:
+        one.add(r)
+    workers = [Aggregate(), Aggregate(), Aggregate()]
+    for i, r in enumerate(records):
+        workers[i % 3].add(r)
+    master = Aggregate()
+    for w in workers:  # over the wire, as report_to_master does
+        master.merge(Aggregate.from_wire(w.take_delta().to_wire()))
+    for agg in (one, master):
+        s = summary_mod.build(agg, run_id="r", start_s=0.0, end_s=500.0)
+        assert set(s["errors"]) == {"http_error", "timeout"}
+        kept = s["errors"]["http_error"]
+        assert len(kept) == ERROR_MESSAGES_MAX
+        assert kept[0] == {"message": "429 Simulated fault (http_429).", "count": 500}
+        assert sum(e["count"] for e in kept) <= s["total"]["failures"]["http_error"] == 550
+        assert s["errors"]["timeout"] == [{"message": "no byte for 60 s (streaming)", "count": 3}]
+        assert s["target_unreachable_since"] is None
+    json.dumps(s, allow_nan=False)
+
+
+def test_summary_says_when_the_target_went_away():
+    ok = [_rec(Outcome.OK, None, 10.0 + i, e2e=1.0) for i in range(10)]  # last response ends at 20
+    blip = [_rec(Outcome.CONNECT_ERROR, "ConnectionRefusedError", 5.0, e2e=0.001, status=None)]
+    cut = [_rec(Outcome.TRUNCATED, "connection closed without [DONE]", 19.5, e2e=0.7)]  # ends 20.2
+    dead = [_rec(Outcome.CONNECT_ERROR, "ConnectionRefusedError", 20.3 + i, e2e=0.001, status=None)
+            for i in range(5)]
+
+    def since(records):
+        agg = Aggregate()
+        for r in records:
+            agg.add(r)
+        return summary_mod.build(agg, run_id="r", start_s=0.0, end_s=30.0)["target_unreachable_since_s"]
+
+    assert since(ok) is None
+    assert since(ok + dead) == pytest.approx(20.301)  # first refusal after the last answer
+    assert since(ok + blip + cut + dead) == pytest.approx(20.2)  # earlier refusals: end of the last answer
+    assert since(ok + blip) is None  # it answered after its last refusal
+    assert since(dead) == pytest.approx(20.301)  # never answered
+
+
+# ----------------------------------------------------------------- hostile servers, one user
+
+def run_locust_watching_memory(tmp_path: Path, url: str, *args: str, run_time: str = "4s",
+                               users: int = 1) -> tuple[int, list[dict], int, str]:
+    """Headless Locust with the record-writing locustfile; (exit code, records, peak RSS, output)."""
+    records = tmp_path / f"records-{free_port()}.jsonl"
+    log = tmp_path / f"{records.stem}.log"
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUST_RECORDS), "--headless", "-u", str(users), "-r",
+           str(users), "-t", run_time, "--host", url, "--stop-timeout", "30", *args]
+    peak = 0
+    with open(log, "wb") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+                             env=locust_env(SWARM_TEST_RECORDS=str(records), SWARM_TEST_WORKLOAD="short_qa"))
+        try:
+            proc = psutil.Process(p.pid)
+            while p.poll() is None:
+                with contextlib.suppress(psutil.Error):
+                    peak = max(peak, proc.memory_info().rss)
+                time.sleep(0.05)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            code = p.wait(timeout=30)
+    recs = [json.loads(line) for line in records.read_text().splitlines()] if records.exists() else []
+    return code, recs, peak, log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def reference_peak_rss(tmp_path_factory) -> int:
+    """Peak RSS of the same Locust run against a well-behaved server."""
+    tmp = tmp_path_factory.mktemp("ok")
+    with fault_server(tmp, "ok") as (url, _):
+        code, recs, peak, out = run_locust_watching_memory(tmp, url, run_time="3s")
+    assert code == 0 and recs and all(r["outcome"] == "ok" for r in recs), out[-2000:]
+    return peak
+
+
+HOSTILE = {
+    # mode: (extra Locust args, expected outcome, error starts with)
+    "huge_event": ((), "bad_chunk", "SSE event larger than"),
+    "huge_stream": ((), "ok", None),
+    "huge_error": ((), "http_error", "500 "),
+    "slowloris": (("--request-timeout", "3", "--request-deadline", "1.5"), "timeout", "not finished after 1.5 s"),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", list(HOSTILE))
+def test_hostile_server_gives_its_own_outcome_and_memory_stays_bounded(tmp_path, mode, reference_peak_rss):
+    """50 MB in one endless SSE line, a valid 50 MB stream, a 50 MB error body, one byte a second:
+    each ends in its outcome, the user goes on to its next request, and the Locust process's peak
+    memory stays within 30 MB of a run against a well-behaved server."""
+    args, outcome, error = HOSTILE[mode]
+    with fault_server(tmp_path, mode) as (url, log):
+        code, recs, peak, out = run_locust_watching_memory(tmp_path, url, *args)
+        time.sleep(0.3)
+        ids = received(log)
+    assert code in (0, 1) and "Traceback" not in out, out[-3000:]
+    assert len(recs) >= 2, (len(recs), out[-2000:])  # the user went on after the first one
+    assert len(recs) == len(ids)  # one record per request the server received
+    assert {r["outcome"] for r in recs} == {outcome}, Counter(r["outcome"] for r in recs)
+    if error:
+        assert all(r["error"].startswith(error) for r in recs), recs[0]["error"]
+    got = [r["request_id"] for r in recs if r["request_id"] is not None]
+    assert len(set(got)) == len(got) and set(got) <= set(ids)
+    if mode == "huge_stream":
+        assert all(r["output_tokens"] > 10_000 and r["tokens_from_usage"] for r in recs)
+    if mode == "slowloris":
+        assert all(1.5 <= r["e2e_s"] < 2.5 for r in recs), [r["e2e_s"] for r in recs]
+    grown = (peak - reference_peak_rss) / 2**20
+    print(f"\n{mode}: {len(recs)} requests, peak RSS {peak / 2**20:.0f} MB ({grown:+.0f} MB vs a well-behaved server)")
+    assert grown < 30, grown
