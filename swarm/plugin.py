@@ -274,13 +274,17 @@ class SwarmPlugin:
             stage=self.stage, degraded_workers=len(self.degraded))
 
     def build_summary(self) -> dict[str, Any]:
+        timeline = stage_timeline(self.environment)
+        windows = {k: (v[0], v[1]) for k, v in self.stage_windows.items()}
+        end = self.end_s if self.end_s is not None else time.time()
+        for t in timeline:  # the shape's own stage boundaries are exact; the 1 s tick's are not
+            windows[t["index"]] = (t["start_wall_s"], t["end_wall_s"] or end)
         s = summary.build(
             self.aggregate, run_id=self.run_id, model_name=self.current_model(), start_s=self.start_s,
             end_s=self.end_s if self.end_s is not None else (time.time() if self.start_s is not None else None),
             users=self.max_users, workers=self.max_workers if self.role == "master" else 1,
             degraded_workers=list(self.degraded.values()),
-            stage_windows={k: (v[0], v[1]) for k, v in self.stage_windows.items()})
-        timeline = stage_timeline(self.environment)
+            stage_windows=windows)
         if timeline:
             s["stage_timeline"] = timeline
             by_index = {t["index"]: t for t in timeline}

@@ -2,6 +2,8 @@
 
 Every `interval_s` it prints `stage n/N (U users) | elapsed/total | QPS | TTFT p99 | errors`,
 QPS and TTFT p99 over the last interval (bucket deltas, Prometheus' histogram_quantile rule).
+The interval is a multiple of Locust's 3 s worker report interval, so each window holds the
+same number of reports and QPS does not swing with the report phase.
 It runs in a plain thread of the orchestrator; a scrape that fails is skipped, never fatal.
 """
 
@@ -61,7 +63,7 @@ def window_line(prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: flo
 
 
 class Progress:
-    def __init__(self, metrics_url: str, total_s: float, stages: int = 1, interval_s: float = 5.0,
+    def __init__(self, metrics_url: str, total_s: float, stages: int = 1, interval_s: float = 6.0,
                  out: TextIO = sys.stdout, on_stage: Callable[[int, int], None] | None = None) -> None:
         self.url = metrics_url
         self.on_stage = on_stage  # called with (stage index, users) when the master's stage changes

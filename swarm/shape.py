@@ -119,11 +119,14 @@ class SwarmShape(LoadTestShape):
 
     def _enter(self, index: int, users: int, warmup_s: float, rate: float | None = None) -> None:
         env = self.runner.environment
-        now = time.time()
-        if env.swarm_stages:
-            env.swarm_stages[-1].end_wall_s = now
-        env.swarm_stages.append(Stage(index, users, now, None, warmup_s, rate))
         self._current = index
+        last = env.swarm_stages[-1] if env.swarm_stages else None
+        if last is not None and last.index == index and last.end_wall_s is None:
+            return  # Locust resets the shape's clock after the first tick: same stage, keep its start
+        now = time.time()
+        if last is not None:
+            last.end_wall_s = now
+        env.swarm_stages.append(Stage(index, users, now, None, warmup_s, rate))
         arrivals = getattr(env.parsed_options, "arrivals", "poisson")
         if isinstance(self.runner, MasterRunner):
             per_worker = rate / max(1, self.runner.worker_count) if rate else None
