@@ -325,7 +325,22 @@ class LLMUser(FastHttpUser):
 
     @task
     def llm_request(self) -> None:
-        self.send(self.mix.next_request(self.rng))
+        schedule = getattr(self.environment, "swarm_arrivals", None)
+        if schedule is None:
+            if getattr(self.environment.parsed_options, "rate", ""):
+                gevent.sleep(0.05)  # open loop, but the master's first stage message is not here yet
+                return
+            self.send(self.mix.next_request(self.rng))  # closed loop: send as soon as the last answer is in
+            return
+        # Open loop (swarm/arrivals.py): one free user at a time holds the next arrival slot and
+        # sleeps until it, so a rate change never finds users parked on old slots; users that
+        # queue for the gate while every other user is busy make the measured lateness.
+        with self.environment.swarm_arrival_gate:
+            slot = schedule.next_slot()
+            delay = slot - time.perf_counter()
+            if delay > 0:
+                gevent.sleep(delay)
+        self.send(self.mix.next_request(self.rng), send_lag_s=max(0.0, time.perf_counter() - slot))
 
     # -- target discovery ---------------------------------------------------------------------
 
@@ -382,11 +397,11 @@ class LLMUser(FastHttpUser):
 
     # -- one request ---------------------------------------------------------------------------
 
-    def send(self, req: LLMRequest) -> RequestRecord:
+    def send(self, req: LLMRequest, send_lag_s: float | None = None) -> RequestRecord:
         """Send `req`, stream the answer, fire the events; returns the record. Never raises
         (except the greenlet being killed, which records nothing)."""
         env = self.environment
-        record = RequestRecord(workload=req.workload, start_wall_s=time.time(),
+        record = RequestRecord(workload=req.workload, start_wall_s=time.time(), send_lag_s=send_lag_s,
                                stage=getattr(env, "swarm_stage", 0), warmup=getattr(env, "swarm_warmup", False))
         n_bytes = 0
         t0 = time.perf_counter()
