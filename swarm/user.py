@@ -54,6 +54,7 @@ ERROR_BODY_MAX = 64 * 1024  # bytes of an HTTP error body read for its message
 DISCOVERY_RETRY_S = 5.0
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 DEFAULT_REQUEST_DEADLINE_S = 600.0
+CONNECT_ERROR_PAUSE_S = 0.25  # after a connect_error: a target that is down is not retried in a busy loop
 
 
 class LLMRequestFailure(Exception):
@@ -434,6 +435,8 @@ class LLMUser(FastHttpUser):
         if outcome is not Outcome.OK:
             record.tpot_s = None
         self._fire(record, n_bytes)
+        if outcome is Outcome.CONNECT_ERROR:
+            gevent.sleep(CONNECT_ERROR_PAUSE_S)
         return record
 
     def _exchange(self, data: bytes, tally: StreamTally,

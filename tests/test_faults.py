@@ -25,9 +25,10 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
+import pyarrow.parquet as pq
 import pytest
 from fault_servers import fault_server, received
-from support import REPO, free_port
+from support import REPO, free_port, sim_server, start, swarm_cmd
 
 from swarm import summary as summary_mod
 from swarm.aggregate import ERROR_MESSAGES_MAX, Aggregate
@@ -211,3 +212,154 @@ def test_hostile_server_gives_its_own_outcome_and_memory_stays_bounded(tmp_path,
     grown = (peak - reference_peak_rss) / 2**20
     print(f"\n{mode}: {len(recs)} requests, peak RSS {peak / 2**20:.0f} MB ({grown:+.0f} MB vs a well-behaved server)")
     assert grown < 30, grown
+
+
+# ------------------------------------------------------------------- the target dies mid-run
+
+@pytest.mark.integration
+def test_target_killed_mid_run(tmp_path):
+    """SIGKILL the simulator under `swarm run --host`: requests in flight end truncated (or
+    connect_error before their status), every later one connect_error; the run still ends at its
+    time, and summary.json, report.html and stdout say when the target went away."""
+    out = tmp_path / "run"
+    with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "3") as sim:
+        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "6", "-t", "8s", "--workload", "short_qa",
+                        "--stop-timeout", "5s", "--out", str(out), "--", "--max-tokens", "48")
+        t_start = time.monotonic()
+        with start(cmd, tmp_path / "run.log") as run:
+            wait_for(lambda: trace_lines(sim.trace) >= 10, 60, "the simulator to answer requests")
+            time.sleep(1.5)
+            before = time.time()
+            sim.proc.signal(signal.SIGKILL)
+            killed_at = time.time()
+            sim.proc.wait(timeout=10)
+            code = run.wait(timeout=90)
+        elapsed = time.monotonic() - t_start
+        trace = read_trace(sim.trace)
+    log = (tmp_path / "run.log").read_text()
+    assert code == 1, log[-3000:]  # Locust's exit code when requests failed
+    assert elapsed < 8 + 5 + 25, elapsed  # start-up, 8 s of load, stop timeout: no hang
+    records = pq.read_table(out / "requests.parquet").to_pylist()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["total"]["requests"] == len(records)
+    outcomes = Counter(r["outcome"] for r in records)
+    print(f"\ntarget killed: {dict(outcomes)}; unreachable since {s['target_unreachable_since']}")
+    for r in records:
+        end = r["start_wall_s"] + r["e2e_s"]
+        if r["start_wall_s"] > killed_at + 0.05:
+            assert r["outcome"] == "connect_error", r
+        elif end > killed_at + 0.05:  # in flight when it died
+            assert r["outcome"] in ("truncated", "connect_error"), r
+        elif end < before:
+            assert r["outcome"] == "ok", r
+    assert outcomes["ok"] > 10 and outcomes["connect_error"] > 0
+    assert_each_traced_request_recorded_once(records, trace, untraced_ok=("truncated",))
+    since = s["target_unreachable_since_s"]
+    assert since is not None and before - 0.05 <= since <= killed_at + 1.0, (since, before, killed_at)
+    assert s["errors"]["connect_error"][0]["message"].startswith("ConnectionRefusedError")
+    assert "TARGET UNREACHABLE since" in (out / "report.html").read_text()
+    assert f"the target went away at {s['target_unreachable_since']}" in log
+
+
+# ------------------------------------------------------------------- workers lost and back
+
+def run_children(run_pid: int, timeout: float = 60) -> dict[str, psutil.Process]:
+    """The processes `swarm run` started, by role: master, worker-0..N (and sim when embedded)."""
+    found: dict[str, psutil.Process] = {}
+
+    def scan() -> bool:
+        found.clear()
+        workers = []
+        for p in psutil.Process(run_pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                cmd = p.cmdline()
+                if "--worker" in cmd:
+                    workers.append(p)
+                elif "--master" in cmd:
+                    found["master"] = p
+                elif "sim" in cmd and "swarm" in cmd:
+                    found["sim"] = p
+        for i, p in enumerate(sorted(workers, key=lambda p: p.pid)):
+            found[f"worker-{i}"] = p
+        return "master" in found and bool(workers)
+
+    wait_for(scan, timeout, "swarm run's master and workers")
+    return dict(found)
+
+
+def worker_records(out: Path) -> dict[int, list[dict]]:
+    """pid -> the records that worker wrote (part files are named worker-<pid>-<hex>-<n>.parquet)."""
+    by_pid: dict[int, list[dict]] = {}
+    for part in sorted((out / "records").glob("worker-*.parquet")):
+        by_pid.setdefault(int(part.name.split("-")[1]), []).extend(pq.read_table(part).to_pylist())
+    return by_pid
+
+
+@pytest.mark.integration
+def test_worker_that_goes_missing_and_comes_back_is_counted_once(tmp_path):
+    """SIGSTOP a worker past the master's heartbeat liveness (it is marked missing), then SIGCONT
+    (it heals and reports again): every request the simulator traced is counted exactly once."""
+    out = tmp_path / "run"
+    with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "5") as sim:
+        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "6", "-t", "14s", "--workload", "short_qa",
+                        "--stop-timeout", "10s", "--out", str(out), "--", "--max-tokens", "32")
+        with start(cmd, tmp_path / "run.log") as run:
+            procs = run_children(run.popen.pid)
+            wait_for(lambda: trace_lines(sim.trace) >= 10, 60, "requests")
+            victim = procs["worker-0"]
+            victim.suspend()
+            time.sleep(6)  # heartbeats every 1 s, missing after 3 missed
+            victim.resume()
+            code = run.wait(timeout=120)
+        time.sleep(0.5)
+        trace = read_trace(sim.trace)
+    log = (tmp_path / "run.log").read_text()
+    master_log = (out / "master.log").read_text()
+    assert code == 0, log[-3000:]
+    assert "failed to send heartbeat" in master_log and "self-healed" in master_log, master_log[-3000:]
+    records = pq.read_table(out / "requests.parquet").to_pylist()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["total"]["requests"] == len(records) == len(trace), (s["total"]["requests"], len(records), len(trace))
+    assert_each_traced_request_recorded_once(records, trace)
+    assert len(worker_records(out).get(victim.pid, [])) > 0
+    assert [d["worker"] for d in s["degraded_workers"]] and all(d.get("reconnected_at")
+                                                                for d in s["degraded_workers"]), s["degraded_workers"]
+
+
+@pytest.mark.integration
+def test_worker_sigkilled_mid_run(tmp_path):
+    """SIGKILL one of three workers: the master reports it, the run completes, the survivors'
+    records are all counted once, and the victim's count is at most what it sent."""
+    out = tmp_path / "run"
+    with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "6") as sim:
+        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "3", "-u", "9", "-t", "14s", "--workload", "short_qa",
+                        "--stop-timeout", "10s", "--out", str(out), "--", "--max-tokens", "32")
+        with start(cmd, tmp_path / "run.log") as run:
+            procs = run_children(run.popen.pid)
+            wait_for(lambda: trace_lines(sim.trace) >= 10, 60, "requests")
+            time.sleep(5)  # a couple of report intervals (3 s)
+            victim = procs["worker-0"]
+            victim.kill()
+            killed_at = time.time()
+            code = run.wait(timeout=120)
+        time.sleep(0.5)
+        trace = read_trace(sim.trace)
+    log = (tmp_path / "run.log").read_text()
+    assert code == 0, log[-3000:]
+    assert "swarm: run degraded: worker" in log + (out / "master.log").read_text()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["degraded"] is True and len(s["degraded_workers"]) == 1, s["degraded_workers"]
+    assert s["degraded_workers"][0]["reason"] == "missed heartbeats"
+    by_pid = worker_records(out)
+    victim_recs = by_pid.pop(victim.pid, [])
+    survivors = [r for rs in by_pid.values() for r in rs]
+    assert len(by_pid) == 2 and survivors
+    ids = [r["request_id"] for r in survivors]
+    assert len(set(ids)) == len(ids) and set(ids) <= set(trace)  # counted once, all real
+    victim_traced = len(trace) - len(ids)  # every request of the victim the simulator saw
+    surely_reported = sum(r["start_wall_s"] + r["e2e_s"] < killed_at - 4.0 for r in victim_recs)
+    counted = s["total"]["requests"]
+    print(f"\nworker killed: survivors {len(survivors)}, victim sent {victim_traced} "
+          f"(>= {surely_reported} surely reported), master counted {counted}")
+    assert surely_reported > 0
+    assert len(survivors) + surely_reported <= counted <= len(survivors) + victim_traced
