@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 WIRE_KEY = "swarm"
 TICK_S = 1.0  # master/local bookkeeping: users, workers, stage windows, degraded workers, rates
 RATE_WINDOW_S = 10.0  # web UI "current" QPS and tok/s
-FINAL_REPORT_WAIT_S = 5.0  # master at quit: wait this long for the workers' last deltas
+FINAL_REPORT_WAIT_S = 5.0  # master at quit: wait this long (after --stop-timeout) for the workers' last deltas
 SUMMARY_AFTER_STOP_S = 4.0  # master/local: write summary.json this long after a test stops, too
 
 
@@ -355,7 +355,8 @@ class SwarmPlugin:
             runner.quit()
         self._check_workers()
         waiting = {w for w in self.known_workers if w not in self.degraded and not self.worker_stopped.get(w)}
-        deadline = time.monotonic() + FINAL_REPORT_WAIT_S
+        # Workers let in-flight requests finish for up to --stop-timeout before their last report.
+        deadline = time.monotonic() + FINAL_REPORT_WAIT_S + float(self.environment.stop_timeout or 0)
         while waiting and (left := deadline - time.monotonic()) > 0:
             received = None
             with gevent.Timeout(left, False):

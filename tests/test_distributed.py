@@ -158,3 +158,22 @@ def test_prometheus_endpoint_on_master_passes_promtool(tmp_path):
                  "swarm_stage"):
         assert name in names, (name, sorted(names))
     assert 'run_id="' in text and 'workload="short_qa"' in text
+
+
+def test_requests_in_flight_at_the_end_are_counted_once(tmp_path):
+    """Requests still streaming when the run time is up finish (--stop-timeout) and reach the
+    summary as well as the records: nothing lost between the master's totals and the disk."""
+    with sim_server(tmp_path, "--profile", "rtx5090x4-qwen3.6-27b") as sim:
+        out = tmp_path / "run"
+        p = subprocess.run(swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "6", "-t", "3s",
+                                     "--workload", "chat", "--out", str(out), "--", "--max-tokens", "400",
+                                     "--ignore-eos"),
+                           capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stdout + p.stderr
+        server = counter_sums(sim.metrics_text())
+        trace = trace_ids(sim.trace)
+    summary = json.loads((out / "summary.json").read_text())
+    records = pq.read_table(out / "requests.parquet").to_pandas()
+    assert records["e2e_s"].min() > 5.0  # each request outlasted the run time and the old 5 s wait
+    assert_reconciled(summary, server, trace, records["request_id"].tolist())
+    assert not summary["degraded"]
