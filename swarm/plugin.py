@@ -174,6 +174,11 @@ class SwarmPlugin:
             return
         self.last_report[client_id] = time.time()
         self.known_workers.setdefault(client_id, time.time())
+        lost = self.degraded.get(client_id)
+        if lost is not None and "reconnected_at" not in lost:  # missing, not dead: its deltas count once
+            lost["reconnected_at"] = _iso(time.time())
+            logger.warning("swarm: worker %s is back and reports again; nothing it sends is lost or counted twice",
+                           client_id)
         try:
             self.aggregate.merge(Aggregate.from_wire(payload))
         except (ValueError, KeyError, TypeError) as e:
@@ -325,8 +330,9 @@ class SwarmPlugin:
         if self.out_dir is not None:
             summary.write(self.build_summary(), self.out_dir / "summary.json")
         for d in self.degraded.values():
+            back = f", back at {d['reconnected_at']}" if d.get("reconnected_at") else ""
             print(f"swarm: run degraded: worker {d['worker']} {d['reason']} at {d['detected_at']} "
-                  f"(last report {d['last_report_at']})", flush=True)
+                  f"(last report {d['last_report_at']}{back})", flush=True)
         if self.objectives is not None:
             for v in self.verdicts:
                 print(v.describe(), flush=True)
@@ -354,7 +360,8 @@ class SwarmPlugin:
         if len(runner.greenlet):  # still listening (SIGTERM / Ctrl-C path): let Locust quit first
             runner.quit()
         self._check_workers()
-        waiting = {w for w in self.known_workers if w not in self.degraded and not self.worker_stopped.get(w)}
+        waiting = {w for w in self.known_workers if (w not in self.degraded or self.degraded[w].get("reconnected_at"))
+                   and not self.worker_stopped.get(w)}
         # Workers let in-flight requests finish for up to --stop-timeout before their last report.
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S + float(self.environment.stop_timeout or 0)
         while waiting and (left := deadline - time.monotonic()) > 0:

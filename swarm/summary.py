@@ -3,7 +3,8 @@
 Layout (top level):
 - run metadata: `run_id`, `model_name`, `start_time`/`end_time` (ISO 8601 UTC), `start_s`/`end_s`
   (time.time()), `duration_s`, `users` (most concurrent users seen), `workers` (most workers seen),
-  `degraded` (bool) and `degraded_workers` ([{worker, detected_at, last_report_at, reason}]),
+  `degraded` (bool) and `degraded_workers` ([{worker, detected_at, last_report_at, reason}], plus
+  `reconnected_at` for a worker that went missing and came back: its reports still count once),
   `workloads` (names, sorted), `slo` (verdict lines, when --slo was given), `notes`;
 - `errors`: failed outcome -> [{message, count}], the first ERROR_MESSAGES_MAX distinct messages
   of each outcome (swarm/aggregate.py), most frequent first;
