@@ -292,8 +292,13 @@ def client_vs_server(rows: Sequence[StageRow], server: Mapping[int, StageServerS
         else:
             coarse = (f" (server percentiles are interpolated in histogram buckets up to {_ms(width)} wide here)"
                       if width > 0.02 else "")
+            # A negative gap is no measurement: the client sees every token after the server made
+            # it; it is the server's percentile, interpolated inside a wide histogram bucket.
+            spread = (f"exceeds the server's by {_ms(lo)} to {_ms(hi)}" if lo >= 0 else
+                      f"minus the server's ranges from {_ms(lo)} to {_ms(hi)} (below zero only through the "
+                      f"server's bucket interpolation)")
             out.append(Finding("client_vs_server", None,
-                               f"Client TTFT p50 exceeds the server's by {_ms(lo)} to {_ms(hi)} across stages, no "
+                               f"Client TTFT p50 {spread} across stages, no "
                                f"trend with load: the network and HTTP/SSE overhead between client and engine"
                                f"{coarse}."))
     if run_server is None or run_server.duration_s is None:
