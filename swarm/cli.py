@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("swarm.demo", "the README's demo: master + 2 workers against the embedded simulated vLLM"),
     "dashboards": ("swarm.dashboards_cli", "build the Grafana dashboards (dashboards as code) into checked-in JSON"),
     "grafana": ("swarm.grafana", "Grafana API: push the datasource and dashboards to an existing Grafana"),
+    "target": ("swarm.target", "start a real vLLM (CPU build, tiny random-weight model) on 127.0.0.1 to try the swarm on"),
 }
 
 
