@@ -101,6 +101,16 @@ class RunPlan:
         return stages * self.stage_time_s if stages else self.run_time_s
 
 
+def _locust_option(args: list[str], name: str) -> str | None:
+    """The value of `name VALUE` / `name=VALUE` among the Locust options passed after --."""
+    for i, a in enumerate(args):
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
 def plan_from_args(args: argparse.Namespace) -> RunPlan:
     """Validate every option up front: one clear UsageError, before anything starts."""
     if args.workers < 1:
@@ -114,7 +124,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
     if args.host is not None and not re.match(r"^https?://[^\s/]+", args.host):
         raise UsageError(f"--host {args.host!r} is not a URL: use e.g. http://127.0.0.1:8000")
-    from swarm.workloads import parse_mix
+    from swarm.workloads import Knobs, parse_mix
 
     if args.sweep and args.rate:
         raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
@@ -129,7 +139,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     if args.server_metrics is not None and not re.match(r"^https?://[^\s/]+", args.server_metrics):
         raise UsageError(f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics")
 
-    parse_mix(args.workload)  # raises UsageError naming the unknown workload / bad weight
+    # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --
+    parse_mix(args.workload, Knobs(prompt_file=_locust_option(list(args.locust_args), "--prompt-file")))
     if args.slo:
         from swarm import slo
 
