@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
 import sys
 import time
 from collections import deque
@@ -139,6 +140,23 @@ class SwarmPlugin:
         if port:
             self._start_prometheus_server(int(port))
         self._ticker = gevent.spawn(self._tick_forever)
+        self._sigterm: Any = None
+        if environment.shape_class is not None and _option(environment, "headless"):
+            self._sigterm = gevent.signal_handler(signal.SIGTERM, self._on_sigterm_during_shape)
+
+    def _on_sigterm_during_shape(self) -> None:
+        """Locust 2.47 installs its SIGTERM handler only after a headless shape run (swarm/shape.py)
+        has ended, so until then SIGTERM killed the master outright: no quit for the workers (they
+        ran on for a minute), no summary.json. This ends the shape instead; Locust's own path then
+        quits the workers, collects their last reports and writes everything."""
+        shape = getattr(self.runner, "shape_greenlet", None)
+        if shape is not None and not shape.dead:
+            logger.info("swarm: got SIGTERM: ending the run")
+            shape.kill(block=False)
+            return
+        self._sigterm.cancel()  # before the run started: what SIGTERM did before
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     # ---- records (worker/local) -------------------------------------------------------------
     def _on_record(self, record: RequestRecord, **_: Any) -> None:
@@ -258,6 +276,9 @@ class SwarmPlugin:
             self.degraded.clear()
             self.end_s = None
         self.start_s = time.time()
+        shape = getattr(self.runner, "shape_greenlet", None)
+        if self._sigterm is not None and shape is not None:  # Locust's handler takes over after the shape
+            shape.link(lambda _: self._sigterm.cancel())
 
     def _on_test_stop(self, **_: Any) -> None:
         self.stopped = True
@@ -342,7 +363,19 @@ class SwarmPlugin:
 
     def _hand_over_last_delta(self) -> None:
         """Worker quitting on its own (SIGTERM, Ctrl-C) rather than on the master's quit: stop the
-        users and send what they produced since the last report, so an interrupted run loses nothing."""
+        users and send what they produced since the last report, so an interrupted run loses nothing.
+
+        From here on the worker takes no new users: when another worker quits first, the master
+        hands its users to the workers left, and users spawned after this last report would send
+        requests that no report ever carries (seen as a few requests missing after a Ctrl-C)."""
+        runner = self.runner
+        handle = runner.handle_message
+
+        def no_more_spawns(msg: Any) -> None:
+            if msg.type != "spawn":
+                handle(msg)
+
+        runner.handle_message = no_more_spawns  # the worker's receive loop calls self.handle_message
         with contextlib.suppress(Exception):
             if not self.stopped:
                 self.runner.stop()

@@ -363,3 +363,81 @@ def test_worker_sigkilled_mid_run(tmp_path):
           f"(>= {surely_reported} surely reported), master counted {counted}")
     assert surely_reported > 0
     assert len(survivors) + surely_reported <= counted <= len(survivors) + victim_traced
+
+
+# ------------------------------------------------------------------------------ signals
+
+@pytest.mark.integration
+def test_master_sigterm_stops_the_workers_and_loses_nothing(tmp_path):
+    """SIGTERM to a Locust master (plain processes, as on separate machines): the workers finish
+    their requests in flight and stop within seconds, and every request is counted once."""
+    out = tmp_path / "out"
+    locust = [sys.executable, "-m", "locust", "-f", str(SWARM_LOCUSTFILE)]
+    with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "8") as sim:
+        port = free_port()
+        common = ["--host", sim.url, "--workload", "short_qa", "--max-tokens", "32", "--swarm-out", str(out)]
+        with contextlib.ExitStack() as stack:
+            master = stack.enter_context(start(
+                [*locust, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                 "--expect-workers", "2", "--expect-workers-max-wait", "60", "-u", "6", "-r", "6", "-t", "120s",
+                 "--stop-timeout", "10", "--only-summary", *common], tmp_path / "master.log", env=locust_env()))
+            workers = [stack.enter_context(start(
+                [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *common],
+                tmp_path / f"worker-{i}.log", env=locust_env())) for i in range(2)]
+            wait_for(lambda: trace_lines(sim.trace) >= 20, 60, "requests")
+            master.signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            for w in workers:
+                w.wait(timeout=30)
+            workers_gone = time.monotonic() - signalled
+            code = master.wait(timeout=30)
+        time.sleep(0.5)
+        trace = read_trace(sim.trace)
+    assert code == 0, master.output()[-3000:]
+    assert workers_gone < 15, workers_gone
+    records = records_of(out)
+    s = json.loads((out / "summary.json").read_text())
+    print(f"\nmaster SIGTERM: workers gone after {workers_gone:.1f} s; {len(records)} requests, all counted")
+    assert s["total"]["requests"] == len(records) == len(trace) and not s["degraded"]
+    assert_each_traced_request_recorded_once(records, trace)
+    assert {r["outcome"] for r in records} == {"ok"}  # in-flight requests finished, none was cut
+
+
+@pytest.mark.integration
+def test_ctrl_c_on_swarm_run_stops_everything_and_writes_what_it_has(tmp_path):
+    """SIGINT to `swarm run` alone (its children are in their own sessions): exit code 130, every
+    process it started (embedded simulator, master, workers) gone within seconds, and DIR holds
+    the summary and the records of what was done, each request the simulator traced once."""
+    out = tmp_path / "run"
+    cmd = swarm_cmd("run", "--workers", "2", "-u", "6", "-t", "120s", "--workload", "short_qa",
+                    "--sim-profile", CALIBRATED, "--out", str(out), "--", "--max-tokens", "32")
+    log = tmp_path / "run.log"
+    with open(log, "wb") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+                             env=locust_env())
+    try:
+        children = run_children(p.pid)
+        assert "sim" in children, children
+        wait_for(lambda: trace_lines(out / "sim-trace.jsonl") >= 20, 60, "requests")
+        procs = list(psutil.Process(p.pid).children(recursive=True))
+        os.kill(p.pid, signal.SIGINT)
+        signalled = time.monotonic()
+        code = p.wait(timeout=60)
+        stopped = time.monotonic() - signalled
+        _, alive = psutil.wait_procs(procs, timeout=5)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert not alive, [(a.pid, a.cmdline()) for a in alive]
+    assert code == 130, text[-3000:]
+    assert "interrupted; stopping every process" in text and "Traceback" not in text, text[-3000:]
+    assert stopped < 20, stopped
+    s = json.loads((out / "summary.json").read_text())
+    records = pq.read_table(out / "requests.parquet").to_pylist()
+    trace = read_trace(out / "sim-trace.jsonl")
+    print(f"\nCtrl-C: everything stopped in {stopped:.1f} s; {len(records)} records, "
+          f"{dict(Counter(r['outcome'] for r in records))}")
+    assert s["total"]["requests"] == len(records) > 0
+    assert_each_traced_request_recorded_once(records, trace, untraced_ok=("truncated", "connect_error"))
+    assert (out / "report.html").exists()
