@@ -261,6 +261,40 @@ def test_target_killed_mid_run(tmp_path):
     assert f"the target went away at {s['target_unreachable_since']}" in log
 
 
+# ------------------------------------------------------------------------ HTTP errors
+
+@pytest.mark.integration
+def test_http_errors_recorded_with_the_servers_message_and_summarised_once(tmp_path):
+    """vLLM's error JSON at 400/429/500/503 under `swarm run`: each request's record has its status
+    and the server's message, summary.json keeps each distinct message once with its count."""
+    out = tmp_path / "run"
+    faults = ["http_400=0.1", "http_429=0.1", "http_500=0.1", "http_503=0.1"]
+    with sim_server(tmp_path, "--profile", "instant", *[a for f in faults for a in ("--fault", f)]) as sim:
+        p = subprocess.run(swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "4", "-t", "3s",
+                                     "--workload", "short_qa", "--out", str(out), "--", "--max-tokens", "8"),
+                           capture_output=True, text=True, timeout=180, cwd=REPO, env=locust_env())
+        trace = read_trace(sim.trace)
+    assert p.returncode == 1, p.stdout + p.stderr  # requests failed
+    records = pq.read_table(out / "requests.parquet").to_pylist()
+    assert_each_traced_request_recorded_once(records, trace)
+    assert len(records) == len(trace) > 100
+    for r in records:
+        t = trace[r["request_id"]]
+        if t["fault"]:
+            kind = t["fault"]
+            assert r["outcome"] == "http_error" and r["http_status"] == t["status"] == int(kind[5:]), (r, t)
+            assert r["error"] == f"{t['status']} Simulated fault ({kind}).", r["error"]
+        else:
+            assert r["outcome"] == "ok", r
+    s = json.loads((out / "summary.json").read_text())
+    kept = {e["message"]: e["count"] for e in s["errors"]["http_error"]}
+    by_status = Counter(t["status"] for t in trace.values() if t["fault"])
+    assert kept == {f"{st} Simulated fault (http_{st}).": n for st, n in by_status.items()}, kept
+    assert set(s["errors"]) == {"http_error"} and s["total"]["failures"]["http_error"] == sum(kept.values())
+    report = (out / "report.html").read_text()
+    assert "Simulated fault (http_429)." in report
+
+
 # ------------------------------------------------------------------- workers lost and back
 
 def run_children(run_pid: int, timeout: float = 60) -> dict[str, psutil.Process]:
