@@ -111,6 +111,22 @@ def _locust_option(args: list[str], name: str) -> str | None:
     return None
 
 
+def _check_sim_args(sim_args: list[str]) -> None:
+    """The embedded simulator's options (--sim-profile, --sim-arg), checked as `swarm sim` would."""
+    from swarm.sim.cli import build_config
+    from swarm.sim.cli import configure as configure_sim
+
+    parser = argparse.ArgumentParser(prog="swarm sim", exit_on_error=False, add_help=False)
+    configure_sim(parser)
+    try:
+        ns, unknown = parser.parse_known_args(sim_args)
+    except argparse.ArgumentError as e:
+        raise UsageError(f"--sim-arg: {e}") from None
+    if unknown:
+        raise UsageError(f"--sim-arg: unknown simulator option {' '.join(unknown)!r} (see swarm sim --help)")
+    build_config(ns)
+
+
 def plan_from_args(args: argparse.Namespace) -> RunPlan:
     """Validate every option up front: one clear UsageError, before anything starts."""
     if args.workers < 1:
@@ -149,6 +165,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm.grafana import Annotator
 
         Annotator.from_env(args.grafana_url)  # validates the URL (UsageError); contacts nothing yet
+    if args.host is None:
+        _check_sim_args(["--profile", args.sim_profile, *args.sim_arg])
     if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
         raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
     run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -399,6 +417,15 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     return finish(plan, master_code, procs)
 
 
+def _usage_error(log_tail: str) -> str | None:
+    """The complaint of a master that refused its options (exit 2): its last `...: error: ...` line."""
+    for line in reversed(log_tail.splitlines()):
+        head, sep, what = line.partition(": error: ")
+        if sep and "/" not in head and " " not in head.strip():  # `locust`, `swarm`, `__main__.py`: no log line
+            return what.strip()
+    return None
+
+
 def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
     """Merge record parts, print the table and SLO lines, say where everything is."""
     from swarm import recorder
@@ -422,6 +449,10 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
             print(f"swarm: the target went away at {summary['target_unreachable_since']}; "
                   "every later request failed to connect")
     else:
+        why = _usage_error(procs.log_tail("master")) if master_code == 2 else None
+        if why:  # a Locust option after -- was refused: its one line, as for swarm run's own options
+            print(f"swarm run: error: {why} (an option given after --, for Locust)", file=sys.stderr)
+            return 2
         print(f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
               f"{procs.log_tail('master')}", file=sys.stderr)
         return master_code or 1

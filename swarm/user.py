@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -198,6 +199,12 @@ def _validate(environment: Any) -> None:
     for user_class in getattr(environment, "user_classes", None) or []:
         if isinstance(user_class, type) and issubclass(user_class, LLMUser):
             _mix(environment, user_class.workload)
+            host = getattr(environment, "host", None) or user_class.host
+            if host and not _URL.match(host):
+                raise UsageError(f"--host {host!r} is not a URL: use e.g. http://127.0.0.1:8000")
+
+
+_URL = re.compile(r"^https?://[^\s/]+")
 
 
 @events.init.add_listener
