@@ -196,7 +196,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", default=None, help="vLLM's log file (default: a file in the temp directory)")
     p.add_argument("--start-timeout", type=float, default=START_TIMEOUT_S,
                    help=f"seconds to wait for /health (default {START_TIMEOUT_S:.0f})")
-    p.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: extra vLLM server options")
+    p.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
+                   help="extra vLLM server option (repeatable), e.g. --vllm-arg=--max-num-batched-tokens=2048")
 
 
 @contextlib.contextmanager
@@ -219,9 +220,7 @@ def main(args: argparse.Namespace) -> int:
     model_dir = Path(args.model_dir)
     if not (model_dir / "config.json").exists():
         raise UsageError(f"--model-dir {model_dir}: no config.json there")
-    extra = list(args.vllm_args)
-    if extra and extra[0] == "--":
-        extra = extra[1:]
+    extra = list(args.vllm_arg)
     if any(a == "--host" or a.startswith("--host=") for a in extra):
         raise UsageError(f"the server binds to {HOST} only; --host cannot be passed through")
     log = Path(args.log) if args.log else Path(tempfile.gettempdir()) / f"llm-swarm-vllm-cpu-{args.port}.log"
