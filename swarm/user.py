@@ -44,7 +44,7 @@ from swarm.dialects import get_dialect as _get_dialect
 from swarm.errors import UsageError
 from swarm.events import llm_request
 from swarm.records import Outcome, RequestRecord
-from swarm.sse import DONE, EventTooLarge, iter_data
+from swarm.sse import DONE_BYTES, EventTooLarge, SSEParser
 from swarm.workloads import WORKLOADS, Knobs, LLMRequest, Mix, parse_token_range
 
 log = logging.getLogger(__name__)
@@ -508,23 +508,25 @@ class LLMUser(FastHttpUser):
     def _stream(self, resp: _Response, sock: Any, tally: StreamTally,
                 t_headers: float) -> tuple[Outcome, str | None, float, int]:
         reads = _BodyReads(resp, sock, t_headers)
+        parse = SSEParser().feed
         loads = orjson.loads
         feed = tally.feed
         try:
-            for payload in iter_data(reads):
-                if payload == DONE:
-                    t_done = reads.t
-                    if not resp.message_complete:
-                        self._drain(resp, sock)
-                    if tally.error is not None:
-                        return Outcome.STREAM_ERROR, tally.error, t_done, reads.n_bytes
-                    return Outcome.OK, None, t_done, reads.n_bytes
-                try:
-                    obj = loads(payload)
-                except orjson.JSONDecodeError:
-                    raise BadChunk(f"not JSON: {payload[:120]!r}") from None
-                if not feed(obj, reads.t):
-                    return Outcome.STREAM_ERROR, tally.error, reads.t, reads.n_bytes
+            for buf in reads:
+                t = reads.t
+                for payload in parse(buf):  # bytes: orjson reads them as is (and checks the UTF-8)
+                    if payload == DONE_BYTES:
+                        if not resp.message_complete:
+                            self._drain(resp, sock)
+                        if tally.error is not None:
+                            return Outcome.STREAM_ERROR, tally.error, t, reads.n_bytes
+                        return Outcome.OK, None, t, reads.n_bytes
+                    try:
+                        obj = loads(payload)
+                    except orjson.JSONDecodeError:
+                        raise BadChunk(f"not JSON: {payload[:120].decode('utf-8', 'replace')!r}") from None
+                    if not feed(obj, t):
+                        return Outcome.STREAM_ERROR, tally.error, t, reads.n_bytes
         except TimeoutError:
             return (Outcome.TIMEOUT, f"no byte for {self.opts.request_timeout:g} s (streaming)",
                     time.perf_counter(), reads.n_bytes)
@@ -533,7 +535,7 @@ class LLMUser(FastHttpUser):
                 raise
             return (Outcome.TIMEOUT, f"not finished after {self.opts.request_deadline:g} s (--request-deadline)",
                     time.perf_counter(), reads.n_bytes)
-        except (BadChunk, UnicodeDecodeError, EventTooLarge) as e:
+        except (BadChunk, EventTooLarge) as e:
             return Outcome.BAD_CHUNK, str(e)[:300], reads.t, reads.n_bytes
         except (HTTPParseError, OSError) as e:  # reset / broken chunked framing mid-stream
             return Outcome.TRUNCATED, f"stream broken: {type(e).__name__}: {e}", time.perf_counter(), reads.n_bytes
