@@ -248,3 +248,32 @@ def test_error_messages() -> None:
     assert error_message({"error": "Unauthorized"}) == "Unauthorized"
     assert error_message({"detail": "Not Found"}) == "Not Found"
     assert error_message("plain text") == "plain text"
+
+
+def test_fast_path_reads_every_stream_as_the_general_path() -> None:
+    """StreamTally.feed's fast path (answer chunks under a running usage) changes nothing: on random
+    streams mixing role, reasoning, answer, empty, text-less and finishing chunks, with and without
+    usage, the record equals the one built by `feed_general` alone."""
+    rng = random.Random(9)
+    deltas = [{"content": "a"}, {"content": ""}, {"content": "字"}, {"reasoning": "r"}, {"reasoning_content": "r"},
+              {"content": "a", "reasoning": "r"}, {"role": "assistant", "content": ""}, {}, {"content": None},
+              {"content": "<think>"}, {"content": "</think>x"}, {"content": "b", "tool_calls": []}]
+    for _ in range(400):
+        running = rng.random() < 0.8
+        ct = 0
+        chunks = [chunk({"role": "assistant", "content": ""}, usage=(5, 0) if running else None)]
+        for _ in range(rng.randint(1, 30)):
+            ct += rng.choice([0, 1, 1, 1, 2])
+            usage = (5, ct) if running and rng.random() < 0.95 else None
+            chunks.append(chunk(dict(rng.choice(deltas)), finish=rng.choice([None] * 8 + ["length"]), usage=usage))
+        if rng.random() < 0.5:
+            chunks.append(chunk(choices=False, usage=(5, ct)))
+        fast, general = StreamTally(VLLM), StreamTally(VLLM)
+        for i, c in enumerate(chunks):
+            obj = orjson.loads(orjson.dumps(c))
+            assert fast.feed(obj, 100.0 + i) == general.feed_general(obj, 100.0 + i)
+        a, b = RequestRecord(workload="w", start_wall_s=0.0), RequestRecord(workload="w", start_wall_s=0.0)
+        fast.fill(a, 99.0, 200.0)
+        general.fill(b, 99.0, 200.0)
+        assert a == b, chunks
+        assert all(getattr(fast, k) == getattr(general, k) for k in StreamTally.__slots__), chunks
