@@ -523,9 +523,12 @@ class LLMUser(FastHttpUser):
                         return Outcome.OK, None, t, reads.n_bytes
                     try:
                         obj = loads(payload)
+                        fed = feed(obj, t)
                     except orjson.JSONDecodeError:
                         raise BadChunk(f"not JSON: {payload[:120].decode('utf-8', 'replace')!r}") from None
-                    if not feed(obj, t):
+                    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:  # JSON of another shape
+                        raise BadChunk(f"malformed chunk ({type(e).__name__}: {e}): {payload[:120]!r}") from None
+                    if not fed:
                         return Outcome.STREAM_ERROR, tally.error, t, reads.n_bytes
         except TimeoutError:
             return (Outcome.TIMEOUT, f"no byte for {self.opts.request_timeout:g} s (streaming)",
