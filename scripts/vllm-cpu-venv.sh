@@ -65,7 +65,7 @@ else
   echo "installing $PINS into $VENV (python: $PY)" >&2
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip >&2 || true
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 fi
 rm -f "$STAMP"
 pip_log="$(mktemp)"
