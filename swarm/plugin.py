@@ -431,6 +431,10 @@ class SwarmPlugin:
             return Response(generate_latest(self._registry), mimetype=None, content_type=CONTENT_TYPE)
 
         web_ui.app.add_url_rule("/metrics", "swarm_metrics", metrics)
+        if getattr(web_ui, "web_login", False):  # Locust's --web-login, made usable (swarm/webauth.py)
+            from swarm import webauth
+
+            webauth.install(web_ui)
         webui.install(web_ui, lambda: webui.rows(self.aggregate, self.current_rates()))
 
     def _start_prometheus_server(self, port: int) -> None:
