@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from fault_servers import fault_server, received
+from prometheus_client.parser import text_string_to_metric_families
 from support import REPO, free_port, sim_server, start, swarm_cmd, wait_http
 
 pytestmark = pytest.mark.integration
@@ -82,6 +83,10 @@ def test_api_key_and_grafana_token_stay_in_the_authorization_header(tmp_path):
     assert_nowhere(grafana_token, out, text, metrics)
     records = pq.read_table(out / "requests.parquet").to_pylist()
     assert records and all(r["outcome"] == "ok" for r in records)  # the server took the key
+    # /metrics: aggregate numbers only, no request contents (ids, prompts, answers, messages)
+    labels = {k for fam in text_string_to_metric_families(metrics) for smp in fam.samples for k in smp.labels}
+    assert labels <= {"run_id", "workload", "model_name", "outcome", "le", "quantile"}, labels
+    assert not any(r["request_id"] in metrics for r in records)
     assert n >= 8, sorted(p.name for p in out.rglob("*"))
 
 
