@@ -170,7 +170,7 @@ class SwarmPlugin:
         """Created at test start: its one-off set-up (~0.3 s) must not stall requests in flight."""
         if self._writer is None:
             part = f"{self.role}-{os.getpid()}-{secrets.token_hex(3)}"
-            self._writer = RecordWriter(self.out_dir / "records", part)
+            self._writer = RecordWriter(self.out_dir / "records", part, background=True)
         return self._writer
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:

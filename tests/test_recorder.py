@@ -63,3 +63,18 @@ def test_merge_into_one_file(tmp_path):
 def test_empty_directory_reads_as_no_records(tmp_path):
     assert recorder.read_records(tmp_path) == []
     assert recorder.read_table(tmp_path).num_rows == 0
+
+
+def test_background_writes_land_in_order_and_close_waits(tmp_path, monkeypatch):
+    """background=True (the plugin, in a gevent process): parts are encoded and written in
+    gevent's native thread pool, in order; close() returns once every part is on disk."""
+    monkeypatch.setattr(recorder, "FLUSH_EVERY", 7)
+    monkeypatch.setattr(recorder, "BATCH_ROWS", 3)
+    rng = random.Random(4)
+    sent = [_record(i, rng) for i in range(50)]
+    w = recorder.RecordWriter(tmp_path, "bg", background=True)
+    for r in sent:
+        w.add(r)
+    w.close()
+    assert w.written == 50 and len(recorder.part_files(tmp_path)) == 8
+    assert recorder.read_records(tmp_path) == sent
