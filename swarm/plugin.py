@@ -7,12 +7,19 @@ Registers, Locust style, at import time:
   `--slo SPEC` (see swarm/slo.py), `--run-id ID` (labels and summary; default generated);
 - on `init`, a `SwarmPlugin` for the environment, by role:
   - worker: `swarm.events.llm_request` -> a delta Aggregate, shipped in every
-    `report_to_master` as `data["swarm"]` (the Aggregate wire dict plus `stopped` and
-    `model_name`), so a worker that dies loses at most its last unsent interval;
+    `report_to_master` as `data["swarm"]` (the Aggregate wire dict plus `stopped`,
+    `model_name` and `cpu`: [[stage, CPU seconds, wall seconds]] since the last report, from
+    `time.process_time()` sampled every second), so a worker that dies loses at most its last
+    unsent interval;
   - master: merges `worker_report`s; watches Locust's heartbeat state and records every worker
     that goes missing (or never sends its final report) as degraded, with the time, instead of
     waiting for it; serves /metrics on the web UI and on --prometheus-port; adds the LLM tab;
   - local: adds records directly and does both of the above.
+  Client CPU (master/local): a stage in which a worker process averaged more than 90% of a core
+  (`CLIENT_CPU_MAX`, as swarm/diagnosis.py) is client-bound: the swarm measured its own
+  queueing there. Each such stage is logged once, named in the LLM tab's "Client" column
+  ("client-bound: results not trustworthy") and listed in summary.json as `client_bound`
+  ([{stage, worker, cpu_percent}]; absent when none).
   At `quitting` (master/local): waits up to FINAL_REPORT_WAIT_S for workers' final reports,
   writes DIR/summary.json, prints one line per SLO and, when --slo is given, sets the process
   exit code: 0 when every objective holds, 1 otherwise (Locust's own error exit is overridden
@@ -34,12 +41,14 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+from gevent.event import Event
 from locust import events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from swarm import events as swarm_events
 from swarm import slo, summary, webui
 from swarm.aggregate import Aggregate
+from swarm.diagnosis import CLIENT_CPU_MAX
 from swarm.errors import UsageError
 from swarm.exporter import CONTENT_TYPE, ExportState, registry_for
 from swarm.recorder import RecordWriter
@@ -53,6 +62,65 @@ TICK_S = 1.0  # master/local bookkeeping: users, workers, stage windows, degrade
 RATE_WINDOW_S = 10.0  # web UI "current" QPS and tok/s
 FINAL_REPORT_WAIT_S = 5.0  # master at quit: wait this long (after --stop-timeout) for the workers' last deltas
 SUMMARY_AFTER_STOP_S = 4.0  # master/local: write summary.json this long after a test stops, too
+CPU_SAMPLE_S = 1.0  # worker/local: process CPU time sampled this often, per stage
+CPU_MIN_WALL_S = 2.0  # a (stage, worker) needs this much sampled time before it can be flagged
+# Above this mean CPU % a worker measures its own queueing; $SWARM_CLIENT_CPU_MAX sets another bar
+# (a stricter one, or a low one to see the flag on a machine too busy to give a worker 90% of a core).
+CLIENT_CPU_LIMIT = float(os.environ.get("SWARM_CLIENT_CPU_MAX") or CLIENT_CPU_MAX)
+
+
+class CpuMeter:
+    """This process's CPU time per load stage, from `time.process_time()` (all threads)."""
+
+    def __init__(self) -> None:
+        self._last = (time.monotonic(), time.process_time())
+        self.pending: dict[int, list[float]] = {}  # stage -> [cpu_s, wall_s] since the last take()
+
+    def sample(self, stage: int | None) -> None:
+        """Count the time since the last sample to `stage` (None: not running, not counted)."""
+        now = (time.monotonic(), time.process_time())
+        wall, cpu = now[0] - self._last[0], now[1] - self._last[1]
+        self._last = now
+        if stage is not None and wall > 0:
+            acc = self.pending.setdefault(stage, [0.0, 0.0])
+            acc[0] += cpu
+            acc[1] += wall
+
+    def take(self) -> list[list[float]]:
+        """[[stage, cpu_s, wall_s]] since the last take (msgpack-able), and start afresh."""
+        out = [[stage, cpu, wall] for stage, (cpu, wall) in self.pending.items()]
+        self.pending = {}
+        return out
+
+
+class ClientLoad:
+    """Master/local: CPU and wall seconds per (stage, worker); which stages were client-bound."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[tuple[int, str], list[float]] = {}
+
+    def add(self, worker: str, entries: Any) -> None:
+        for stage, cpu, wall in entries or ():
+            acc = self.seconds.setdefault((int(stage), str(worker)), [0.0, 0.0])
+            acc[0] += float(cpu)
+            acc[1] += float(wall)
+
+    def bound(self) -> dict[int, tuple[str, float]]:
+        """stage -> (worker, mean CPU %) of its busiest worker, for stages where one averaged above
+        CLIENT_CPU_LIMIT (90%) over at least CPU_MIN_WALL_S."""
+        out: dict[int, tuple[str, float]] = {}
+        for (stage, worker), (cpu, wall) in self.seconds.items():
+            if wall < CPU_MIN_WALL_S:
+                continue
+            pct = 100.0 * cpu / wall
+            if pct > CLIENT_CPU_LIMIT and (stage not in out or pct > out[stage][1]):
+                out[stage] = (worker, pct)
+        return out
+
+    def busiest(self) -> float | None:
+        """The highest mean CPU % of any (stage, worker) with enough time, or None."""
+        pcts = [100.0 * cpu / wall for cpu, wall in self.seconds.values() if wall >= CPU_MIN_WALL_S]
+        return max(pcts, default=None)
 
 
 @events.init_command_line_parser.add_listener
@@ -107,6 +175,10 @@ class SwarmPlugin:
         self.stopped = False  # worker: no more records until the next test_start
         self._writer: Any = None
         self._closed = False
+        self._quitting: Event | None = None  # set once the first `quitting` call is done
+        self.cpu = CpuMeter()  # worker/local: this process's CPU per stage
+        self.client_load = ClientLoad()  # master/local: every worker's (local: this process's)
+        self._flagged: set[int] = set()  # stages already logged as client-bound
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stop.add_listener(self._on_test_stop)
@@ -115,6 +187,7 @@ class SwarmPlugin:
         swarm_events.llm_request.add_listener(self._on_record)
         if self.role == "worker":
             ev.report_to_master.add_listener(self._on_report_to_master)
+            self._ticker = gevent.spawn(self._cpu_forever)
             return
         # master / local
         self.start_s: float | None = None
@@ -175,7 +248,22 @@ class SwarmPlugin:
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         wire = self.aggregate.take_delta().to_wire()
-        data[WIRE_KEY] = {**wire, "stopped": self.stopped, "model_name": self.current_model()}
+        self.cpu.sample(self._running_stage())
+        data[WIRE_KEY] = {**wire, "stopped": self.stopped, "model_name": self.current_model(),
+                          "cpu": self.cpu.take()}
+
+    def _running_stage(self) -> int | None:
+        """The current stage while users run (worker: between test start and stop), else None."""
+        if self.role == "worker":
+            return None if self.stopped or self.runner.user_count == 0 else \
+                int(getattr(self.environment, "swarm_stage", 0) or 0)
+        running = self.start_s is not None and self.end_s is None
+        return int(getattr(self.environment, "swarm_stage", 0) or 0) if running else None
+
+    def _cpu_forever(self) -> None:
+        while True:
+            gevent.sleep(CPU_SAMPLE_S)
+            self.cpu.sample(self._running_stage())
 
     def current_model(self) -> str | None:
         """--model, else what the user discovered from the target's /v1/models (swarm/user.py)."""
@@ -203,6 +291,8 @@ class SwarmPlugin:
             logger.error("swarm: ignoring a report from worker %s: %s", client_id, e)
             return
         self.worker_stopped[client_id] = bool(payload.get("stopped"))
+        with contextlib.suppress(ValueError, TypeError):
+            self.client_load.add(client_id, payload.get("cpu"))
         if not self.model_name and payload.get("model_name"):
             self.model_name = str(payload["model_name"])
 
@@ -242,6 +332,14 @@ class SwarmPlugin:
                 self.stage_windows[self.stage][1] = now
             self.stage_windows.setdefault(stage, [now, now])[1] = now
         self.stage = stage
+        if self.role == "local":
+            self.cpu.sample(stage if running else None)
+            self.client_load.add("local", self.cpu.take())
+        for bound_stage, (worker, pct) in sorted(self.client_load.bound().items()):
+            if bound_stage not in self._flagged:
+                self._flagged.add(bound_stage)
+                logger.warning("swarm: client-bound: %s averaged %.0f%% CPU in stage %d; results not trustworthy "
+                               "(add workers or cores)", worker, pct, bound_stage)
         counts: dict[str, tuple[int, int]] = {}
         for cell in self.aggregate:
             for key in (cell.workload, "total"):
@@ -274,6 +372,8 @@ class SwarmPlugin:
             self.aggregate = Aggregate()
             self.stage_windows.clear()
             self.degraded.clear()
+            self.client_load = ClientLoad()
+            self._flagged.clear()
             self.end_s = None
         self.start_s = time.time()
         shape = getattr(self.runner, "shape_greenlet", None)
@@ -319,6 +419,10 @@ class SwarmPlugin:
                 if t is not None:
                     entry.update(users=t["users"], start_s=t["start_wall_s"], end_s=t["end_wall_s"],
                                  warmup_s=t["warmup_s"], rate=t["rate"])
+        bound = self.client_load.bound()
+        if bound:
+            s["client_bound"] = [{"stage": stage, "worker": worker, "cpu_percent": round(pct, 1)}
+                                 for stage, (worker, pct) in sorted(bound.items())]
         if self.verdicts:
             s["slo"] = [{"text": v.describe(), "ok": v.ok, "objective": v.objective.text, "workload":
                          v.objective.workload, "metric": v.objective.metric, "value": v.value} for v in self.verdicts]
@@ -332,6 +436,20 @@ class SwarmPlugin:
 
     # ---- the end ---------------------------------------------------------------------------
     def _on_quitting(self, **_: Any) -> None:
+        """Once. A second call waits for the first to finish: Locust can shut a worker down twice at
+        the same time (its SIGTERM handler, and the master's quit message ending its main
+        greenlet), and the second would otherwise exit the process while the first still writes
+        the last records."""
+        if self._quitting is not None:
+            self._quitting.wait(timeout=float(self.environment.stop_timeout or 0) + FINAL_REPORT_WAIT_S + 5)
+            return
+        self._quitting = Event()
+        try:
+            self._quit()
+        finally:
+            self._quitting.set()
+
+    def _quit(self) -> None:
         if self._closed:
             return
         if self.role == "worker":
@@ -435,7 +553,12 @@ class SwarmPlugin:
             from swarm import webauth
 
             webauth.install(web_ui)
-        webui.install(web_ui, lambda: webui.rows(self.aggregate, self.current_rates()))
+        webui.install(web_ui, lambda: webui.rows(self.aggregate, self.current_rates(), self.client_status()))
+
+    def client_status(self) -> str:
+        """The LLM tab's "Client" column: client-bound stages, or the busiest worker's CPU."""
+        return webui.client_status(self.client_load.bound(), self.client_load.busiest(),
+                                   multi_stage=bool(stage_timeline(self.environment)))
 
     def _start_prometheus_server(self, port: int) -> None:
         from prometheus_client import start_http_server
