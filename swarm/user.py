@@ -426,7 +426,10 @@ class LLMUser(FastHttpUser):
             record.start_wall_s = time.time()
             t0 = time.perf_counter()
             outcome, error, t_end, n_bytes = self._exchange(data, tally, record)
-            tally.fill(record, t0, t_end)
+            try:
+                tally.fill(record, t0, t_end)
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:  # e.g. usage of another shape
+                outcome, error = Outcome.BAD_CHUNK, f"malformed chunk ({type(e).__name__}: {e})"
             if record.request_id is None:
                 record.request_id = tally.response_id
         except Exception as e:  # a bug of ours, not the server's: still one record, never a raise
