@@ -147,8 +147,12 @@ def test_prometheus_endpoint_on_master_passes_promtool(tmp_path):
             import time
             import urllib.request
 
-            time.sleep(3)
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            deadline = time.monotonic() + 30  # the first worker report lands after ~3 s
+            while True:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+                if 'workload="short_qa"' in text or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
             assert run.wait(timeout=120) == 0, run.output()
     check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
