@@ -3,8 +3,14 @@
 The I/O path is geventhttpclient's socket, read by hand: FastHttpSession fires its `request`
 event at the headers (REFERENCE.md §4) and `FastResponse.read(n)` blocks until n bytes are
 buffered, so neither sees individual chunks arrive. The user takes a pooled socket from its
-FastHttpSession, sends the request itself, lets geventhttpclient's parser read the status and
-headers and de-chunk the body, and takes `time.perf_counter()` right after every `recv()`.
+FastHttpSession, sends the request itself, reads the socket itself and lets geventhttpclient's
+parser take the status and headers and de-chunk the body.
+
+The time of each read is the kernel's receive time of its bytes (Linux `SO_TIMESTAMPNS`: the
+arrival of the last packet the read returned), not the moment this process got round to the
+`recv()`: a busy worker (other streams' chunks to parse, a report to send) would otherwise add
+its own queueing to TTFT and ITL. Where the OS gives no timestamp, it is `time.perf_counter()`
+right after the read. See docs/metrics.md, "Clocks".
 
 Per request it builds one `RequestRecord` (swarm/records.py) and fires, exactly once each,
 `swarm.events.llm_request(record=...)` and Locust's `request` event (name = workload,
@@ -17,6 +23,8 @@ from __future__ import annotations
 import logging
 import random
 import re
+import socket
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -56,6 +64,15 @@ DISCOVERY_RETRY_S = 5.0
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 DEFAULT_REQUEST_DEADLINE_S = 600.0
 CONNECT_ERROR_PAUSE_S = 0.25  # after a connect_error: a target that is down is not retried in a busy loop
+HEAD_MAX = 64 * 1024  # bytes read by hand while looking for the end of the headers
+
+# Kernel receive timestamps: SO_TIMESTAMPNS (Linux: 35, not exported by Python's socket module);
+# the control message carries a struct timespec of CLOCK_REALTIME.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+_TIMESPEC = struct.Struct("@ll")
+if _TIMESPEC.size != 16:  # a 32-bit time_t: no kernel timestamps
+    _SO_TIMESTAMPNS = None
+_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if _SO_TIMESTAMPNS is not None else 0
 
 
 class LLMRequestFailure(Exception):
@@ -252,15 +269,56 @@ class _Response(HTTPSocketPoolResponse):
     """geventhttpclient's response parser; the body is read by `_BodyReads`."""
 
 
+class _Clock:
+    """One request's read times: the kernel's receive timestamp of each read (`SO_TIMESTAMPNS`,
+    wall clock) mapped onto this request's `perf_counter()` timeline, else `perf_counter()`.
+
+    A timestamp is used only when it falls between the send and now: a wall-clock step during
+    the request (NTP) cannot make a read arrive before the request left or after it was read.
+    """
+
+    __slots__ = ("offset_ns", "t0")
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        # wall - monotonic in integer ns (exact; floats of epoch seconds resolve only 0.24 us). The
+        # wall clock is read first, so the offset errs small and mapped times err late, never early.
+        self.offset_ns = time.time_ns() - time.perf_counter_ns()
+
+    @staticmethod
+    def enable(sock: Any) -> bool:
+        """Ask the kernel to timestamp what this socket receives; False where it cannot."""
+        if _SO_TIMESTAMPNS is None:
+            return False
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:
+            return False
+        return hasattr(sock, "recvmsg")
+
+    def recv(self, sock: Any) -> tuple[bytes, float]:
+        """One read (recvmsg) and its time."""
+        data, anc, _flags, _addr = sock.recvmsg(BLOCK_SIZE, _ANC_SIZE)
+        now = time.perf_counter()
+        for level, kind, raw in anc:
+            if kind == _SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
+                sec, nsec = _TIMESPEC.unpack_from(raw)
+                t = (sec * 1_000_000_000 + nsec - self.offset_ns) * 1e-9
+                if self.t0 <= t < now:
+                    return data, t
+        return data, now
+
+
 class _BodyReads:
-    """The response body as it comes off the socket, one `bytes` per recv(), with its time."""
+    """The response body as it comes off the socket, one `bytes` per read, with its time."""
 
-    __slots__ = ("eof", "n_bytes", "resp", "sock", "t")
+    __slots__ = ("clock", "eof", "n_bytes", "resp", "sock", "t")
 
-    def __init__(self, resp: _Response, sock: Any, t: float) -> None:
+    def __init__(self, resp: _Response, sock: Any, t: float, clock: _Clock | None) -> None:
         self.resp = resp
         self.sock = sock
-        self.t = t  # perf_counter() right after the recv() that returned the latest bytes
+        self.clock = clock  # None: plain recv() and perf_counter()
+        self.t = t  # the time of the read that returned the latest bytes
         self.n_bytes = 0
         self.eof = False  # the server closed the connection before the body ended
 
@@ -272,12 +330,15 @@ class _BodyReads:
             del buf[:]
             self.n_bytes += len(out)
             yield out
-        recv = self.sock.recv
         feed = resp.feed
-        perf = time.perf_counter
+        clock = self.clock
+        sock = self.sock
         while not resp.message_complete:
-            data = recv(BLOCK_SIZE)
-            self.t = perf()
+            if clock is not None:
+                data, self.t = clock.recv(sock)
+            else:
+                data = sock.recv(BLOCK_SIZE)
+                self.t = time.perf_counter()
             if not data:
                 self.eof = True
                 return
@@ -423,8 +484,8 @@ class LLMUser(FastHttpUser):
                 max_tokens=req.max_tokens, thinking=req.thinking, ignore_eos=self.opts.ignore_eos)
             data = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
             tally = StreamTally(target.dialect, chat)
-            record.start_wall_s = time.time()
             t0 = time.perf_counter()
+            record.start_wall_s = time.time()  # (after t0: start_wall_s + ttft_s errs late, never early)
             outcome, error, t_end, n_bytes = self._exchange(data, tally, record)
             try:
                 tally.fill(record, t0, t_end)
@@ -472,6 +533,7 @@ class LLMUser(FastHttpUser):
         pool = self._pool
         timeout = self.opts.request_timeout
         perf = time.perf_counter
+        t0 = perf()  # (a read cannot arrive before this)
         try:
             sock = pool.get_socket()
         except TimeoutError:
@@ -488,13 +550,27 @@ class LLMUser(FastHttpUser):
             if isinstance(e, Exception):
                 return Outcome.CONNECT_ERROR, f"{type(e).__name__}: {e}", perf(), 0
             raise
+        clock = _Clock(t0) if _Clock.enable(sock) else None
+        head, t_headers = b"", 0.0
+        if clock is not None:  # the first bytes, read here for their receive time
+            try:
+                head, t_headers = self._read_head(sock, clock)
+            except BaseException as e:
+                if not isinstance(e, OSError):  # (gevent.Timeout, GreenletExit: the socket is not reusable)
+                    pool.release_socket(sock)
+                    raise
+                if isinstance(e, TimeoutError):
+                    pool.release_socket(sock)
+                    return Outcome.TIMEOUT, f"no byte for {timeout:g} s (waiting for the status)", perf(), 0
+                head = b""  # reset before any byte: geventhttpclient reads again and says so
         try:  # status line and headers (the response releases the socket itself on failure)
-            resp = _Response(sock, pool, block_size=BLOCK_SIZE, method="POST")
+            resp = _Response(sock, pool, block_size=BLOCK_SIZE, method="POST", pre_buffered=head)
         except TimeoutError:
             return Outcome.TIMEOUT, f"no byte for {timeout:g} s (waiting for the status)", perf(), 0
         except (HTTPParseError, OSError) as e:
             return Outcome.CONNECT_ERROR, f"{type(e).__name__}: {e}", perf(), 0
-        t_headers = perf()
+        if b"\r\n\r\n" not in head or head[9:10] == b"1":  # geventhttpclient read the rest (or a 1xx)
+            t_headers = perf()
         try:
             status = resp.status_code
             record.http_status = status
@@ -504,13 +580,27 @@ class LLMUser(FastHttpUser):
             if status != 200:
                 body, t_end = self._error_body(resp, sock)
                 return Outcome.HTTP_ERROR, f"{status} {error_message(_json_or_text(body))}", t_end, len(body)
-            return self._stream(resp, sock, tally, t_headers)
+            return self._stream(resp, sock, tally, t_headers, clock)
         finally:
             resp.release()
 
-    def _stream(self, resp: _Response, sock: Any, tally: StreamTally,
-                t_headers: float) -> tuple[Outcome, str | None, float, int]:
-        reads = _BodyReads(resp, sock, t_headers)
+    @staticmethod
+    def _read_head(sock: Any, clock: _Clock) -> tuple[bytes, float]:
+        """Read until the end of the headers (or EOF, or HEAD_MAX bytes): (bytes, time of the last read).
+
+        The bytes go to geventhttpclient as `pre_buffered`; body bytes that came with them carry
+        the last read's time."""
+        head, t = b"", 0.0
+        while b"\r\n\r\n" not in head and len(head) < HEAD_MAX:
+            data, t = clock.recv(sock)
+            if not data:
+                break
+            head += data
+        return head, t
+
+    def _stream(self, resp: _Response, sock: Any, tally: StreamTally, t_headers: float,
+                clock: _Clock | None) -> tuple[Outcome, str | None, float, int]:
+        reads = _BodyReads(resp, sock, t_headers, clock)
         parse = SSEParser().feed
         loads = orjson.loads
         feed = tally.feed
