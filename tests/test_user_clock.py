@@ -28,11 +28,13 @@ def test_a_read_is_timed_at_its_arrival_not_when_it_is_read():
         clock = user._Clock(time.perf_counter())
         sent = time.perf_counter()
         server.sendall(b"data: first\n\n")
-        time.sleep(0.05)  # the worker is busy elsewhere
+        after = time.perf_counter()
+        time.sleep(0.2)  # the worker is busy elsewhere
         data, t = clock.recv(client)
         read = time.perf_counter()
         assert data == b"data: first\n\n"
-        assert sent <= t < sent + 0.01 and read - t > 0.04, (t - sent, read - t)
+        # (loopback: the kernel stamps the bytes during sendall; 50 ms of slack for a busy machine)
+        assert sent <= t <= after + 0.05 and read - t >= 0.15, (t - sent, read - t)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS: Linux")
