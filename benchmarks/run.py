@@ -411,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="phases to skip: scale,memory,fidelity (comma-separated)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.levels, args.stage_time, args.warmup = "2,8", 3, 1
+        args.levels, args.stage_time, args.warmup = "1,4", 3, 1
         args.fidelity_time, args.scale_time, args.memory_time = 3, 4, 8
         args.no_vllm = True
         args.skip = ",".join(filter(None, [args.skip, "scale"]))
