@@ -299,7 +299,7 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     def handler(signum, frame):
         raise KeyboardInterrupt
 
@@ -335,7 +335,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     annotator = Annotator.from_env(plan.grafana_url) if plan.grafana_url else None
     master_code = 1
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             host = plan.host
             if host is None:
                 port = _free_port()

