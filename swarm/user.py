@@ -285,10 +285,13 @@ class _Clock:
         # wall clock is read first, so the offset errs small and mapped times err late, never early.
         self.offset_ns = time.time_ns() - time.perf_counter_ns()
 
+    _arrival: bool | None = None  # what probe() found, once per process
+
     @staticmethod
     def enable(sock: Any) -> bool:
-        """Ask the kernel to timestamp what this socket receives; False where it cannot."""
-        if _SO_TIMESTAMPNS is None:
+        """Ask the kernel to timestamp what this socket receives; False where it cannot, or where
+        its stamps are not arrival times (see `probe`)."""
+        if _SO_TIMESTAMPNS is None or not _Clock.probe():
             return False
         try:
             sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
@@ -296,17 +299,85 @@ class _Clock:
             return False
         return hasattr(sock, "recvmsg")
 
+    @staticmethod
+    def probe() -> bool:
+        """Whether this kernel stamps received TCP bytes when they arrive; found once per process.
+
+        Linux does. A sandboxed kernel (gVisor, say) may accept SO_TIMESTAMPNS yet stamp the bytes
+        when they are read: no better than `perf_counter()`, and a `recvmsg` dearer. So: send a
+        byte over loopback, read it `PROBE_GAP_S` later, and trust the stamps only if the byte's
+        stamp is at least half that gap older than the read.
+        """
+        if _Clock._arrival is None:
+            _Clock._arrival = _probe_arrival_stamps()
+            if not _Clock._arrival:
+                log.info("this kernel does not stamp TCP bytes on arrival: chunk times are read times")
+        return _Clock._arrival
+
     def recv(self, sock: Any) -> tuple[bytes, float]:
         """One read (recvmsg) and its time."""
         data, anc, _flags, _addr = sock.recvmsg(BLOCK_SIZE, _ANC_SIZE)
         now = time.perf_counter()
+        t = self.stamp(anc, now)
+        return data, now if t is None else t
+
+    def stamp(self, anc: list[tuple[int, int, bytes]], now: float) -> float | None:
+        """The receive timestamp in a read's ancillary data, on this request's timeline; None if
+        there is none or it falls outside [send, now)."""
         for level, kind, raw in anc:
             if kind == _SO_TIMESTAMPNS and level == socket.SOL_SOCKET and len(raw) >= 16:
                 sec, nsec = _TIMESPEC.unpack_from(raw)
                 t = (sec * 1_000_000_000 + nsec - self.offset_ns) * 1e-9
                 if self.t0 <= t < now:
-                    return data, t
-        return data, now
+                    return t
+        return None
+
+
+PROBE_GAP_S = 0.02
+PROBE_TRIES = 10
+_stamp_holder: socket.socket | None = None  # see _probe_arrival_stamps
+
+
+def _probe_arrival_stamps() -> bool:
+    """Linux turns receive timestamping on for the whole system only while some socket asks for
+    it, and the first such socket turns it on a moment later (a deferred static key): until then
+    bytes arrive unstamped, and the first packets of every new connection would get read times.
+    So one timestamping UDP socket is held open for the life of the process, and the probe then
+    waits for stamps to come (a few tries) before judging them."""
+    global _stamp_holder
+    if _SO_TIMESTAMPNS is None:
+        return False
+    try:
+        if _stamp_holder is None:
+            holder = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            holder.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            _stamp_holder = holder
+        for _ in range(PROBE_TRIES):
+            lag = _stamp_lag(PROBE_GAP_S)
+            if lag is not None:
+                return lag >= PROBE_GAP_S / 2
+        log.info("this kernel gives no receive timestamps: chunk times are read times")
+        return False
+    except OSError as e:
+        log.info("kernel receive timestamps unavailable (%s): chunk times are read times", e)
+        return False
+
+
+def _stamp_lag(gap: float) -> float | None:
+    """Send a byte over loopback, read it `gap` s later: how long before the read its stamp says
+    it came (None: no stamp)."""
+    with socket.create_server(("127.0.0.1", 0)) as srv, \
+            socket.create_connection(srv.getsockname(), timeout=5) as client:
+        client.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        peer, _ = srv.accept()
+        with peer:
+            clock = _Clock(time.perf_counter())
+            peer.sendall(b"x")
+            time.sleep(gap)
+            _data, anc, _flags, _addr = client.recvmsg(BLOCK_SIZE, _ANC_SIZE)
+            now = time.perf_counter()
+            t = clock.stamp(anc, now)
+            return None if t is None else now - t
 
 
 class _BodyReads:
@@ -366,6 +437,7 @@ class LLMUser(FastHttpUser):
         self.network_timeout = self.opts.request_timeout
         self.connection_timeout = self.opts.request_timeout
         super().__init__(environment)
+        _Clock.probe()  # here, at spawn: not inside the first request's timing
         self.mix = _mix(environment, type(self).workload)
         self.rng = random.Random()
         parts = urlsplit(self.host)
