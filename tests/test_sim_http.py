@@ -175,7 +175,9 @@ def test_chat_stream_format_and_order(sim):
         "logprobs": None,
         "finish_reason": None,
     }
-    assert role["usage"] == {"prompt_tokens": prompt, "total_tokens": prompt, "completion_tokens": 0}
+    no_reasoning = {"reasoning_tokens": 0}  # (thinking off; vLLM with a reasoning parser says so)
+    assert role["usage"] == {"prompt_tokens": prompt, "total_tokens": prompt, "completion_tokens": 0,
+                             "completion_tokens_details": no_reasoning}
     for i, c in enumerate(tokens, start=1):
         assert list(c["choices"][0]["delta"]) == ["content"]
         assert c["usage"]["completion_tokens"] == i and c["usage"]["total_tokens"] == prompt + i
@@ -185,6 +187,7 @@ def test_chat_stream_format_and_order(sim):
         "prompt_tokens": prompt,
         "total_tokens": prompt + 12,
         "completion_tokens": 12,
+        "completion_tokens_details": no_reasoning,
     }
     for c in chunks:
         assert c["id"] == r.rid and c["id"].startswith("chatcmpl-")
@@ -306,6 +309,7 @@ def test_thinking_per_request_sends_delta_reasoning(sim):
     n_reason, n_content = _reasoning_split(chunks, "reasoning")
     assert 1800 <= n_reason <= 2300 and n_content >= 1
     assert chunks[-1]["usage"]["completion_tokens"] == n_reason + n_content
+    assert chunks[-1]["usage"]["completion_tokens_details"] == {"reasoning_tokens": n_reason}
     trace = read_trace(sim.trace, [r.rid])[r.rid]
     assert trace["reasoning_tokens"] == n_reason and trace["completion_tokens"] == n_reason + n_content
     # cut by max_tokens: all reasoning
@@ -314,6 +318,28 @@ def test_thinking_per_request_sends_delta_reasoning(sim):
     ).chunks()
     assert _reasoning_split(chunks, "reasoning") == (50, 0)
     assert token_chunks(chunks)[-1]["choices"][0]["finish_reason"] == "length"
+    # running usage counts reasoning as it goes; a whole body says it too
+    chunks = call(sim.url, "/v1/chat/completions", chat_body(
+        2100, continuous=True, ignore_eos=True, chat_template_kwargs={"enable_thinking": True})).chunks()
+    n_reason, _ = _reasoning_split(chunks, "reasoning")
+    running = [c["usage"]["completion_tokens_details"]["reasoning_tokens"] for c in token_chunks(chunks)]
+    assert running == [min(k, n_reason) for k in range(1, 2101)]
+    whole = call(sim.url, "/v1/chat/completions", chat_body(
+        30, stream=False, chat_template_kwargs={"enable_thinking": True})).json()
+    assert whole["usage"]["completion_tokens_details"] == {"reasoning_tokens": 30}
+    plain = call(sim.url, "/v1/completions", {"prompt": "hi", "max_tokens": 3}).json()
+    assert plain["usage"]["completion_tokens_details"] is None  # completions: no parser at work
+
+
+def test_max_tokens_past_the_context_is_cut_to_what_is_left(tmp_path):
+    with sim_server(tmp_path, "--profile", "instant", "--max-model-len", "64") as s:
+        r = call(s.url, "/v1/chat/completions", chat_body(64, ignore_eos=True))
+        toks = token_chunks(r.chunks())
+        prompt = count_chat_tokens(MSGS)
+        assert len(toks) == 64 - prompt == r.chunks()[-1]["usage"]["completion_tokens"]
+        assert toks[-1]["choices"][0]["finish_reason"] == "length"
+        whole = call(s.url, "/v1/chat/completions", {"messages": MSGS, "ignore_eos": True}).json()
+        assert whole["usage"]["total_tokens"] == 64  # no max_tokens: all the context leaves
 
 
 def test_reasoning_content_dialect_and_server_default(tmp_path):
@@ -327,6 +353,7 @@ def test_reasoning_content_dialect_and_server_default(tmp_path):
         body = call(s.url, "/v1/chat/completions", chat_body(10, stream=False)).json()
         msg = body["choices"][0]["message"]
         assert len(msg["reasoning_content"]) > 0 and msg["content"] is None
+        assert body["usage"]["completion_tokens_details"] is None  # (an older vLLM: no reasoning count)
         comp = call(s.url, "/v1/completions", {"prompt": "hi", "max_tokens": 5, "stream": True}).chunks()
         assert all("text" in c["choices"][0] for c in comp)  # completions never think
 
@@ -364,10 +391,12 @@ def test_merge_reasoning_holds_back_tokens_usage_exact(tmp_path):
         assert all(delta_text(c) != "" for c in toks[:-1])  # nothing empty is sent, but maybe the final {}
         assert all(list(c["choices"][0]["delta"]) in (["reasoning"], []) for c in toks)
         assert read_trace(s.trace, [r.rid])[r.rid]["completion_tokens"] == 300
+        assert "completion_tokens_details" not in r.chunks()[-1]["usage"]  # no parser: no reasoning count
 
 
 # ---- errors ----------------------------------------------------------------------------------------
 def _assert_error(r: Reply, status: int, err_type: str, param: str | None, message_part: str = "") -> None:
+    """An error body as vLLM writes one; `message_part` is a part of its message."""
     assert r.status == status, r.raw
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"}
@@ -377,51 +406,42 @@ def _assert_error(r: Reply, status: int, err_type: str, param: str | None, messa
 
 
 def test_bad_input_gets_vllm_shaped_errors(sim):
+    # messages as a real vLLM 0.32 wrote them (tests/test_vllm_conformance.py asks one)
     chat = "/v1/chat/completions"
-    _assert_error(call(sim.url, chat, b"{not json"), 400, "BadRequestError", "body", "JSON")
-    _assert_error(call(sim.url, chat, b"[1, 2]"), 400, "BadRequestError", "body")
-    _assert_error(call(sim.url, chat, {"model": "sim-model"}), 400, "BadRequestError", "messages", "required")
-    _assert_error(call(sim.url, chat, {"messages": "hi"}), 400, "BadRequestError", "messages")
+    _assert_error(call(sim.url, chat, b"{not json"), 400, "Bad Request", "body.1",
+                  "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.1', 'msg': 'JSON decode error', "
+                  "'input': '<dict of 0 items>', 'ctx': {'error': 'Expecting property name enclosed in double "
+                  "quotes'}}")
+    _assert_error(call(sim.url, chat, b"[1, 2]"), 400, "Bad Request", "body",
+                  "'msg': 'Input should be a valid dictionary or object to extract fields from', "
+                  "'input': '<list of 2 items>'}")
+    _assert_error(call(sim.url, chat, {"model": "sim-model"}), 400, "Bad Request", "body.messages",
+                  "{'type': 'missing', 'loc': 'body.messages', 'msg': 'Field required', 'input': '<dict of 1 items>'}")
+    _assert_error(call(sim.url, chat, {"messages": "hi"}), 400, "Bad Request", "body.messages",
+                  "{'type': 'list_type', 'loc': 'body.messages', 'msg': 'Input should be a valid list', 'input': 'hi'}")
+    _assert_error(call(sim.url, chat, {"messages": []}), 400, "BadRequestError", None,
+                  "Cannot apply chat template to an empty conversation. Provide at least one message.")
     # vLLM answers an unknown model with 404 NotFoundError (not 400): so does the simulator
-    _assert_error(
-        call(sim.url, chat, {"model": "gpt-9", "messages": MSGS}),
-        404,
-        "NotFoundError",
-        "model",
-        "The model `gpt-9` does not exist.",
-    )
-    _assert_error(
-        call(sim.url, chat, chat_body(-5)),
-        400,
-        "BadRequestError",
-        "max_tokens",
-        "max_tokens must be at least 1, got -5.",
-    )
+    _assert_error(call(sim.url, chat, {"model": "gpt-9", "messages": MSGS}), 404, "NotFoundError", "model",
+                  "The model `gpt-9` does not exist. Valid aliases: sim-model.")
+    _assert_error(call(sim.url, chat, chat_body(-5)), 400, "BadRequestError", "max_tokens",
+                  "max_tokens must be at least 1, got -5. (parameter=max_tokens, value=-5)")
     _assert_error(call(sim.url, chat, chat_body(0)), 400, "BadRequestError", "max_tokens")
-    _assert_error(
-        call(sim.url, chat, chat_body(10, stream=False, stream_options={"include_usage": True})),
-        400,
-        "BadRequestError",
-        "stream_options",
-    )
-    _assert_error(
-        call(sim.url, chat, chat_body(10, temperature="hot")), 400, "BadRequestError", "temperature"
-    )
+    _assert_error(call(sim.url, chat, chat_body(5, min_tokens=10)), 400, "BadRequestError", None,
+                  "min_tokens must be less than or equal to max_tokens=5, got 10.")
+    _assert_error(call(sim.url, chat, chat_body(10, stream=False, stream_options={"include_usage": True})),
+                  400, "BadRequestError", "stream_options",
+                  "Stream options can only be defined when `stream=True`. (parameter=stream_options)")
+    _assert_error(call(sim.url, chat, chat_body(10, temperature="hot")), 400, "Bad Request", "body.temperature",
+                  "'msg': 'Input should be a valid number, unable to parse string as a number', 'input': 'hot'}")
     long_prompt = [{"role": "user", "content": "字" * 33000}]
-    _assert_error(
-        call(sim.url, chat, {"messages": long_prompt}),
-        400,
-        "BadRequestError",
-        "input_tokens",
-        "This model's maximum context length is 32768 tokens. However, your request has 33008 input",
-    )
-    _assert_error(
-        call(sim.url, chat, {"messages": MSGS, "max_tokens": 32760}),
-        400,
-        "BadRequestError",
-        "max_tokens",
-        "'max_tokens' or 'max_completion_tokens' is too large: 32760.",
-    )
+    _assert_error(call(sim.url, chat, {"messages": long_prompt}), 400, "BadRequestError", "input_tokens",
+                  "This model's maximum context length is 32768 tokens. However, your prompt contains at least "
+                  "32769 input tokens, which exceeds this limit even without any output tokens. Please reduce the "
+                  "length of the input prompt. (parameter=input_tokens, value=32769)")
+    _assert_error(call(sim.url, chat, {"messages": MSGS, "max_tokens": 40000}), 400, "BadRequestError",
+                  "max_tokens", "max_tokens=40000 cannot be greater than max_model_len=32768. Please request fewer "
+                  "output tokens. (parameter=max_tokens, value=40000)")
     _assert_error(call(sim.url, "/v1/completions", {"max_tokens": 3}), 400, "BadRequestError", "prompt")
     for path, method, status in (("/v1/nope", "POST", 404), ("/v1/chat/completions", "GET", 405)):
         r = call(sim.url, path, method=method)

@@ -113,6 +113,13 @@ class Profile:
     merge_reasoning: bool = False
     utf8_split: float = 0.0
 
+    @property
+    def reports_reasoning_tokens(self) -> bool:
+        """Chat usage says how many tokens were reasoning (`completion_tokens_details`), as vLLM
+        does with a reasoning parser (`reasoning` field); not in the older `reasoning_content`
+        dialect, nor when reasoning is merged into content (no parser)."""
+        return self.reasoning_field == "reasoning" and not self.merge_reasoning
+
     def draw_output(
         self,
         rng: random.Random,

@@ -1,13 +1,18 @@
 """Request bodies in, `GenRequest` out; anything malformed becomes a vLLM-shaped `ApiError`.
 
-Checks and messages follow vLLM's OpenAI server (0.33): `max_tokens must be at least 1`,
-the context-length messages, ``The model `x` does not exist.`` (404, as vLLM answers), and
-`Stream options can only be defined when stream=True.`. Prompt tokens are counted with
-`swarm.tokens` (chat: template cost per message, see that module).
+Statuses, error types, `param`s and messages are those a real vLLM (0.32, CPU build) was seen
+to answer, and tests/test_vllm_conformance.py keeps them so: a body that does not fit the schema
+gets FastAPI's validation error (type "Bad Request", `param` "body.<field>"); a failed semantic
+check gets a `BadRequestError` whose message ends "(parameter=..., value=...)"; an unknown model
+a 404 `NotFoundError`. A prompt that leaves no room for output is refused; a `max_tokens` past
+what the context leaves is cut to it (finish "length"), and only one past `max_model_len`
+itself is refused. Prompt tokens are counted with `swarm.tokens` (chat: template cost per
+message, see that module).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,8 +51,29 @@ class GenRequest:
     prompt_pieces: list[str] = field(repr=False)  # pseudo-tokens, for prefix-cache hashing
 
 
-def _bad(message: str, param: str | None = None) -> ApiError:
+def _bad(message: str, param: str | None = None, value: Any = None) -> ApiError:
+    """A semantic check failed (vLLM's `BadRequestError`); vLLM appends "(parameter=..., value=...)"
+    to the message when it names the parameter."""
+    if param is not None:
+        message += f" (parameter={param})" if value is None else f" (parameter={param}, value={value})"
     return ApiError(400, message, "BadRequestError", param)
+
+
+def _shown(v: Any) -> str:
+    """An input as vLLM's validation messages show it."""
+    if isinstance(v, dict):
+        return f"'<dict of {len(v)} items>'"
+    if isinstance(v, list):
+        return f"'<list of {len(v)} items>'"
+    return repr(v)
+
+
+def _invalid(kind: str, loc: str, msg: str, v: Any, ctx: dict[str, str] | None = None) -> ApiError:
+    """The request does not fit the schema: vLLM answers FastAPI's validation error as a
+    400 of type "Bad Request" whose `param` is the field's location ("body.messages")."""
+    extra = f", 'ctx': {ctx!r}" if ctx else ""
+    message = f"1 validation error:\n  {{'type': '{kind}', 'loc': '{loc}', 'msg': '{msg}', 'input': {_shown(v)}{extra}}}"
+    return ApiError(400, message, "Bad Request", loc)
 
 
 def _opt_int(body: dict[str, Any], key: str) -> int | None:
@@ -55,26 +81,38 @@ def _opt_int(body: dict[str, Any], key: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
-        raise _bad(f"{key} must be an integer, got {v!r}.", key)
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, str):
+            raise _invalid("int_parsing", f"body.{key}", "Input should be a valid integer, unable to parse string "
+                           "as an integer", v)
+        raise _invalid("int_type", f"body.{key}", "Input should be a valid integer", v)
     return v
 
 
-def _opt_bool(body: dict[str, Any], key: str, default: bool = False) -> bool:
+def _opt_bool(body: dict[str, Any], key: str, default: bool = False, loc: str = "body") -> bool:
     v = body.get(key)
     if v is None:
         return default
     if not isinstance(v, bool):
-        raise _bad(f"{key} must be a boolean, got {v!r}.", key)
+        raise _invalid("bool_type" if not isinstance(v, str) else "bool_parsing", f"{loc}.{key}",
+                       "Input should be a valid boolean", v)
     return v
 
 
 def load_body(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise _bad(f"JSON decode error: {e}", "body") from None
+    except orjson.JSONDecodeError:
+        try:  # (the stdlib parser, for the position and wording FastAPI reports)
+            json.loads(raw)
+            pos, why = 0, "Invalid JSON"
+        except ValueError as e:
+            pos, why = getattr(e, "pos", 0), getattr(e, "msg", str(e))
+        raise _invalid("json_invalid", f"body.{pos}", "JSON decode error", {}, {"error": why}) from None
     if not isinstance(body, dict):
-        raise _bad("The request body must be a JSON object.", "body")
+        raise _invalid("model_attributes_type", "body",
+                       "Input should be a valid dictionary or object to extract fields from", body)
     return body
 
 
@@ -83,7 +121,7 @@ def check_model(body: dict[str, Any], served: str) -> None:
     if model is None:
         return  # vLLM serves its one model when none is named
     if not isinstance(model, str) or model != served:
-        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served}.", "NotFoundError", "model")
 
 
 def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_len: int) -> GenRequest:
@@ -92,59 +130,57 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
     include_usage = continuous = False
     if opts is not None:
         if not isinstance(opts, dict):
-            raise _bad("stream_options must be an object.", "stream_options")
+            raise _invalid("model_type", "body.stream_options",
+                           "Input should be a valid dictionary or instance of StreamOptions", opts)
         if not stream:
             raise _bad("Stream options can only be defined when `stream=True`.", "stream_options")
-        include_usage = _opt_bool(opts, "include_usage")
+        include_usage = _opt_bool(opts, "include_usage", loc="body.stream_options")
         # as in vLLM: running usage only when the final usage chunk is asked for too
-        continuous = include_usage and _opt_bool(opts, "continuous_usage_stats")
+        continuous = include_usage and _opt_bool(opts, "continuous_usage_stats", loc="body.stream_options")
     n = _opt_int(body, "n")
     if n is not None and n != 1:
-        raise _bad(f"n must be 1 on the simulator, got {n}.", "n")
+        raise _bad(f"n must be 1 on the simulator, got {n}.", "n", n)
     temperature = body.get("temperature")
     if temperature is not None:
+        if isinstance(temperature, str):
+            raise _invalid("float_parsing", "body.temperature",
+                           "Input should be a valid number, unable to parse string as a number", temperature)
         if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-            raise _bad(f"temperature must be a number, got {temperature!r}.", "temperature")
+            raise _invalid("float_type", "body.temperature", "Input should be a valid number", temperature)
         if temperature < 0:
-            raise _bad(f"temperature must be non-negative, got {temperature}.", "temperature")
+            raise _bad(f"temperature must be non-negative, got {temperature}.", "temperature", temperature)
     max_tokens = _opt_int(body, "max_completion_tokens") if endpoint == "chat" else None
     if max_tokens is None:
         max_tokens = _opt_int(body, "max_tokens")
     if max_tokens is not None and max_tokens < 1:
-        raise _bad(f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
+        raise _bad(f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens", max_tokens)
     min_tokens = _opt_int(body, "min_tokens") or 0
     if min_tokens < 0:
-        raise _bad(f"min_tokens must be greater than or equal to 0, got {min_tokens}.", "min_tokens")
+        raise _bad(f"min_tokens must be greater than or equal to 0, got {min_tokens}.")
     if max_tokens is not None and min_tokens > max_tokens:
-        raise _bad(
-            f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
-            "min_tokens",
-        )
+        raise _bad(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.")
     ignore_eos = _opt_bool(body, "ignore_eos")
+    if max_tokens is not None and max_tokens > max_model_len:
+        raise _bad(f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. "
+                   "Please request fewer output tokens.", "max_tokens", max_tokens)
     prompt_tokens = len(pieces)
     if prompt_tokens >= max_model_len:
-        raise _bad(
-            f"This model's maximum context length is {max_model_len} tokens. However, your request has "
-            f"{prompt_tokens} input tokens. Please reduce the length of the input messages.",
-            "input_tokens",
-        )
-    if max_tokens is None:
-        max_tokens = max_model_len - prompt_tokens
-    elif prompt_tokens + max_tokens > max_model_len:
-        raise _bad(
-            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
-            f"context length is {max_model_len} tokens and your request has {prompt_tokens} input tokens "
-            f"({max_tokens} > {max_model_len} - {prompt_tokens}).",
-            "max_tokens",
-        )
+        # vLLM counts at most max_model_len + 1 tokens of a prompt, hence "at least"
+        seen = min(prompt_tokens, max_model_len + 1)
+        raise _bad(f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
+                   f"contains at least {seen} input tokens, which exceeds this limit even without any output "
+                   "tokens. Please reduce the length of the input prompt.", "input_tokens", seen)
+    # what the context leaves: no max_tokens, or one past the context, is cut to it (finish "length")
+    room = max_model_len - prompt_tokens
+    max_tokens = room if max_tokens is None else min(max_tokens, room)
     thinking = None
     if endpoint == "chat":
         kwargs = body.get("chat_template_kwargs")
         if kwargs is not None:
             if not isinstance(kwargs, dict):
-                raise _bad("chat_template_kwargs must be an object.", "chat_template_kwargs")
+                raise _invalid("dict_type", "body.chat_template_kwargs", "Input should be a valid dictionary", kwargs)
             if kwargs.get("enable_thinking") is not None:
-                thinking = _opt_bool(kwargs, "enable_thinking")
+                thinking = _opt_bool(kwargs, "enable_thinking", loc="body.chat_template_kwargs")
     return GenRequest(
         endpoint=endpoint,
         stream=stream,
@@ -162,17 +198,20 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
 def parse_chat(body: dict[str, Any], max_model_len: int) -> GenRequest:
     messages = body.get("messages")
     if messages is None:
-        raise _bad("Field required: messages", "messages")
-    if not isinstance(messages, list) or not messages:
-        raise _bad("messages must be a non-empty list of message objects.", "messages")
+        raise _invalid("missing", "body.messages", "Field required", body)
+    if not isinstance(messages, list):
+        raise _invalid("list_type", "body.messages", "Input should be a valid list", messages)
+    if not messages:
+        raise _bad("Cannot apply chat template to an empty conversation. Provide at least one message.")
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise _bad(f"messages[{i}] must be an object with a string 'role'.", f"messages.{i}")
+            raise _invalid("model_type", f"body.messages.{i}", "Input should be an object with a string 'role'", m)
         content = m.get("content")
         if content is not None and not isinstance(content, str | list):
-            raise _bad(f"messages[{i}].content must be a string or a list of content parts.", f"messages.{i}")
+            raise _invalid("string_type", f"body.messages.{i}.content", "Input should be a valid string", content)
         if isinstance(content, list) and not all(isinstance(p, dict) for p in content):
-            raise _bad(f"messages[{i}].content parts must be objects.", f"messages.{i}")
+            raise _invalid("model_type", f"body.messages.{i}.content", "Input should be a list of content parts",
+                           content)
     return _common(body, "chat", chat_prompt_tokens(messages), max_model_len)
 
 

@@ -74,6 +74,9 @@ class Tape:
 
 DONE = b"data: [DONE]\n\n"
 _USAGE = b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}'
+# vLLM with a reasoning parser (chat): how many of the completion tokens so far were reasoning
+_USAGE_DETAILS = (b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,'
+                  b'"completion_tokens_details":{"reasoning_tokens":%d}}')
 _END = b"}\n\n"
 _EMPTY_CONTENT = b'{"content":""}'
 
@@ -102,12 +105,16 @@ class StreamRenderer:
         endpoint: str,
         continuous: bool,
         merge: bool,
+        details: bool = False,
     ) -> None:
+        """`details`: usage carries `completion_tokens_details.reasoning_tokens` (chat only), as
+        vLLM's does when it runs a reasoning parser."""
         self.tape = tape
         self.out = out
         self.continuous = continuous
         self.chat = endpoint == "chat"
         self.merge = merge and self.chat
+        self.details = details and self.chat
         obj = b"chat.completion.chunk" if self.chat else b"text_completion"
         self.prefix = (
             b'data: {"id":"'
@@ -131,6 +138,8 @@ class StreamRenderer:
 
     def _usage(self, completion: int) -> bytes:
         p = self.out.prompt_tokens
+        if self.details:
+            return _USAGE_DETAILS % (p, p + completion, completion, min(completion, self.out.reasoning_tokens))
         return _USAGE % (p, p + completion, completion)
 
     def role_chunk(self) -> bytes:
@@ -203,17 +212,21 @@ def token_texts(tape: Tape, out: Output, upto: int) -> tuple[str, str]:
 
 
 def full_body(
-    tape: Tape, out: Output, model: str, endpoint: str, reasoning_field: str, thinking: bool
+    tape: Tape, out: Output, model: str, endpoint: str, reasoning_field: str, thinking: bool,
+    details: bool = False,
 ) -> bytes:
-    """The non-streaming response body."""
+    """The non-streaming response body (`details`: as in `StreamRenderer`)."""
     reasoning, content = token_texts(tape, out, out.target_tokens)
     usage = {
         "prompt_tokens": out.prompt_tokens,
         "total_tokens": out.prompt_tokens + out.target_tokens,
         "completion_tokens": out.target_tokens,
         "prompt_tokens_details": None,
+        "completion_tokens_details": None,
     }
     if endpoint == "chat":
+        if details:
+            usage["completion_tokens_details"] = {"reasoning_tokens": out.reasoning_tokens}
         has_content = out.target_tokens > out.reasoning_tokens
         message = {
             "role": "assistant",

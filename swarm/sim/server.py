@@ -224,6 +224,7 @@ class SimServer:
             req.endpoint,
             req.continuous_usage,
             p.merge_reasoning,
+            p.reports_reasoning_tokens,
         )
         resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
         try:
@@ -334,7 +335,8 @@ class SimServer:
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
         body = full_body(
-            self.tape, out, self.cfg.model, req.endpoint, self.profile.reasoning_field, call.thinking
+            self.tape, out, self.cfg.model, req.endpoint, self.profile.reasoning_field, call.thinking,
+            self.profile.reports_reasoning_tokens,
         )
         if fault == "bad_chunk":
             body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact

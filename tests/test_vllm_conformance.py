@@ -1,0 +1,121 @@
+"""The simulator answers bad requests the way a real vLLM does: the same requests go to both, and
+the status and the error JSON's shape (`type`, `param`, `code`, the fields present) must agree.
+
+The real vLLM is the session's `vllm_target` (vLLM's CPU build with the tiny model, or the server
+at $SWARM_TARGET_URL); the simulator is started with the same model name and context length.
+Messages are compared loosely (a phrase each), since wording drifts between vLLM releases; each
+pair of answers is printed in the "real vLLM reconciliation" section.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import pytest
+from support import sim_server
+from vllm_fixture import vllm_report_fixture, vllm_target_fixture  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+MSGS = [{"role": "user", "content": "hello"}]
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    error: dict | None  # the "error" object of the body, if the body is one
+    body: bytes
+
+    @property
+    def shape(self) -> tuple:
+        e = self.error or {}
+        return self.status, e.get("type"), e.get("param"), e.get("code"), tuple(sorted(e))
+
+
+def ask(url: str, path: str, body: bytes | dict) -> Answer:
+    u = urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    try:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        raw = r.read()
+    finally:
+        conn.close()
+    try:
+        error = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    return Answer(r.status, error if isinstance(error, dict) else None, raw)
+
+
+def cases(model: str, max_model_len: int) -> dict[str, tuple[str, bytes | dict]]:
+    chat = {"model": model, "messages": MSGS, "max_tokens": 8}
+    return {
+        "malformed JSON": (CHAT, b"{not json"),
+        "a list body": (CHAT, b"[1, 2]"),
+        "missing messages": (CHAT, {"model": model}),
+        "messages not a list": (CHAT, {"model": model, "messages": "hi"}),
+        "empty messages": (CHAT, {**chat, "messages": []}),
+        "unknown model": (CHAT, {**chat, "model": "no-such-model"}),
+        "negative max_tokens": (CHAT, {**chat, "max_tokens": -5}),
+        "zero max_tokens": (CHAT, {**chat, "max_tokens": 0}),
+        "min_tokens over max_tokens": (CHAT, {**chat, "min_tokens": 10}),
+        "temperature not a number": (CHAT, {**chat, "temperature": "hot"}),
+        "stream_options without stream": (CHAT, {**chat, "stream": False, "stream_options": {"include_usage": True}}),
+        "max_tokens past max_model_len": (CHAT, {**chat, "max_tokens": max_model_len + 1}),
+        "chat prompt past the context": (CHAT, {**chat, "messages": [{"role": "user", "content": "hello " * max_model_len}]}),
+        "completion prompt past the context": (COMPLETIONS, {"model": model, "prompt": "hello " * max_model_len,
+                                                             "max_tokens": 8}),
+    }
+
+
+def same_words(a: str, b: str) -> bool:
+    """Equal but for numbers (token counts differ: the simulator's tokenizer is not the model's)."""
+    return re.sub(r"\d+", "N", a) == re.sub(r"\d+", "N", b)
+
+
+@pytest.fixture(scope="module")
+def sim_like_target(vllm_target, tmp_path_factory):
+    if not vllm_target.tiny:
+        pytest.skip("the simulator mirrors the shipped tiny model's name and context here")
+    info = json.loads(vllm_target.get("/v1/models"))["data"][0]
+    with sim_server(tmp_path_factory.mktemp("sim"), "--profile", "instant", "--max-model-len",
+                    str(info["max_model_len"]), model=vllm_target.model, trace=False) as sim:
+        yield sim, info["max_model_len"]
+
+
+def test_bad_requests_get_the_answers_vllm_gives(vllm_target, sim_like_target, vllm_report):
+    sim, max_model_len = sim_like_target
+    differ = []
+    for name, (path, body) in cases(vllm_target.model, max_model_len).items():
+        real, ours = ask(vllm_target.url, path, body), ask(sim.url, path, body)
+        vllm_report.add(f"error conformance, {name}: vLLM {real.shape[:4]} / sim {ours.shape[:4]}")
+        assert real.error is not None, f"{name}: vLLM's body is not an error object: {real.body[:300]!r}"
+        real_msg, our_msg = real.error.get("message", ""), (ours.error or {}).get("message", "")
+        if real.shape != ours.shape or not same_words(real_msg, our_msg):
+            differ.append(f"{name}: vLLM {real.shape} {real_msg[:300]!r}\n"
+                          f"      sim  {ours.shape} {our_msg[:300] or ours.body[:200]!r}")
+    assert not differ, "\n".join(differ)
+
+
+def test_max_tokens_past_what_the_context_leaves_is_cut_alike(vllm_target, sim_like_target, vllm_report):
+    """Both serve a max_tokens that fits max_model_len but not beside the prompt, cut to the room left."""
+    sim, max_model_len = sim_like_target
+    body = {"model": vllm_target.model, "messages": MSGS, "max_tokens": max_model_len, "ignore_eos": True,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    for who, url in (("vLLM", vllm_target.url), ("sim", sim.url)):
+        r = ask(url, CHAT, body)
+        assert r.status == 200, (who, r.body[:300])
+        reply = json.loads(r.body)
+        usage = reply["usage"]
+        vllm_report.add(f"cut to the context, {who}: prompt {usage['prompt_tokens']} + completion "
+                        f"{usage['completion_tokens']} = {usage['total_tokens']} of {max_model_len}")
+        assert usage["total_tokens"] == max_model_len and reply["choices"][0]["finish_reason"] == "length", who
+        assert usage["completion_tokens_details"] == {"reasoning_tokens": 0}, who
