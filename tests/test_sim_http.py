@@ -219,7 +219,8 @@ def test_completions_stream_format(sim):
     assert len(chunks) == 8
     for i, c in enumerate(chunks[:7], start=1):
         ch = c["choices"][0]
-        assert set(ch) == {"index", "text", "logprobs", "finish_reason", "stop_reason"}
+        assert list(ch) == ["index", "text", "logprobs", "finish_reason", "stop_reason", "prompt_token_ids",
+                            "token_ids"]  # vLLM's fields, in its order (test_vllm_conformance.py)
         assert c["object"] == "text_completion" and c["id"] == r.rid and r.rid.startswith("cmpl-")
         assert c["usage"]["completion_tokens"] == i
     assert chunks[6]["choices"][0]["finish_reason"] == "length"

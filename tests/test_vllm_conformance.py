@@ -119,3 +119,73 @@ def test_max_tokens_past_what_the_context_leaves_is_cut_alike(vllm_target, sim_l
                         f"{usage['completion_tokens']} = {usage['total_tokens']} of {max_model_len}")
         assert usage["total_tokens"] == max_model_len and reply["choices"][0]["finish_reason"] == "length", who
         assert usage["completion_tokens_details"] == {"reasoning_tokens": 0}, who
+
+
+# ---- what a good request gets: the same fields, in the same order, with the same kinds of value
+
+VALUES_KEPT = {"object", "finish_reason", "stop_reason", "role"}  # compared by value, the rest by kind
+
+
+def shape(v, key: str = ""):
+    """A JSON value's structure: keys in order, the kind of each value (a few by value)."""
+    if isinstance(v, dict):
+        return [(k, shape(x, k)) for k, x in v.items()]
+    if isinstance(v, list):
+        return ["list", *(shape(x) for x in v[:1])]
+    if key in VALUES_KEPT:
+        return v
+    return type(v).__name__
+
+
+def events(url: str, path: str, body: dict) -> list:
+    r = ask(url, path, body)
+    assert r.status == 200, r.body[:300]
+    out = []
+    for block in r.body.decode().split("\n\n"):
+        if block.startswith("data: ") and block != "data: [DONE]":
+            out.append(json.loads(block[6:]))
+    assert r.body.decode().rstrip().endswith("data: [DONE]")
+    return out
+
+
+def good_requests(model: str) -> dict[str, tuple[str, dict]]:
+    chat = {"model": model, "messages": MSGS, "max_tokens": 4, "ignore_eos": True}
+    off = {"chat_template_kwargs": {"enable_thinking": False}}
+    on = {"chat_template_kwargs": {"enable_thinking": True}}
+    usage = {"stream": True, "stream_options": {"include_usage": True}}
+    running = {"stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    comp = {"model": model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True}
+    return {
+        "chat stream, usage, thinking off": (CHAT, {**chat, **usage, **off}),
+        "chat stream, running usage, thinking on": (CHAT, {**chat, **running, **on}),
+        "chat stream, no stream_options": (CHAT, {**chat, "stream": True, **off}),
+        "completions stream, usage": (COMPLETIONS, {**comp, **usage}),
+        "completions stream, running usage": (COMPLETIONS, {**comp, **running}),
+        "completions stream, no stream_options": (COMPLETIONS, {**comp, "stream": True}),
+    }
+
+
+def test_streams_have_vllms_fields(vllm_target, sim_like_target, vllm_report):
+    sim, _ = sim_like_target
+    differ = []
+    for name, (path, body) in good_requests(vllm_target.model).items():
+        real, ours = events(vllm_target.url, path, body), events(sim.url, path, body)
+        vllm_report.add(f"stream conformance, {name}: vLLM {len(real)} events / sim {len(ours)}")
+        for i, (a, b) in enumerate(zip(real, ours, strict=False)):
+            if shape(a) != shape(b):
+                differ.append(f"{name}, event {i}:\n  vLLM {json.dumps(a)[:600]}\n  sim  {json.dumps(b)[:600]}")
+        if len(real) != len(ours):
+            differ.append(f"{name}: {len(real)} events from vLLM, {len(ours)} from the simulator")
+    assert not differ, "\n".join(differ)
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_whole_bodies_have_vllms_fields(vllm_target, sim_like_target, thinking):
+    sim, _ = sim_like_target
+    body = {"model": vllm_target.model, "messages": MSGS, "max_tokens": 4, "ignore_eos": True,
+            "chat_template_kwargs": {"enable_thinking": thinking}}
+    comp = {"model": vllm_target.model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True}
+    for path, b in ((CHAT, body), (COMPLETIONS, comp)):
+        real, ours = ask(vllm_target.url, path, b), ask(sim.url, path, b)
+        assert real.status == ours.status == 200
+        assert shape(json.loads(ours.body)) == shape(json.loads(real.body)), (real.body[:900], ours.body[:900])

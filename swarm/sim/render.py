@@ -78,6 +78,9 @@ _USAGE = b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d
 _USAGE_DETAILS = (b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,'
                   b'"completion_tokens_details":{"reasoning_tokens":%d}}')
 _END = b"}\n\n"
+_ROLE_END = b',"prompt_token_ids":null,"prompt_text":null}\n\n'
+SYSTEM_FINGERPRINT = "vllm-swarm-sim"
+_FINGERPRINT_END = b',"system_fingerprint":"%s"}\n\n' % SYSTEM_FINGERPRINT.encode()
 _EMPTY_CONTENT = b'{"content":""}'
 
 
@@ -106,10 +109,13 @@ class StreamRenderer:
         continuous: bool,
         merge: bool,
         details: bool = False,
+        usage_chunk: bool = True,
     ) -> None:
         """`details`: usage carries `completion_tokens_details.reasoning_tokens` (chat only), as
-        vLLM's does when it runs a reasoning parser."""
+        vLLM's does when it runs a reasoning parser. `usage_chunk`: a usage chunk ends the stream
+        (include_usage); vLLM puts `system_fingerprint` on the last chunk, that one or the finish."""
         self.tape = tape
+        self.final_end = _END if usage_chunk else _FINGERPRINT_END
         self.out = out
         self.continuous = continuous
         self.chat = endpoint == "chat"
@@ -128,13 +134,17 @@ class StreamRenderer:
         self.head = self.prefix + (
             b',"choices":[{"index":0,"delta":' if self.chat else b',"choices":[{"index":0,"text":'
         )
+        # the fields vLLM (0.32) writes, in its order, null ones included
+        finish = out.finish_reason.encode()
         if self.chat:
-            self.mid = b',"logprobs":null,"finish_reason":null}]'
+            self.role_mid = b',"logprobs":null,"finish_reason":null}]'
+            self.mid = b',"logprobs":null,"finish_reason":null,"token_ids":null}]'
+            self.final_mid = b',"logprobs":null,"finish_reason":"%s","stop_reason":null,"token_ids":null}]' % finish
         else:
-            self.mid = b',"logprobs":null,"finish_reason":null,"stop_reason":null}]'
-        self.final_mid = (
-            b',"logprobs":null,"finish_reason":"%s","stop_reason":null}]' % out.finish_reason.encode()
-        )
+            tail = b',"prompt_token_ids":null,"token_ids":null}]'
+            self.role_mid = b""
+            self.mid = b',"logprobs":null,"finish_reason":null,"stop_reason":null' + tail
+            self.final_mid = b',"logprobs":null,"finish_reason":"%s","stop_reason":null' % finish + tail
 
     def _usage(self, completion: int) -> bytes:
         p = self.out.prompt_tokens
@@ -144,7 +154,7 @@ class StreamRenderer:
 
     def role_chunk(self) -> bytes:
         usage = self._usage(0) if self.continuous else b""
-        return self.head + b'{"role":"assistant","content":""}' + self.mid + usage + _END
+        return self.head + b'{"role":"assistant","content":""}' + self.role_mid + usage + _ROLE_END
 
     def tokens(self, start: int, end: int, parts: list[bytes]) -> None:
         """Append the chunks of tokens [start, end) to `parts`."""
@@ -182,10 +192,10 @@ class StreamRenderer:
         else:
             delta = b'""' if eos else tape.plain[i]
         usage = self._usage(k + 1) if self.continuous else b""
-        return self.head + delta + self.final_mid + usage + _END
+        return self.head + delta + self.final_mid + usage + self.final_end
 
     def usage_chunk(self, completion: int) -> bytes:
-        return self.prefix + b',"choices":[]' + self._usage(completion) + _END
+        return self.prefix + b',"choices":[]' + self._usage(completion) + _FINGERPRINT_END
 
     def bad_chunk(self) -> bytes:
         """An event whose JSON is cut short (injected fault)."""
@@ -215,7 +225,8 @@ def full_body(
     tape: Tape, out: Output, model: str, endpoint: str, reasoning_field: str, thinking: bool,
     details: bool = False,
 ) -> bytes:
-    """The non-streaming response body (`details`: as in `StreamRenderer`)."""
+    """The non-streaming response body, with the fields vLLM (0.32) writes (`details`: as in
+    `StreamRenderer`)."""
     reasoning, content = token_texts(tape, out, out.target_tokens)
     usage = {
         "prompt_tokens": out.prompt_tokens,
@@ -231,27 +242,22 @@ def full_body(
         message = {
             "role": "assistant",
             "content": content if has_content else None,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
             reasoning_field: reasoning if thinking else None,
-            "tool_calls": [],
         }
-        choice = {
-            "index": 0,
-            "message": message,
-            "logprobs": None,
-            "finish_reason": out.finish_reason,
-            "stop_reason": None,
-        }
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": out.finish_reason,
+                  "stop_reason": None, "token_ids": None, "routed_experts": None}
         obj = "chat.completion"
+        after = {"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None}
     else:
-        choice = {
-            "index": 0,
-            "text": content,
-            "logprobs": None,
-            "finish_reason": out.finish_reason,
-            "stop_reason": None,
-            "prompt_logprobs": None,
-        }
+        choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": out.finish_reason,
+                  "stop_reason": None, "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None,
+                  "routed_experts": None}
         obj = "text_completion"
+        after = {}
     return orjson.dumps(
         {
             "id": out.id,
@@ -259,6 +265,12 @@ def full_body(
             "created": out.created,
             "model": model,
             "choices": [choice],
+            "service_tier": None,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
             "usage": usage,
+            **after,
+            "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
         }
     )

@@ -225,6 +225,7 @@ class SimServer:
             req.continuous_usage,
             p.merge_reasoning,
             p.reports_reasoning_tokens,
+            req.include_usage,
         )
         resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
         try:
