@@ -1,5 +1,10 @@
-"""The simulator answers bad requests the way a real vLLM does: the same requests go to both, and
-the status and the error JSON's shape (`type`, `param`, `code`, the fields present) must agree.
+"""The simulator speaks as a real vLLM does: the same requests go to both and the answers must agree.
+
+- bad requests: status, the error JSON's `type`, `param`, `code` and fields, and the message
+  (numbers aside);
+- good requests: each stream event's and whole body's structure (keys in order, kinds of value);
+- /metrics: every vllm: family the simulator exposes has vLLM's type, label names and buckets,
+  and all that swarm/server_metrics.py reads is in both.
 
 The real vLLM is the session's `vllm_target` (vLLM's CPU build with the tiny model, or the server
 at $SWARM_TARGET_URL); the simulator is started with the same model name and context length.
@@ -12,12 +17,16 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support import sim_server
 from vllm_fixture import vllm_report_fixture, vllm_target_fixture  # noqa: F401  (fixtures)
+
+from swarm.server_metrics import COUNTERS, GAUGES, HISTOGRAMS, SUCCESS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -149,12 +158,14 @@ def events(url: str, path: str, body: dict) -> list:
 
 
 def good_requests(model: str) -> dict[str, tuple[str, dict]]:
-    chat = {"model": model, "messages": MSGS, "max_tokens": 4, "ignore_eos": True}
+    # greedy: sampling the tiny model's random weights may draw </think> or half a character,
+    # which would change the event kinds from one run to the next
+    chat = {"model": model, "messages": MSGS, "max_tokens": 4, "ignore_eos": True, "temperature": 0}
     off = {"chat_template_kwargs": {"enable_thinking": False}}
     on = {"chat_template_kwargs": {"enable_thinking": True}}
     usage = {"stream": True, "stream_options": {"include_usage": True}}
     running = {"stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-    comp = {"model": model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True}
+    comp = {"model": model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True, "temperature": 0}
     return {
         "chat stream, usage, thinking off": (CHAT, {**chat, **usage, **off}),
         "chat stream, running usage, thinking on": (CHAT, {**chat, **running, **on}),
@@ -182,10 +193,52 @@ def test_streams_have_vllms_fields(vllm_target, sim_like_target, vllm_report):
 @pytest.mark.parametrize("thinking", [True, False])
 def test_whole_bodies_have_vllms_fields(vllm_target, sim_like_target, thinking):
     sim, _ = sim_like_target
-    body = {"model": vllm_target.model, "messages": MSGS, "max_tokens": 4, "ignore_eos": True,
+    body = {"model": vllm_target.model, "messages": MSGS, "max_tokens": 4, "ignore_eos": True, "temperature": 0,
             "chat_template_kwargs": {"enable_thinking": thinking}}
-    comp = {"model": vllm_target.model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True}
+    comp = {"model": vllm_target.model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True, "temperature": 0}
     for path, b in ((CHAT, body), (COMPLETIONS, comp)):
         real, ours = ask(vllm_target.url, path, b), ask(sim.url, path, b)
         assert real.status == ours.status == 200
         assert shape(json.loads(ours.body)) == shape(json.loads(real.body)), (real.body[:900], ours.body[:900])
+
+
+# ---- /metrics: the simulator's vllm: families are vLLM's, with vLLM's types, labels and buckets
+
+def families(text: str) -> dict[str, tuple[str, frozenset, tuple]]:
+    """name -> (type, label names but `le`, histogram bucket bounds) for each vllm: family."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        if not fam.name.startswith("vllm:"):
+            continue
+        labels = frozenset(k for s in fam.samples for k in s.labels if k != "le")
+        bounds = tuple(sorted({float(s.labels["le"]) for s in fam.samples if s.name.endswith("_bucket")}))
+        out[fam.name] = (fam.type, labels, bounds)
+    return out
+
+
+def test_sim_metrics_are_vllms(vllm_target, sim_like_target, vllm_report):
+    sim, _ = sim_like_target
+    ask(sim.url, CHAT, {"model": vllm_target.model, "messages": MSGS, "max_tokens": 4})  # some samples
+    ask(vllm_target.url, CHAT, {"model": vllm_target.model, "messages": MSGS, "max_tokens": 4})
+    real = families(vllm_target.get("/metrics").decode())
+    with urllib.request.urlopen(sim.url + "/metrics", timeout=10) as r:
+        ours = families(r.read().decode())
+    assert ours, "the simulator exposes no vllm: family"
+    real = {k: v for k, v in real.items() if not k.endswith("_created")}  # (the parser's, per counter)
+    vllm_report.add(f"metrics conformance: the simulator exposes {len(ours)} of vLLM's {len(real)} vllm: families, "
+                    f"with vLLM's types, labels and buckets; not simulated: {', '.join(sorted(set(real) - set(ours)))}")
+
+    def same(name: str) -> bool:
+        if name.endswith("_info"):  # an info gauge's labels are the whole config: the simulator's are a part
+            return name in real and real[name][0] == ours[name][0] and ours[name][1] <= real[name][1]
+        return real.get(name) == ours[name]
+
+    wrong = [f"{name}: sim {ours[name]} / vLLM {real.get(name)}" for name in sorted(ours) if not same(name)]
+    assert not wrong, "\n".join(wrong)
+    # what the swarm reads (swarm/server_metrics.py: the preferred vLLM name of each figure) is in
+    # both; speculative decoding aside (neither runs it here)
+    read = [names[0].removesuffix("_total") for table in (GAUGES, COUNTERS, HISTOGRAMS)
+            for key, names in table.items() if not key.startswith("spec_")]
+    read.append(SUCCESS.removesuffix("_total"))
+    assert [n for n in read if n not in real] == [], "vLLM lacks what the swarm reads"
+    assert [n for n in read if n not in ours] == [], "the simulator lacks what the swarm reads"
