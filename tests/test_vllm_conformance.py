@@ -24,7 +24,6 @@ from urllib.parse import urlparse
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import sim_server
-from vllm_fixture import vllm_report_fixture, vllm_target_fixture  # noqa: F401  (fixtures)
 
 from swarm.server_metrics import COUNTERS, GAUGES, HISTOGRAMS, SUCCESS
 

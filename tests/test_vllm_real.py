@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from support import REPO, swarm_cmd
-from vllm_fixture import TARGET_ENV, RealTarget, vllm_report_fixture, vllm_target_fixture  # noqa: F401  (fixtures)
+from vllm_fixture import TARGET_ENV, RealTarget  # (the fixtures vllm_target, vllm_report: conftest.py)
 
 from swarm.server_metrics import Histogram, ServerSnapshot, parse_metrics, read_snapshots
 

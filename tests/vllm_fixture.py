@@ -11,8 +11,9 @@ real GPU one), skipping the install and the CPU start-up. That server must be ot
 during the tests (they reconcile the swarm's totals with its counter deltas), run with
 `--reasoning-parser qwen3` for the reasoning test, and accept `ignore_eos`.
 
-Import `vllm_target_fixture` and `vllm_report_fixture` into a test module to use them (as
-`vllm_target` / `vllm_report`). `vllm_report` collects the reconciled numbers; they are printed in pytest's terminal summary
+tests/conftest.py imports `vllm_target_fixture` and `vllm_report_fixture` (as `vllm_target` /
+`vllm_report`), so every module shares one vLLM and one report; a test module must not import
+them itself (it would get a session fixture of its own). `vllm_report` collects the reconciled numbers; they are printed in pytest's terminal summary
 (section "real vLLM reconciliation") whether the tests pass or fail.
 """
 
