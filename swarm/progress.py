@@ -1,7 +1,8 @@
 """Live progress line for `swarm run`, read from the master's own /metrics.
 
 Every `interval_s` it prints `stage n/N (U users) | elapsed/total | QPS | TTFT p99 | errors`,
-QPS and TTFT p99 over the last interval (bucket deltas, Prometheus' histogram_quantile rule).
+QPS and TTFT p99 over the last interval, from the master's histogram bucket deltas: the p99 is
+shown as the bucket that holds it ("80-100ms"), which is as much as buckets can say.
 The interval is a multiple of Locust's 3 s worker report interval, so each window holds the
 same number of reports and QPS does not swing with the report phase.
 It runs in a plain thread of the orchestrator; a scrape that fails is skipped, never fatal.
@@ -9,6 +10,7 @@ It runs in a plain thread of the orchestrator; a scrape that fails is skipped, n
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -18,8 +20,6 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
-
-from swarm.server_metrics import histogram_quantile
 
 
 @dataclass
@@ -49,14 +49,35 @@ def parse_master_metrics(text: str) -> MasterSample:
     return s
 
 
+def quantile_bucket(q: float, bounds: list[float], cumulative: list[float]) -> tuple[float, float] | None:
+    """The bucket (lower, upper bound) holding the q-quantile of a cumulative histogram: all that
+    buckets can say of it (histogram_quantile's interpolation inside it is a guess; the final
+    table's percentiles come from the exact-to-0.5% sketch). None without observations."""
+    if len(bounds) != len(cumulative) or not bounds or cumulative[-1] <= 0:
+        return None
+    rank = q * cumulative[-1]
+    for i, c in enumerate(cumulative):
+        if c >= rank:
+            return (bounds[i - 1] if i else 0.0), bounds[i]
+    return bounds[-1], math.inf
+
+
+def _ms_span(lo: float, hi: float) -> str:
+    if math.isinf(hi):
+        return f">{lo * 1000:.0f}ms"
+    if lo >= 1.0:
+        return f"{lo:g}-{hi:g}s"
+    return f"{lo * 1000:.0f}-{hi * 1000:.0f}ms" if hi < 1.0 else f"{lo * 1000:.0f}ms-{hi:g}s"
+
+
 def window_line(prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: float, total_s: float,
                 stages: int) -> str:
     """One progress line from two samples `dt` seconds apart (pure)."""
     qps = (cur.requests - prev.requests) / dt if dt > 0 else 0.0
     bounds = sorted(cur.ttft_buckets)
     deltas = [cur.ttft_buckets[b] - prev.ttft_buckets.get(b, 0.0) for b in bounds]
-    p99 = histogram_quantile(0.99, bounds, deltas) if bounds and deltas[-1] > 0 else None
-    ttft = "-" if p99 is None else f"{p99 * 1000:.0f}ms"
+    span = quantile_bucket(0.99, bounds, deltas) if bounds and deltas[-1] > 0 else None
+    ttft = "-" if span is None else _ms_span(*span)
     stage = f"stage {cur.stage + 1}/{stages} " if stages > 1 else ""
     return (f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
             f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}")
