@@ -211,6 +211,22 @@ def client_bound(rows: Sequence[StageRow], cpu: Iterable[Mapping[str, Any]]) -> 
     return out
 
 
+def client_bound_reported(rows: Sequence[StageRow], entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
+    """The same finding from summary.json's `client_bound` (the workers' own CPU reports, checked by
+    the plugin live: {"stage", "worker", "cpu_percent"}), for runs without client_cpu.jsonl (plain
+    `locust` rather than `swarm run`)."""
+    by_stage = {r.stage: r for r in rows}
+    out = []
+    for e in entries:
+        row = by_stage.get(int(e["stage"]))
+        where = row.label if row is not None else f"stage {int(e['stage']) + 1}"
+        out.append(Finding("client_bound", int(e["stage"]),
+                           f"At {where} {e['worker']} averaged {float(e['cpu_percent']):.0f}% CPU (its own reports): "
+                           f"the swarm itself is the bottleneck there — add --workers; this stage's "
+                           f"latencies are not trusted.", trusted=False))
+    return out
+
+
 def cpu_by_stage(rows: Sequence[StageRow], cpu: Iterable[Mapping[str, Any]]) -> dict[int, float]:
     """Highest per-worker mean CPU % in each stage window."""
     samples = list(cpu)
@@ -355,11 +371,13 @@ def client_vs_server(rows: Sequence[StageRow], server: Mapping[int, StageServerS
 def diagnose(rows: Sequence[StageRow], server: Mapping[int, StageServerStats] | None = None, *,
              source: str = "vllm", cpu: Iterable[Mapping[str, Any]] = (), slo_text: str | None = None,
              run_server: StageServerStats | None = None, client_total: Mapping[str, Any] | None = None,
-             client_last_end: float | None = None) -> list[Finding]:
-    """Every finding for a run, in reading order: trust, ceiling, cause, SLO, client vs server."""
+             client_last_end: float | None = None,
+             bound_reported: Iterable[Mapping[str, Any]] = ()) -> list[Finding]:
+    """Every finding for a run, in reading order: trust, ceiling, cause, SLO, client vs server.
+    `cpu`: worker CPU samples; without any, `bound_reported` (summary.json's `client_bound`)."""
     rows = sorted(rows, key=lambda r: r.stage)
     cpu = list(cpu)
-    findings = client_bound(rows, cpu)
+    findings = client_bound(rows, cpu) if cpu else client_bound_reported(rows, bound_reported)
     untrusted = {f.stage for f in findings if f.stage is not None}
     sat = saturation(rows, untrusted)
     if sat:

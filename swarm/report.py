@@ -208,7 +208,10 @@ def load_run(directory: Path) -> RunData:
     else:
         data.notes.append("no server metrics (server_metrics.jsonl): the target exposed no /metrics or none "
                           "were scraped; client-side numbers only")
-    if not data.cpu:
+    if not data.cpu and "workers" in summary:
+        data.notes.append("no worker CPU samples (client_cpu.jsonl): client saturation from the workers' own "
+                          "CPU reports in summary.json; no CPU column")
+    elif not data.cpu:
         data.notes.append("no worker CPU samples (client_cpu.jsonl): client saturation not checked")
     return data
 
@@ -217,7 +220,7 @@ def findings(data: RunData, slo: str | None = None) -> list[Finding]:
     return diagnose(data.rows, data.server, source=data.source, cpu=data.cpu,
                     slo_text=slo or slo_text(data.summary), run_server=data.run_server,
                     client_total=data.summary.get("total") or _records_total(data),
-                    client_last_end=_last_end(data))
+                    client_last_end=_last_end(data), bound_reported=data.summary.get("client_bound", ()))
 
 
 def _last_end(data: RunData) -> float | None:

@@ -100,6 +100,18 @@ def test_client_cpu_over_90_flags_the_stage_untrusted():
     assert not sat.trusted and "CPU-bound" in sat.text
 
 
+def test_without_cpu_samples_the_workers_own_reports_flag_the_stage():
+    r = rows(SHORT_QA)
+    reported = [{"stage": 5, "worker": "worker-1", "cpu_percent": 97.3}]
+    found = [f for f in diagnose(r, bound_reported=reported) if f.kind == "client_bound"]
+    assert [(f.stage, f.trusted) for f in found] == [(5, False)] and "97% CPU (its own reports)" in found[0].text
+    sat = [f for f in diagnose(r, bound_reported=reported) if f.kind == "saturation"]
+    assert sat and not sat[0].trusted
+    # samples, where there are some, decide: here nobody is busy
+    calm = [{"ts": 1000.0 + t, "worker": "worker-1", "cpu_percent": 40.0} for t in range(180)]
+    assert not [f for f in diagnose(r, cpu=calm, bound_reported=reported) if f.kind == "client_bound"]
+
+
 def test_slo_max_concurrency():
     r = rows(SHORT_QA)
     f = slo_max_concurrency(r, "ttft_p99<=800ms")

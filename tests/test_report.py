@@ -4,6 +4,7 @@ self-contained report.html with its plots, stages.csv and the diagnosis; robust 
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 from pathlib import Path
@@ -150,6 +151,25 @@ def test_without_server_metrics_cpu_or_users(tmp_path):
     assert len(images(text)) == 4  # no server timeline, no client-vs-server TTFT
     rows, estimated = stage_rows(json.loads((run / "summary.json").read_text()), pd.read_parquet(run / "requests.parquet"))
     assert estimated and all(r.users and r.start_s and r.end_s for r in rows)
+
+
+def test_a_plain_locust_run_takes_client_boundness_from_the_summary(tmp_path):
+    # no client_cpu.jsonl (plain `locust`, not `swarm run`): the plugin's live check in summary.json
+    run = make_run(tmp_path / "run", cpu=False)
+    s = json.loads((run / "summary.json").read_text())
+    s["client_bound"] = [{"stage": 5, "worker": "worker-1", "cpu_percent": 97.3}]
+    (run / "summary.json").write_text(json.dumps(s))
+    text = write_report(run).read_text()
+    [bound] = [f for f in json.loads((run / "diagnosis.json").read_text()) if f["kind"] == "client_bound"]
+    assert bound["stage"] == 5 and not bound["trusted"] and "worker-1 averaged 97% CPU" in bound["text"]
+    assert "256 users" in bound["text"] and "class=\"untrusted\"" in text
+    note = "client saturation from the workers' own CPU reports in summary.json"
+    assert any(note in n for n in load_run(run).notes) and html.escape(note) in text
+    del s["client_bound"]  # none bound: no finding, the same note
+    (run / "summary.json").write_text(json.dumps(s))
+    text = write_report(run).read_text()
+    assert "client_bound" not in (run / "diagnosis.json").read_text()
+    assert html.escape(note) in text
 
 
 def test_one_stage_only_and_no_records(tmp_path):
