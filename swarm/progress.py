@@ -21,6 +21,8 @@ from typing import TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from swarm.server_metrics import quantile_bucket
+
 
 @dataclass
 class MasterSample:
@@ -49,19 +51,6 @@ def parse_master_metrics(text: str) -> MasterSample:
     return s
 
 
-def quantile_bucket(q: float, bounds: list[float], cumulative: list[float]) -> tuple[float, float] | None:
-    """The bucket (lower, upper bound) holding the q-quantile of a cumulative histogram: all that
-    buckets can say of it (histogram_quantile's interpolation inside it is a guess; the final
-    table's percentiles come from the exact-to-0.5% sketch). None without observations."""
-    if len(bounds) != len(cumulative) or not bounds or cumulative[-1] <= 0:
-        return None
-    rank = q * cumulative[-1]
-    for i, c in enumerate(cumulative):
-        if c >= rank:
-            return (bounds[i - 1] if i else 0.0), bounds[i]
-    return bounds[-1], math.inf
-
-
 def _ms_span(lo: float, hi: float) -> str:
     if math.isinf(hi):
         return f">{lo * 1000:.0f}ms"
@@ -76,7 +65,7 @@ def window_line(prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: flo
     qps = (cur.requests - prev.requests) / dt if dt > 0 else 0.0
     bounds = sorted(cur.ttft_buckets)
     deltas = [cur.ttft_buckets[b] - prev.ttft_buckets.get(b, 0.0) for b in bounds]
-    span = quantile_bucket(0.99, bounds, deltas) if bounds and deltas[-1] > 0 else None
+    span = quantile_bucket(0.99, bounds, deltas)
     ttft = "-" if span is None else _ms_span(*span)
     stage = f"stage {cur.stage + 1}/{stages} " if stages > 1 else ""
     return (f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "

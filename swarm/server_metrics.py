@@ -135,6 +135,17 @@ def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float
     return start + (end - start) * (rank / count)
 
 
+def quantile_bucket(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> tuple[float, float] | None:
+    """The bucket (lower, upper bound) holding the q-quantile (0 <= q <= 1) of a cumulative
+    histogram: all that buckets can say of it (`histogram_quantile` interpolates inside it, a
+    guess). None without observations."""
+    if len(bounds) != len(cumulative) or not bounds or cumulative[-1] <= 0:
+        return None
+    rank = q * cumulative[-1]
+    i = next(i for i, c in enumerate(cumulative) if c >= rank)
+    return (bounds[i - 1] if i else 0.0), bounds[i]
+
+
 def bucket_width(bounds: Sequence[float], value: float | None) -> float | None:
     """Width of the bucket `value` falls in: how finely a histogram percentile can resolve it."""
     if value is None:

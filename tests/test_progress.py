@@ -6,8 +6,9 @@ import math
 
 from swarm.aggregate import BUCKETS, Aggregate
 from swarm.exporter import ExportState, render
-from swarm.progress import MasterSample, parse_master_metrics, quantile_bucket, window_line
+from swarm.progress import MasterSample, parse_master_metrics, window_line
 from swarm.records import Outcome, RequestRecord
+from swarm.server_metrics import quantile_bucket
 
 INF = math.inf
 

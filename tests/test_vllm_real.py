@@ -25,7 +25,7 @@ import pytest
 from support import REPO, swarm_cmd
 from vllm_fixture import TARGET_ENV, RealTarget  # (the fixtures vllm_target, vllm_report: conftest.py)
 
-from swarm.server_metrics import Histogram, ServerSnapshot, parse_metrics, read_snapshots
+from swarm.server_metrics import Histogram, ServerSnapshot, parse_metrics, quantile_bucket, read_snapshots
 
 DATA = Path(__file__).resolve().parent / "data"
 MODEL_DIR = REPO / "swarm" / "models" / "tiny-qwen2"
@@ -181,15 +181,6 @@ def assert_reconciled(run: SwarmRun, max_tokens: int | None = MAX_TOKENS) -> dic
     return {"requests": n, "prompt": total["prompt_tokens"], "output": total["output_tokens"]}
 
 
-def bucket_edges(h: Histogram, q: float) -> tuple[float, float]:
-    """The histogram bucket holding rank q*count (the one histogram_quantile interpolates in)."""
-    rank = q * h.counts[-1]
-    for i, c in enumerate(h.counts):
-        if c >= rank:
-            return (h.bounds[i - 1] if i else 0.0), h.bounds[i]
-    return h.bounds[-2], h.bounds[-1]
-
-
 def check_ttft(run: SwarmRun, label: str, report) -> None:
     """Client TTFT >= server TTFT, as far as the server's histogram can say.
 
@@ -208,7 +199,7 @@ def check_ttft(run: SwarmRun, label: str, report) -> None:
     lines = []
     for q in (0.5, 0.9, 0.99):
         c = float(np.percentile(client, q * 100, method="inverted_cdf"))
-        lo, hi = bucket_edges(h, q)
+        lo, hi = quantile_bucket(q, h.bounds, h.counts)
         est = h.quantile(q)
         assert c >= lo, f"{label}: client TTFT p{q * 100:g} {c * 1000:.1f} ms < server bucket [{lo}, {hi}] s"
         lines.append(f"p{q * 100:g} client {c * 1000:.1f} ms / server {est * 1000:.1f} ms (bucket {lo * 1000:g}-"
