@@ -204,11 +204,14 @@ def client_bound(rows: Sequence[StageRow], cpu: Iterable[Mapping[str, Any]]) -> 
             continue
         worst = max(means, key=means.__getitem__)
         if means[worst] > CLIENT_CPU_MAX:
-            out.append(Finding("client_bound", r.stage,
-                               f"At {r.label} {worst} averaged {means[worst]:.0f}% CPU (max {max(per[worst]):.0f}%): "
-                               f"the swarm itself is the bottleneck there — add --workers; this stage's "
-                               f"latencies are not trusted.", trusted=False))
+            out.append(_bound(r.stage, f"At {r.label} {worst} averaged {means[worst]:.0f}% CPU "
+                                       f"(max {max(per[worst]):.0f}%)"))
     return out
+
+
+def _bound(stage: int, what: str) -> Finding:
+    return Finding("client_bound", stage, f"{what}: the swarm itself is the bottleneck there — add --workers; "
+                                          f"this stage's latencies are not trusted.", trusted=False)
 
 
 def client_bound_reported(rows: Sequence[StageRow], entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
@@ -218,12 +221,10 @@ def client_bound_reported(rows: Sequence[StageRow], entries: Iterable[Mapping[st
     by_stage = {r.stage: r for r in rows}
     out = []
     for e in entries:
-        row = by_stage.get(int(e["stage"]))
-        where = row.label if row is not None else f"stage {int(e['stage']) + 1}"
-        out.append(Finding("client_bound", int(e["stage"]),
-                           f"At {where} {e['worker']} averaged {float(e['cpu_percent']):.0f}% CPU (its own reports): "
-                           f"the swarm itself is the bottleneck there — add --workers; this stage's "
-                           f"latencies are not trusted.", trusted=False))
+        stage = int(e["stage"])
+        where = by_stage[stage].label if stage in by_stage else f"stage {stage + 1}"
+        out.append(_bound(stage, f"At {where} {e['worker']} averaged {float(e['cpu_percent']):.0f}% CPU "
+                                 f"(its own reports)"))
     return out
 
 
