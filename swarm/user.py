@@ -310,8 +310,6 @@ class _Clock:
         """
         if _Clock._arrival is None:
             _Clock._arrival = _probe_arrival_stamps()
-            if not _Clock._arrival:
-                log.info("this kernel does not stamp TCP bytes on arrival: chunk times are read times")
         return _Clock._arrival
 
     def recv(self, sock: Any) -> tuple[bytes, float]:
@@ -354,8 +352,11 @@ def _probe_arrival_stamps() -> bool:
             _stamp_holder = holder
         for _ in range(PROBE_TRIES):
             lag = _stamp_lag(PROBE_GAP_S)
-            if lag is not None:
-                return lag >= PROBE_GAP_S / 2
+            if lag is None:
+                continue
+            if lag < PROBE_GAP_S / 2:
+                log.info("this kernel stamps TCP bytes when they are read: chunk times are read times")
+            return lag >= PROBE_GAP_S / 2
         log.info("this kernel gives no receive timestamps: chunk times are read times")
         return False
     except OSError as e:
