@@ -98,14 +98,16 @@ class Proc:
 
 
 @contextlib.contextmanager
-def started(name: str, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None,
-            cwd: Path = REPO) -> Iterator[Proc]:
+def started(
+    name: str, cmd: Sequence[str], log: Path, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> Iterator[Proc]:
     """`cmd` in its own process group (taskset execs the program: same pid); stopped on exit."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("OPENAI_API_KEY", None)
     with open(log, "wb") as out:
-        p = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            list(cmd), stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd, start_new_session=True
+        )
     proc = Proc(name, p, log)
     try:
         yield proc
@@ -208,7 +210,26 @@ def write_prompts(path: Path, n: int = 2000, tokens: int = PROMPT_TOKENS) -> Pat
     prompt tokens as the simulator counts them (template included), max_tokens OUTPUT_TOKENS."""
     from swarm.tokens import count_chat_tokens
 
-    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "load", "test", "swarm", "measure", "token", "latency", "stream", "chunk", "server", "client"]
+    words = [
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "lazy",
+        "dog",
+        "load",
+        "test",
+        "swarm",
+        "measure",
+        "token",
+        "latency",
+        "stream",
+        "chunk",
+        "server",
+        "client",
+    ]
     rng = random.Random(9)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
@@ -232,10 +253,25 @@ def write_prompts(path: Path, n: int = 2000, tokens: int = PROMPT_TOKENS) -> Pat
 
 
 @contextlib.contextmanager
-def simulator(out: Path, core: int | None, trace: bool = True, name: str = "sim") -> Iterator[tuple[str, Proc]]:
+def simulator(
+    out: Path, core: int | None, trace: bool = True, name: str = "sim"
+) -> Iterator[tuple[str, Proc]]:
     port = free_port()
-    cmd = [*pin(core), sys.executable, "-m", "swarm", "sim", "--profile", "instant", "--host", "127.0.0.1",
-           "--port", str(port), "--model", SIM_MODEL]
+    cmd = [
+        *pin(core),
+        sys.executable,
+        "-m",
+        "swarm",
+        "sim",
+        "--profile",
+        "instant",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model",
+        SIM_MODEL,
+    ]
     if trace:
         cmd += ["--trace", str(out / f"{name}-trace.jsonl")]
     with started(name, cmd, out / f"{name}.log") as proc:
@@ -272,9 +308,21 @@ class SwarmRun:
         return str((self.code or REPO) / "swarm" / "locustfile.py")
 
     def _common(self) -> list[str]:
-        return ["--host", self.host, "--workload", "custom", "--prompt-file", str(self.prompts.resolve()),
-                "--max-tokens", str(OUTPUT_TOKENS), "--ignore-eos", "--swarm-out", str(self.out.resolve()),
-                "--run-id", self.out.name]
+        return [
+            "--host",
+            self.host,
+            "--workload",
+            "custom",
+            "--prompt-file",
+            str(self.prompts.resolve()),
+            "--max-tokens",
+            str(OUTPUT_TOKENS),
+            "--ignore-eos",
+            "--swarm-out",
+            str(self.out.resolve()),
+            "--run-id",
+            self.out.name,
+        ]
 
     def expected_s(self) -> float:
         stages = len(self.sweep) or len(self.rates)
@@ -284,11 +332,32 @@ class SwarmRun:
     def start(self, sampler: Sampler) -> Iterator[tuple[Proc, list[Proc]]]:
         self.out.mkdir(parents=True, exist_ok=True)
         port = free_port()
-        cmd = [*pin(self.master_core), sys.executable, "-m", "locust", "-f", self._locustfile(), "--master",
-               "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-               "--expect-workers", str(self.workers), "--expect-workers-max-wait", "30",
-               "-u", str(max(self.users, max(self.sweep, default=0))), "-r", "10000", "--stop-timeout", "10s",
-               "--only-summary", *self._common()]
+        cmd = [
+            *pin(self.master_core),
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            self._locustfile(),
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            str(self.workers),
+            "--expect-workers-max-wait",
+            "30",
+            "-u",
+            str(max(self.users, max(self.sweep, default=0))),
+            "-r",
+            "10000",
+            "--stop-timeout",
+            "10s",
+            "--only-summary",
+            *self._common(),
+        ]
         if self.sweep:
             cmd += ["--sweep", ",".join(map(str, self.sweep))]
         elif self.rates:
@@ -298,14 +367,29 @@ class SwarmRun:
         else:
             cmd += ["-t", f"{self.run_time_s:g}s"]
         with contextlib.ExitStack() as stack:
-            master = stack.enter_context(started("master", cmd, self.out / "master.log", self._env(), self._cwd()))
+            master = stack.enter_context(
+                started("master", cmd, self.out / "master.log", self._env(), self._cwd())
+            )
             workers = []
             for i in range(self.workers):
                 core = self.worker_cores[i] if i < len(self.worker_cores) else None
-                wcmd = [*pin(core), sys.executable, "-m", "locust", "-f", self._locustfile(), "--worker",
-                        "--master-host", "127.0.0.1", "--master-port", str(port), *self._common()]
-                w = stack.enter_context(started(f"worker-{i}", wcmd, self.out / f"worker-{i}.log", self._env(),
-                                                self._cwd()))
+                wcmd = [
+                    *pin(core),
+                    sys.executable,
+                    "-m",
+                    "locust",
+                    "-f",
+                    self._locustfile(),
+                    "--worker",
+                    "--master-host",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                    *self._common(),
+                ]
+                w = stack.enter_context(
+                    started(f"worker-{i}", wcmd, self.out / f"worker-{i}.log", self._env(), self._cwd())
+                )
                 sampler.watch(w.name, w.pid)
                 workers.append(w)
             sampler.watch("master", master.pid)

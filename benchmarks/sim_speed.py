@@ -150,9 +150,11 @@ def main() -> int:
     )
     if len(rss) > 120:  # a long run: the curve, a sample a minute, and the growth over its second half
         per_min = [f"{r / 2**20:.1f}" for r in rss[::60]]
-        half = rss[len(rss) // 2:]
-        print(f"RSS each minute (MiB): {' '.join(per_min)}; second half: {min(half) / 2**20:.1f}-"
-              f"{max(half) / 2**20:.1f} MiB, end - halfway {(rss_end - half[0]) / 2**20:+.1f} MiB")
+        half = rss[len(rss) // 2 :]
+        print(
+            f"RSS each minute (MiB): {' '.join(per_min)}; second half: {min(half) / 2**20:.1f}-"
+            f"{max(half) / 2**20:.1f} MiB, end - halfway {(rss_end - half[0]) / 2**20:+.1f} MiB"
+        )
     return 0
 
 

@@ -28,7 +28,9 @@ import sys
 import time
 from typing import Any
 
-_slot: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("bench_request_slot", default=None)
+_slot: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "bench_request_slot", default=None
+)
 
 
 def _capture_ids(captured: list[tuple[float, str | None]]) -> None:
@@ -95,8 +97,14 @@ def main() -> int:
         offset_after = time.time() - time.perf_counter()
         if run.get("ids"):
             with open(run["ids"], "w") as f:
-                json.dump({"offset": (offset_before + offset_after) / 2, "offset_drift": offset_after - offset_before,
-                           "requests": captured}, f)
+                json.dump(
+                    {
+                        "offset": (offset_before + offset_after) / 2,
+                        "offset_drift": offset_after - offset_before,
+                        "requests": captured,
+                    },
+                    f,
+                )
         print(f"vllm_bench_client: run {i + 1}/{len(runs)} done", flush=True)
     return 0
 

@@ -82,8 +82,13 @@ def build_tokenizer():
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(vocab_size=len(alphabet) + MERGES, min_frequency=2, show_progress=False,
-                                  initial_alphabet=alphabet, special_tokens=[])
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(alphabet) + MERGES,
+        min_frequency=2,
+        show_progress=False,
+        initial_alphabet=alphabet,
+        special_tokens=[],
+    )
     tok.train_from_iterator(corpus(), trainer=trainer)
     tok.add_special_tokens(SPECIAL)
     tok.add_tokens(THINK)
@@ -98,8 +103,17 @@ def main(argv: list[str]) -> int:
     ids = {t: tok.token_to_id(t) for t in SPECIAL + THINK}
     tok.save(str(out / "tokenizer.json"), pretty=False)
 
-    added = {str(ids[t]): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
-                           "single_word": False, "special": t in SPECIAL} for t in SPECIAL + THINK}
+    added = {
+        str(ids[t]): {
+            "content": t,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": t in SPECIAL,
+        }
+        for t in SPECIAL + THINK
+    }
     tokenizer_config = {
         "add_bos_token": False,
         "add_prefix_space": False,
@@ -147,10 +161,14 @@ def main(argv: list[str]) -> int:
         "pad_token_id": ids["<|endoftext|>"],
         "temperature": 0.0,
     }
-    for name, obj in (("tokenizer_config.json", tokenizer_config), ("config.json", config),
-                      ("generation_config.json", generation_config)):
-        (out / name).write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
-                                encoding="utf-8")
+    for name, obj in (
+        ("tokenizer_config.json", tokenizer_config),
+        ("config.json", config),
+        ("generation_config.json", generation_config),
+    ):
+        (out / name).write_text(
+            json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     print(f"{out}: vocab {vocab_size} ({MERGES} merges), special ids {ids}")
     return 0
 

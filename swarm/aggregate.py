@@ -45,22 +45,87 @@ from swarm.records import OUTCOMES, Outcome, RequestRecord
 
 WIRE_VERSION = 1
 REL_ACCURACY = 0.005  # half the 1% the issue allows: room for float noise at bucket edges
-FLUSH_AT = 8192  # pending values per latency before a bulk insert (~0.3 ms a flush: a short pause of the loop)
+FLUSH_AT = (
+    8192  # pending values per latency before a bulk insert (~0.3 ms a flush: a short pause of the loop)
+)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
 LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")
 
 # vLLM 0.33 default histogram buckets (seconds), from its metrics code.
-VLLM_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                     7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-VLLM_ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                    10.0, 20.0, 40.0, 80.0)
-VLLM_E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-                    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+VLLM_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+VLLM_ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+VLLM_E2E_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 # Finer steps where per-token latencies live (a 5090 streams a token every ~12-20 ms).
 EXTRA_BUCKETS = (0.0025, 0.0075, 0.0125, 0.015, 0.0175, 0.03, 0.035, 0.045, 0.6, 0.7, 0.9, 3.0, 4.0)
-BUCKETS: tuple[float, ...] = tuple(sorted({*VLLM_TTFT_BUCKETS, *VLLM_ITL_BUCKETS, *VLLM_E2E_BUCKETS,
-                                           *EXTRA_BUCKETS}))
+BUCKETS: tuple[float, ...] = tuple(
+    sorted({*VLLM_TTFT_BUCKETS, *VLLM_ITL_BUCKETS, *VLLM_E2E_BUCKETS, *EXTRA_BUCKETS})
+)
 _BUCKET_ARRAY = np.asarray(BUCKETS, dtype=np.float64)
 _MAPPING = LogarithmicMapping(REL_ACCURACY)
 _MULTIPLIER = 1.0 / math.log2(_MAPPING.gamma)  # LogarithmicMapping.key(v) = ceil(log2(v) * this)
@@ -196,11 +261,19 @@ class LatencyStats:
         store = self._store
         if store.count:
             lo, hi = store.min_key - store.offset, store.max_key - store.offset
-            k0, bins = store.min_key, [int(b) for b in store.bins[lo:hi + 1]]
+            k0, bins = store.min_key, [int(b) for b in store.bins[lo : hi + 1]]
         else:
             k0, bins = 0, []
-        return {"n": self._count, "sum": self._sum, "min": self._min, "max": self._max, "zero": self._zero_count,
-                "k0": k0, "bins": bins, "le": list(self._buckets)}
+        return {
+            "n": self._count,
+            "sum": self._sum,
+            "min": self._min,
+            "max": self._max,
+            "zero": self._zero_count,
+            "k0": k0,
+            "bins": bins,
+            "le": list(self._buckets),
+        }
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> LatencyStats:
@@ -220,9 +293,23 @@ class LatencyStats:
 class Cell:
     """Everything measured for one (workload, stage): exact counters and five latencies."""
 
-    __slots__ = ("errors", "first_connect_error_s", "first_start_s", "last_connect_error_s", "last_end_s",
-                 "last_response_s", "latencies", "outcomes", "output_tokens", "prompt_tokens", "reasoning_tokens",
-                 "requests", "stage", "warmup_requests", "workload")
+    __slots__ = (
+        "errors",
+        "first_connect_error_s",
+        "first_start_s",
+        "last_connect_error_s",
+        "last_end_s",
+        "last_response_s",
+        "latencies",
+        "outcomes",
+        "output_tokens",
+        "prompt_tokens",
+        "reasoning_tokens",
+        "requests",
+        "stage",
+        "warmup_requests",
+        "workload",
+    )
 
     def __init__(self, workload: str, stage: int = 0) -> None:
         self.workload = workload
@@ -319,15 +406,18 @@ class Cell:
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.reasoning_tokens += other.reasoning_tokens
-        if other.first_start_s is not None and (self.first_start_s is None or other.first_start_s < self.first_start_s):
+        if other.first_start_s is not None and (
+            self.first_start_s is None or other.first_start_s < self.first_start_s
+        ):
             self.first_start_s = other.first_start_s
         if other.last_end_s is not None and (self.last_end_s is None or other.last_end_s > self.last_end_s):
             self.last_end_s = other.last_end_s
         for outcome, msgs in other.errors.items():
             for message, n in msgs.items():
                 self._count_error(outcome, message, n)
-        if other.last_response_s is not None and (self.last_response_s is None
-                                                  or other.last_response_s > self.last_response_s):
+        if other.last_response_s is not None and (
+            self.last_response_s is None or other.last_response_s > self.last_response_s
+        ):
             self.last_response_s = other.last_response_s
         self._connect_errors(other.first_connect_error_s, other.last_connect_error_s)
         for name, stats in other.latencies.items():
@@ -337,12 +427,19 @@ class Cell:
         for s in self.latencies.values():
             s.flush()
         return {
-            "workload": self.workload, "stage": self.stage, "requests": self.requests,
-            "warmup": self.warmup_requests, "outcomes": {k: n for k, n in self.outcomes.items() if n},
-            "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
-            "reasoning_tokens": self.reasoning_tokens, "first_start_s": self.first_start_s,
-            "last_end_s": self.last_end_s, "errors": {k: dict(v) for k, v in self.errors.items()},
-            "last_response_s": self.last_response_s, "first_connect_error_s": self.first_connect_error_s,
+            "workload": self.workload,
+            "stage": self.stage,
+            "requests": self.requests,
+            "warmup": self.warmup_requests,
+            "outcomes": {k: n for k, n in self.outcomes.items() if n},
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "first_start_s": self.first_start_s,
+            "last_end_s": self.last_end_s,
+            "errors": {k: dict(v) for k, v in self.errors.items()},
+            "last_response_s": self.last_response_s,
+            "first_connect_error_s": self.first_connect_error_s,
             "last_connect_error_s": self.last_connect_error_s,
             "lat": {name: s.to_wire() for name, s in self.latencies.items() if s.count},
         }
@@ -420,8 +517,10 @@ class Aggregate:
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> Aggregate:
         if d.get("v") != WIRE_VERSION or d.get("rel_acc") != REL_ACCURACY:
-            raise ValueError(f"aggregate wire format v{d.get('v')} rel_acc {d.get('rel_acc')} does not match "
-                             f"v{WIRE_VERSION} rel_acc {REL_ACCURACY} (mixed swarm versions?)")
+            raise ValueError(
+                f"aggregate wire format v{d.get('v')} rel_acc {d.get('rel_acc')} does not match "
+                f"v{WIRE_VERSION} rel_acc {REL_ACCURACY} (mixed swarm versions?)"
+            )
         agg = cls()
         for cd in d["cells"]:
             agg.cell(str(cd["workload"]), int(cd["stage"])).merge(Cell.from_wire(cd))

@@ -18,11 +18,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("swarm.sim.cli", "run the simulated vLLM server (OpenAI-compatible, vLLM metrics)"),
     "run": ("swarm.run", "distributed run on this machine: (simulator,) Locust master and N workers"),
     "report": ("swarm.report", "render DIR/report.html (plots, stage table, diagnosis) from a run's files"),
-    "compare": ("swarm.compare", "stage-by-stage deltas of two runs (table + HTML), e.g. before/after a tuning"),
+    "compare": (
+        "swarm.compare",
+        "stage-by-stage deltas of two runs (table + HTML), e.g. before/after a tuning",
+    ),
     "demo": ("swarm.demo", "the README's demo: master + 2 workers against the embedded simulated vLLM"),
-    "dashboards": ("swarm.dashboards_cli", "build the Grafana dashboards (dashboards as code) into checked-in JSON"),
+    "dashboards": (
+        "swarm.dashboards_cli",
+        "build the Grafana dashboards (dashboards as code) into checked-in JSON",
+    ),
     "grafana": ("swarm.grafana", "Grafana API: push the datasource and dashboards to an existing Grafana"),
-    "target": ("swarm.target", "start a real vLLM (CPU build, tiny random-weight model) on 127.0.0.1 to try the swarm on"),
+    "target": (
+        "swarm.target",
+        "start a real vLLM (CPU build, tiny random-weight model) on 127.0.0.1 to try the swarm on",
+    ),
 }
 
 

@@ -36,16 +36,25 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
 
 def _values(data: RunData) -> dict[Any, dict[str, Any]]:
     """key (users, or ("stage", i)) -> metric values."""
-    by_users = all(r.users is not None for r in data.rows) and len({r.users for r in data.rows}) == len(data.rows)
+    by_users = all(r.users is not None for r in data.rows) and len({r.users for r in data.rows}) == len(
+        data.rows
+    )
     out = {}
     for r in data.rows:
         s = data.server.get(r.stage)
         out[r.users if by_users else ("stage", r.stage)] = {
-            "stage": r.stage, "qps": r.qps, "output_tok_s": r.output_tok_s, "ttft_p50": r.ttft_p50,
-            "ttft_p99": r.ttft_p99, "e2e_p99": r.e2e_p99, "tpot_p50": r.tpot_p50,
+            "stage": r.stage,
+            "qps": r.qps,
+            "output_tok_s": r.output_tok_s,
+            "ttft_p50": r.ttft_p50,
+            "ttft_p99": r.ttft_p99,
+            "e2e_p99": r.e2e_p99,
+            "tpot_p50": r.tpot_p50,
             "error_rate": r.failures / r.requests if r.requests else None,
-            "srv_running_mean": s.running_mean if s else None, "srv_waiting_mean": s.waiting_mean if s else None,
-            "srv_kv_max": s.kv_max if s else None, "srv_preemptions": s.preemptions if s else None,
+            "srv_running_mean": s.running_mean if s else None,
+            "srv_waiting_mean": s.waiting_mean if s else None,
+            "srv_kv_max": s.kv_max if s else None,
+            "srv_preemptions": s.preemptions if s else None,
         }
     return out
 
@@ -93,25 +102,38 @@ def _delta(v: Any) -> str:
 def render_text(table: Any, a: RunData, b: RunData) -> str:
     key = table.columns[0]
     cols = [m for m in METRICS if table[f"{m[0]}_a"].notna().any() or table[f"{m[0]}_b"].notna().any()]
-    header = [key] + [f"{title}{' ' + unit if unit and unit != '%' else ''} A -> B" for _, title, unit, _ in cols]
+    header = [key] + [
+        f"{title}{' ' + unit if unit and unit != '%' else ''} A -> B" for _, title, unit, _ in cols
+    ]
     rows = []
     for i, r in table.iterrows():
         cells = [str(table[key].tolist()[i])]
         for col, _, unit, _ in cols:
-            cells.append(f"{_cell(r[f'{col}_a'], unit)} -> {_cell(r[f'{col}_b'], unit)} {_delta(r[f'{col}_delta'])}".strip())
+            cells.append(
+                f"{_cell(r[f'{col}_a'], unit)} -> {_cell(r[f'{col}_b'], unit)} {_delta(r[f'{col}_delta'])}".strip()
+            )
         rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = [f"A = {a.name} ({a.directory}), B = {b.name} ({b.directory})",
-             "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
+    lines = [
+        f"A = {a.name} ({a.directory}), B = {b.name} ({b.directory})",
+        "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(lines)
 
 
 def headline(fa: Sequence[Finding], fb: Sequence[Finding]) -> list[str]:
     """The ceiling and bottleneck of each run, side by side."""
-    kinds = ("saturation", "no_saturation", "max_num_seqs_cap", "kv_bound", "compute_bound", "client_bound",
-             "slo_max_concurrency")
+    kinds = (
+        "saturation",
+        "no_saturation",
+        "max_num_seqs_cap",
+        "kv_bound",
+        "compute_bound",
+        "client_bound",
+        "slo_max_concurrency",
+    )
     out = []
     for label, fs in (("A", fa), ("B", fb)):
         for f in fs:
@@ -147,9 +169,13 @@ def _plots(table: Any, a: RunData, b: RunData) -> dict[str, bytes]:
 def render_html(table: Any, a: RunData, b: RunData, lines: Sequence[str], pngs: dict[str, bytes]) -> str:
     key = table.columns[0]
     cols = [m for m in METRICS if table[f"{m[0]}_a"].notna().any() or table[f"{m[0]}_b"].notna().any()]
-    head = f"<tr><th rowspan=2>{key}</th>" + "".join(
-        f"<th colspan=3>{html.escape(t)}{' (' + u + ')' if u else ''}</th>" for _, t, u, _ in cols) + "</tr><tr>" + \
-        "".join("<th>A</th><th>B</th><th>&Delta;</th>" for _ in cols) + "</tr>"
+    head = (
+        f"<tr><th rowspan=2>{key}</th>"
+        + "".join(f"<th colspan=3>{html.escape(t)}{' (' + u + ')' if u else ''}</th>" for _, t, u, _ in cols)
+        + "</tr><tr>"
+        + "".join("<th>A</th><th>B</th><th>&Delta;</th>" for _ in cols)
+        + "</tr>"
+    )
     body = []
     for i, r in table.iterrows():
         cells = [f"<td>{html.escape(str(table[key].tolist()[i]))}</td>"]
@@ -159,11 +185,15 @@ def render_html(table: Any, a: RunData, b: RunData, lines: Sequence[str], pngs: 
             if d is not None and d == d and abs(d) >= 0.02:
                 color = "#dff5df" if (d > 0) == higher else "#fbe0e0"
             style = f" style='background:{color}'" if color else ""
-            cells.append(f"<td>{_cell(r[f'{col}_a'], unit)}</td><td>{_cell(r[f'{col}_b'], unit)}</td>"
-                         f"<td{style}>{_delta(d)}</td>")
+            cells.append(
+                f"<td>{_cell(r[f'{col}_a'], unit)}</td><td>{_cell(r[f'{col}_b'], unit)}</td>"
+                f"<td{style}>{_delta(d)}</td>"
+            )
         body.append("<tr>" + "".join(cells) + "</tr>")
-    imgs = "".join(f"<figure><img alt='{n}' src='data:image/png;base64,{base64.b64encode(p).decode()}'></figure>"
-                   for n, p in pngs.items())
+    imgs = "".join(
+        f"<figure><img alt='{n}' src='data:image/png;base64,{base64.b64encode(p).decode()}'></figure>"
+        for n, p in pngs.items()
+    )
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>swarm compare: {html.escape(a.name)} vs {html.escape(b.name)}</title>
@@ -190,7 +220,9 @@ def main(args: argparse.Namespace) -> int:
 
     runs = []
     for d in (Path(args.a), Path(args.b)):
-        if not d.is_dir() or not any((d / n).exists() for n in ("summary.json", "requests.parquet", "records")):
+        if not d.is_dir() or not any(
+            (d / n).exists() for n in ("summary.json", "requests.parquet", "records")
+        ):
             raise UsageError(f"{d} is not a run directory (no summary.json, requests.parquet or records/)")
         runs.append(load_run(d))
     a, b = runs

@@ -322,8 +322,11 @@ def llm_load_test() -> gdash.Dashboard:
         ("swarm_itl_seconds", "ITL", "Inter-token latency: gaps between token-carrying chunks."),
         ("swarm_tpot_seconds", "TPOT", "Time per output token: (E2E - TTFT) / (output tokens - 1)."),
         ("swarm_e2e_seconds", "E2E", "End-to-end request latency until [DONE]."),
-        ("swarm_send_lag_seconds", "Send lag",
-         "Open loop (--rate): how late requests left relative to their arrival schedule; client-side queueing."),
+        (
+            "swarm_send_lag_seconds",
+            "Send lag",
+            "Open loop (--rate): how late requests left relative to their arrival schedule; client-side queueing.",
+        ),
     ]:
         lay.timeseries(
             f"{title} p50 / p95 / p99",

@@ -11,8 +11,15 @@ import argparse
 
 from swarm import run
 
-DEFAULTS = {"workload": "mixed", "workers": 2, "users": 48, "spawn_rate": 24.0, "run_time": "40s",
-            "out": "runs/demo", "sim_profile": run.DEFAULT_SIM_PROFILE}
+DEFAULTS = {
+    "workload": "mixed",
+    "workers": 2,
+    "users": 48,
+    "spawn_rate": 24.0,
+    "run_time": "40s",
+    "out": "runs/demo",
+    "sim_profile": run.DEFAULT_SIM_PROFILE,
+}
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -195,8 +195,13 @@ class StreamTally:
             except (KeyError, TypeError, IndexError):
                 pass
             else:
-                if (delta.__class__ is dict and len(delta) == 1 and delta.get("content") is not None
-                        and usage.__class__ is dict and choice.get("finish_reason") is None):
+                if (
+                    delta.__class__ is dict
+                    and len(delta) == 1
+                    and delta.get("content") is not None
+                    and usage.__class__ is dict
+                    and choice.get("finish_reason") is None
+                ):
                     self.usage = usage
                     ct = usage.get("completion_tokens") or 0
                     if ct > self._ct:
@@ -382,6 +387,8 @@ class StreamTally:
         else:
             record.output_tokens = self._ct
             record.tokens_from_usage = False
-        record.reasoning_tokens = reasoning_from_usage if reasoning_from_usage is not None else self.n_reasoning
+        record.reasoning_tokens = (
+            reasoning_from_usage if reasoning_from_usage is not None else self.n_reasoning
+        )
         if record.ttft_s is not None and record.output_tokens > 1:
             record.tpot_s = (record.e2e_s - record.ttft_s) / (record.output_tokens - 1)

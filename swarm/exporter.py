@@ -71,15 +71,20 @@ class SwarmCollector(Collector):
                 h.add_metric([workload, *run], buckets, sum_value=s.sum)
             yield h
 
-        req = CounterMetricFamily("swarm_requests", "Requests finished, by outcome (failed and warm-up included)",
-                                  labels=[*wl_labels, "outcome"])
+        req = CounterMetricFamily(
+            "swarm_requests",
+            "Requests finished, by outcome (failed and warm-up included)",
+            labels=[*wl_labels, "outcome"],
+        )
         for workload, cell in cells.items():
             for o in OUTCOMES:
                 req.add_metric([workload, *run, o.value], cell.outcomes[o.value])
         yield req
-        for attr, text in (("prompt_tokens", "Prompt tokens of finished requests (server usage)"),
-                           ("output_tokens", "Output tokens (reasoning + answer) of finished requests"),
-                           ("reasoning_tokens", "Reasoning tokens of finished requests")):
+        for attr, text in (
+            ("prompt_tokens", "Prompt tokens of finished requests (server usage)"),
+            ("output_tokens", "Output tokens (reasoning + answer) of finished requests"),
+            ("reasoning_tokens", "Reasoning tokens of finished requests"),
+        ):
             c = CounterMetricFamily(f"swarm_{attr}", text, labels=wl_labels)
             for workload, cell in cells.items():
                 c.add_metric([workload, *run], getattr(cell, attr))
@@ -89,7 +94,11 @@ class SwarmCollector(Collector):
             ("swarm_users", "Concurrent simulated users", st.users),
             ("swarm_workers", "Connected Locust workers", st.workers),
             ("swarm_stage", "Index of the current load stage", st.stage),
-            ("swarm_degraded_workers", "Workers lost during the run (missing heartbeat)", st.degraded_workers),
+            (
+                "swarm_degraded_workers",
+                "Workers lost during the run (missing heartbeat)",
+                st.degraded_workers,
+            ),
         ):
             g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
             g.add_metric(run, value)

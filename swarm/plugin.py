@@ -60,7 +60,9 @@ logger = logging.getLogger(__name__)
 WIRE_KEY = "swarm"
 TICK_S = 1.0  # master/local bookkeeping: users, workers, stage windows, degraded workers, rates
 RATE_WINDOW_S = 10.0  # web UI "current" QPS and tok/s
-FINAL_REPORT_WAIT_S = 5.0  # master at quit: wait this long (after --stop-timeout) for the workers' last deltas
+FINAL_REPORT_WAIT_S = (
+    5.0  # master at quit: wait this long (after --stop-timeout) for the workers' last deltas
+)
 SUMMARY_AFTER_STOP_S = 4.0  # master/local: write summary.json this long after a test stops, too
 CPU_SAMPLE_S = 1.0  # worker/local: process CPU time sampled this often, per stage
 CPU_MIN_WALL_S = 2.0  # a (stage, worker) needs this much sampled time before it can be flagged
@@ -126,15 +128,36 @@ class ClientLoad:
 @events.init_command_line_parser.add_listener
 def add_arguments(parser: Any) -> None:
     group = parser.add_argument_group("llm-swarm statistics")
-    group.add_argument("--swarm-out", metavar="DIR", default=None, env_var="SWARM_OUT",
-                       help="write summary.json (master/local) and per-request records (workers) under DIR")
-    group.add_argument("--prometheus-port", metavar="PORT", type=int, default=None, env_var="SWARM_PROMETHEUS_PORT",
-                       help="serve the master's /metrics on this port (the web UI serves it at /metrics too)")
-    group.add_argument("--slo", metavar="SPEC", default=None, env_var="SWARM_SLO",
-                       help='objectives checked at the end, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"; '
-                            "the exit code is non-zero when one fails")
-    group.add_argument("--run-id", metavar="ID", default=None, env_var="SWARM_RUN_ID",
-                       help="run id for /metrics labels and summary.json (default: generated)")
+    group.add_argument(
+        "--swarm-out",
+        metavar="DIR",
+        default=None,
+        env_var="SWARM_OUT",
+        help="write summary.json (master/local) and per-request records (workers) under DIR",
+    )
+    group.add_argument(
+        "--prometheus-port",
+        metavar="PORT",
+        type=int,
+        default=None,
+        env_var="SWARM_PROMETHEUS_PORT",
+        help="serve the master's /metrics on this port (the web UI serves it at /metrics too)",
+    )
+    group.add_argument(
+        "--slo",
+        metavar="SPEC",
+        default=None,
+        env_var="SWARM_SLO",
+        help='objectives checked at the end, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"; '
+        "the exit code is non-zero when one fails",
+    )
+    group.add_argument(
+        "--run-id",
+        metavar="ID",
+        default=None,
+        env_var="SWARM_RUN_ID",
+        help="run id for /metrics labels and summary.json (default: generated)",
+    )
 
 
 @events.init.add_listener
@@ -163,8 +186,13 @@ class SwarmPlugin:
     def __init__(self, environment: Any, runner: Any, web_ui: Any = None) -> None:
         self.environment = environment
         self.runner = runner
-        self.role = "master" if isinstance(runner, MasterRunner) else "worker" if isinstance(runner, WorkerRunner) \
+        self.role = (
+            "master"
+            if isinstance(runner, MasterRunner)
+            else "worker"
+            if isinstance(runner, WorkerRunner)
             else "local"
+        )
         out = _option(environment, "swarm_out")
         self.out_dir = Path(out) if out else None
         self.run_id = _option(environment, "run_id") or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
@@ -249,14 +277,21 @@ class SwarmPlugin:
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         wire = self.aggregate.take_delta().to_wire()
         self.cpu.sample(self._running_stage())
-        data[WIRE_KEY] = {**wire, "stopped": self.stopped, "model_name": self.current_model(),
-                          "cpu": self.cpu.take()}
+        data[WIRE_KEY] = {
+            **wire,
+            "stopped": self.stopped,
+            "model_name": self.current_model(),
+            "cpu": self.cpu.take(),
+        }
 
     def _running_stage(self) -> int | None:
         """The current stage while users run (worker: between test start and stop), else None."""
         if self.role == "worker":
-            return None if self.stopped or self.runner.user_count == 0 else \
-                int(getattr(self.environment, "swarm_stage", 0) or 0)
+            return (
+                None
+                if self.stopped or self.runner.user_count == 0
+                else int(getattr(self.environment, "swarm_stage", 0) or 0)
+            )
         running = self.start_s is not None and self.end_s is None
         return int(getattr(self.environment, "swarm_stage", 0) or 0) if running else None
 
@@ -283,8 +318,10 @@ class SwarmPlugin:
         lost = self.degraded.get(client_id)
         if lost is not None and "reconnected_at" not in lost:  # missing, not dead: its deltas count once
             lost["reconnected_at"] = _iso(time.time())
-            logger.warning("swarm: worker %s is back and reports again; nothing it sends is lost or counted twice",
-                           client_id)
+            logger.warning(
+                "swarm: worker %s is back and reports again; nothing it sends is lost or counted twice",
+                client_id,
+            )
         try:
             self.aggregate.merge(Aggregate.from_wire(payload))
         except (ValueError, KeyError, TypeError) as e:
@@ -300,10 +337,19 @@ class SwarmPlugin:
         if worker in self.degraded:
             return
         last = self.last_report.get(worker)
-        entry = {"worker": worker, "detected_at": _iso(time.time()), "last_report_at": _iso(last), "reason": reason}
+        entry = {
+            "worker": worker,
+            "detected_at": _iso(time.time()),
+            "last_report_at": _iso(last),
+            "reason": reason,
+        }
         self.degraded[worker] = entry
-        logger.warning("swarm: run degraded: worker %s %s (last report %s); its unsent interval is lost",
-                       worker, reason, entry["last_report_at"])
+        logger.warning(
+            "swarm: run degraded: worker %s %s (last report %s); its unsent interval is lost",
+            worker,
+            reason,
+            entry["last_report_at"],
+        )
 
     def _check_workers(self) -> None:
         for client in list(self.runner.clients.values()):
@@ -338,8 +384,13 @@ class SwarmPlugin:
         for bound_stage, (worker, pct) in sorted(self.client_load.bound().items()):
             if bound_stage not in self._flagged:
                 self._flagged.add(bound_stage)
-                logger.warning("swarm: client-bound: %s averaged %.0f%% CPU in stage %d; results not trustworthy "
-                               "(add workers or cores)", worker, pct, bound_stage)
+                logger.warning(
+                    "swarm: client-bound: %s averaged %.0f%% CPU in stage %d; results not trustworthy "
+                    "(add workers or cores)",
+                    worker,
+                    pct,
+                    bound_stage,
+                )
         counts: dict[str, tuple[int, int]] = {}
         for cell in self.aggregate:
             for key in (cell.workload, "total"):
@@ -357,7 +408,9 @@ class SwarmPlugin:
         dt = t1 - t0
         if dt <= 0:
             return {}
-        return {k: ((r - c0.get(k, (0, 0))[0]) / dt, (t - c0.get(k, (0, 0))[1]) / dt) for k, (r, t) in c1.items()}
+        return {
+            k: ((r - c0.get(k, (0, 0))[0]) / dt, (t - c0.get(k, (0, 0))[1]) / dt) for k, (r, t) in c1.items()
+        }
 
     def _on_test_start(self, **_: Any) -> None:
         self.stopped = False
@@ -395,9 +448,14 @@ class SwarmPlugin:
 
     def export_state(self) -> ExportState:
         return ExportState(
-            aggregate=self.aggregate, run_id=self.run_id, model_name=self.current_model() or "unknown",
-            users=self.runner.user_count, workers=self.runner.worker_count if self.role == "master" else 1,
-            stage=self.stage, degraded_workers=len(self.degraded))
+            aggregate=self.aggregate,
+            run_id=self.run_id,
+            model_name=self.current_model() or "unknown",
+            users=self.runner.user_count,
+            workers=self.runner.worker_count if self.role == "master" else 1,
+            stage=self.stage,
+            degraded_workers=len(self.degraded),
+        )
 
     def build_summary(self) -> dict[str, Any]:
         timeline = stage_timeline(self.environment)
@@ -406,26 +464,49 @@ class SwarmPlugin:
         for t in timeline:  # the shape's own stage boundaries are exact; the 1 s tick's are not
             windows[t["index"]] = (t["start_wall_s"], t["end_wall_s"] or end)
         s = summary.build(
-            self.aggregate, run_id=self.run_id, model_name=self.current_model(), start_s=self.start_s,
-            end_s=self.end_s if self.end_s is not None else (time.time() if self.start_s is not None else None),
-            users=self.max_users, workers=self.max_workers if self.role == "master" else 1,
+            self.aggregate,
+            run_id=self.run_id,
+            model_name=self.current_model(),
+            start_s=self.start_s,
+            end_s=self.end_s
+            if self.end_s is not None
+            else (time.time() if self.start_s is not None else None),
+            users=self.max_users,
+            workers=self.max_workers if self.role == "master" else 1,
             degraded_workers=list(self.degraded.values()),
-            stage_windows=windows)
+            stage_windows=windows,
+        )
         if timeline:
             s["stage_timeline"] = timeline
             by_index = {t["index"]: t for t in timeline}
             for entry in s["stages"]:
                 t = by_index.get(entry["stage"])
                 if t is not None:
-                    entry.update(users=t["users"], start_s=t["start_wall_s"], end_s=t["end_wall_s"],
-                                 warmup_s=t["warmup_s"], rate=t["rate"])
+                    entry.update(
+                        users=t["users"],
+                        start_s=t["start_wall_s"],
+                        end_s=t["end_wall_s"],
+                        warmup_s=t["warmup_s"],
+                        rate=t["rate"],
+                    )
         bound = self.client_load.bound()
         if bound:
-            s["client_bound"] = [{"stage": stage, "worker": worker, "cpu_percent": round(pct, 1)}
-                                 for stage, (worker, pct) in sorted(bound.items())]
+            s["client_bound"] = [
+                {"stage": stage, "worker": worker, "cpu_percent": round(pct, 1)}
+                for stage, (worker, pct) in sorted(bound.items())
+            ]
         if self.verdicts:
-            s["slo"] = [{"text": v.describe(), "ok": v.ok, "objective": v.objective.text, "workload":
-                         v.objective.workload, "metric": v.objective.metric, "value": v.value} for v in self.verdicts]
+            s["slo"] = [
+                {
+                    "text": v.describe(),
+                    "ok": v.ok,
+                    "objective": v.objective.text,
+                    "workload": v.objective.workload,
+                    "metric": v.objective.metric,
+                    "value": v.value,
+                }
+                for v in self.verdicts
+            ]
         return s
 
     def _write_summary_quietly(self) -> None:
@@ -470,8 +551,11 @@ class SwarmPlugin:
             summary.write(self.build_summary(), self.out_dir / "summary.json")
         for d in self.degraded.values():
             back = f", back at {d['reconnected_at']}" if d.get("reconnected_at") else ""
-            print(f"swarm: run degraded: worker {d['worker']} {d['reason']} at {d['detected_at']} "
-                  f"(last report {d['last_report_at']}{back})", flush=True)
+            print(
+                f"swarm: run degraded: worker {d['worker']} {d['reason']} at {d['detected_at']} "
+                f"(last report {d['last_report_at']}{back})",
+                flush=True,
+            )
         if self.objectives is not None:
             for v in self.verdicts:
                 print(v.describe(), flush=True)
@@ -511,8 +595,12 @@ class SwarmPlugin:
         if len(runner.greenlet):  # still listening (SIGTERM / Ctrl-C path): let Locust quit first
             runner.quit()
         self._check_workers()
-        waiting = {w for w in self.known_workers if (w not in self.degraded or self.degraded[w].get("reconnected_at"))
-                   and not self.worker_stopped.get(w)}
+        waiting = {
+            w
+            for w in self.known_workers
+            if (w not in self.degraded or self.degraded[w].get("reconnected_at"))
+            and not self.worker_stopped.get(w)
+        }
         # Workers let in-flight requests finish for up to --stop-timeout before their last report.
         deadline = time.monotonic() + FINAL_REPORT_WAIT_S + float(self.environment.stop_timeout or 0)
         while waiting and (left := deadline - time.monotonic()) > 0:
@@ -557,8 +645,11 @@ class SwarmPlugin:
 
     def client_status(self) -> str:
         """The LLM tab's "Client" column: client-bound stages, or the busiest worker's CPU."""
-        return webui.client_status(self.client_load.bound(), self.client_load.busiest(),
-                                   multi_stage=bool(stage_timeline(self.environment)))
+        return webui.client_status(
+            self.client_load.bound(),
+            self.client_load.busiest(),
+            multi_stage=bool(stage_timeline(self.environment)),
+        )
 
     def _start_prometheus_server(self, port: int) -> None:
         from prometheus_client import start_http_server

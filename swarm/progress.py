@@ -59,8 +59,9 @@ def _ms_span(lo: float, hi: float) -> str:
     return f"{lo * 1000:.0f}-{hi * 1000:.0f}ms" if hi < 1.0 else f"{lo * 1000:.0f}ms-{hi:g}s"
 
 
-def window_line(prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: float, total_s: float,
-                stages: int) -> str:
+def window_line(
+    prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: float, total_s: float, stages: int
+) -> str:
     """One progress line from two samples `dt` seconds apart (pure)."""
     qps = (cur.requests - prev.requests) / dt if dt > 0 else 0.0
     bounds = sorted(cur.ttft_buckets)
@@ -68,13 +69,22 @@ def window_line(prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: flo
     span = quantile_bucket(0.99, bounds, deltas)
     ttft = "-" if span is None else _ms_span(*span)
     stage = f"stage {cur.stage + 1}/{stages} " if stages > 1 else ""
-    return (f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
-            f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}")
+    return (
+        f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
+        f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}"
+    )
 
 
 class Progress:
-    def __init__(self, metrics_url: str, total_s: float, stages: int = 1, interval_s: float = 6.0,
-                 out: TextIO = sys.stdout, on_stage: Callable[[int, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        metrics_url: str,
+        total_s: float,
+        stages: int = 1,
+        interval_s: float = 6.0,
+        out: TextIO = sys.stdout,
+        on_stage: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.url = metrics_url
         self.on_stage = on_stage  # called with (stage index, users) when the master's stage changes
         self.total_s = total_s
@@ -109,5 +119,9 @@ class Progress:
                 continue
             if self.on_stage is not None and (cur.stage != prev.stage or prev_t == t0):
                 self.on_stage(cur.stage, int(cur.users))
-            print(window_line(prev, cur, now - prev_t, now - t0, self.total_s, self.stages), file=self.out, flush=True)
+            print(
+                window_line(prev, cur, now - prev_t, now - t0, self.total_s, self.stages),
+                file=self.out,
+                flush=True,
+            )
             prev, prev_t = cur, now

@@ -30,27 +30,29 @@ FLUSH_EVERY = 5000
 FLUSH_INTERVAL_S = 2.0
 BATCH_ROWS = 256  # rows converted to Arrow at a time (~0.3 ms on the event loop)
 
-SCHEMA = pa.schema([
-    ("workload", pa.string()),
-    ("start_wall_s", pa.float64()),
-    ("outcome", pa.string()),
-    ("stage", pa.int32()),
-    ("request_id", pa.string()),
-    ("http_status", pa.int32()),
-    ("ttft_s", pa.float64()),
-    ("ttfa_s", pa.float64()),
-    ("e2e_s", pa.float64()),
-    ("tpot_s", pa.float64()),
-    ("itl_s", pa.list_(pa.float64())),
-    ("prompt_tokens", pa.int64()),
-    ("output_tokens", pa.int64()),
-    ("reasoning_tokens", pa.int64()),
-    ("tokens_from_usage", pa.bool_()),
-    ("finish_reason", pa.string()),
-    ("error", pa.string()),
-    ("send_lag_s", pa.float64()),
-    ("warmup", pa.bool_()),
-])
+SCHEMA = pa.schema(
+    [
+        ("workload", pa.string()),
+        ("start_wall_s", pa.float64()),
+        ("outcome", pa.string()),
+        ("stage", pa.int32()),
+        ("request_id", pa.string()),
+        ("http_status", pa.int32()),
+        ("ttft_s", pa.float64()),
+        ("ttfa_s", pa.float64()),
+        ("e2e_s", pa.float64()),
+        ("tpot_s", pa.float64()),
+        ("itl_s", pa.list_(pa.float64())),
+        ("prompt_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("reasoning_tokens", pa.int64()),
+        ("tokens_from_usage", pa.bool_()),
+        ("finish_reason", pa.string()),
+        ("error", pa.string()),
+        ("send_lag_s", pa.float64()),
+        ("warmup", pa.bool_()),
+    ]
+)
 _FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches
 
 

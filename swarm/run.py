@@ -35,38 +35,79 @@ from swarm.stages import parse_rates, parse_sweep, parse_timespan
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 DEFAULT_SIM_PROFILE = "rtx5090x4-qwen3.6-27b"
 START_TIMEOUT_S = 30.0
+
+
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator")
+    p.add_argument(
+        "--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator"
+    )
     p.add_argument("--workload", default="mixed", help="NAME or NAME:WEIGHT,NAME:WEIGHT (default: mixed)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("-u", "--users", type=int, default=16, help="concurrent users in total (default 16)")
-    p.add_argument("-r", "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)")
+    p.add_argument(
+        "-r", "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)"
+    )
     p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
     p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
-    p.add_argument("--sweep", default="", help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256 (replaces -u/-t)")
-    p.add_argument("--rate", default="", help="open-loop stages in requests/s, e.g. 5,10,20 (-u caps requests in flight)")
-    p.add_argument("--arrivals", default="poisson", choices=("poisson", "constant"),
-                   help="open-loop arrival process (default poisson)")
+    p.add_argument(
+        "--sweep",
+        default="",
+        help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256 (replaces -u/-t)",
+    )
+    p.add_argument(
+        "--rate", default="", help="open-loop stages in requests/s, e.g. 5,10,20 (-u caps requests in flight)"
+    )
+    p.add_argument(
+        "--arrivals",
+        default="poisson",
+        choices=("poisson", "constant"),
+        help="open-loop arrival process (default poisson)",
+    )
     p.add_argument("--stage-time", default="30s", help="duration of each --sweep stage (default 30s)")
     p.add_argument("--warmup", default="0s", help="first seconds of each stage excluded from its statistics")
-    p.add_argument("--server-metrics", default=None,
-                   help="target /metrics URL to poll during the run (default: the target's own /metrics)")
-    p.add_argument("--grafana-url", default=os.environ.get("GRAFANA_URL"),
-                   help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)")
+    p.add_argument(
+        "--server-metrics",
+        default=None,
+        help="target /metrics URL to poll during the run (default: the target's own /metrics)",
+    )
+    p.add_argument(
+        "--grafana-url",
+        default=os.environ.get("GRAFANA_URL"),
+        help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)",
+    )
     p.add_argument("--slo", help='objectives, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"')
     p.add_argument("--model", help="model name (default: discovered from /v1/models)")
-    p.add_argument("--api-key", default=None,
-                   help="API key for the target (default: $OPENAI_API_KEY); sent only in the Authorization header")
-    p.add_argument("--sim-profile", default=DEFAULT_SIM_PROFILE,
-                   help=f"simulator profile when no --host is given (default {DEFAULT_SIM_PROFILE})")
-    p.add_argument("--sim-arg", action="append", default=[], metavar="ARG",
-                   help="extra argument for the embedded simulator (repeatable), e.g. --sim-arg=--max-num-seqs=64")
-    p.add_argument("--prometheus-port", type=int, default=None, help="serve the master's /metrics on this port")
-    p.add_argument("--stop-timeout", default="60s",
-                   help="at the end, let in-flight requests finish for this long (default 60s) so none is lost")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="API key for the target (default: $OPENAI_API_KEY); sent only in the Authorization header",
+    )
+    p.add_argument(
+        "--sim-profile",
+        default=DEFAULT_SIM_PROFILE,
+        help=f"simulator profile when no --host is given (default {DEFAULT_SIM_PROFILE})",
+    )
+    p.add_argument(
+        "--sim-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded simulator (repeatable), e.g. --sim-arg=--max-num-seqs=64",
+    )
+    p.add_argument(
+        "--prometheus-port", type=int, default=None, help="serve the master's /metrics on this port"
+    )
+    p.add_argument(
+        "--stop-timeout",
+        default="60s",
+        help="at the end, let in-flight requests finish for this long (default 60s) so none is lost",
+    )
     p.add_argument("--run-id", default=None, help="run id for labels and annotations (default: generated)")
-    p.add_argument("locust_args", nargs=argparse.REMAINDER,
-                   help="after --: extra Locust options passed to master and workers (e.g. -- --max-tokens 64)")
+    p.add_argument(
+        "locust_args",
+        nargs=argparse.REMAINDER,
+        help="after --: extra Locust options passed to master and workers (e.g. -- --max-tokens 64)",
+    )
 
 
 @dataclass
@@ -153,7 +194,9 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     if (sweep or rates) and warmup >= stage_time:
         raise UsageError(f"--warmup ({warmup}s) must be shorter than --stage-time ({stage_time}s)")
     if args.server_metrics is not None and not re.match(r"^https?://[^\s/]+", args.server_metrics):
-        raise UsageError(f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics")
+        raise UsageError(
+            f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics"
+        )
 
     # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --
     parse_mix(args.workload, Knobs(prompt_file=_locust_option(list(args.locust_args), "--prompt-file")))
@@ -176,12 +219,28 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     if extra and extra[0] == "--":
         extra = extra[1:]
     return RunPlan(
-        host=args.host.rstrip("/") if args.host else None, workload=args.workload, workers=args.workers,
-        users=args.users, spawn_rate=args.spawn_rate or float(args.users), run_time_s=run_time,
-        stop_timeout_s=parse_timespan(args.stop_timeout), out=Path(args.out or f"runs/{run_id}"),
-        run_id=run_id, slo=args.slo, model=args.model, sim_profile=args.sim_profile,
-        sim_args=list(args.sim_arg), prometheus_port=args.prometheus_port, sweep=sweep, rates=rates, arrivals=args.arrivals, stage_time_s=stage_time,
-        warmup_s=warmup, server_metrics=args.server_metrics, grafana_url=args.grafana_url or None, extra=extra,
+        host=args.host.rstrip("/") if args.host else None,
+        workload=args.workload,
+        workers=args.workers,
+        users=args.users,
+        spawn_rate=args.spawn_rate or float(args.users),
+        run_time_s=run_time,
+        stop_timeout_s=parse_timespan(args.stop_timeout),
+        out=Path(args.out or f"runs/{run_id}"),
+        run_id=run_id,
+        slo=args.slo,
+        model=args.model,
+        sim_profile=args.sim_profile,
+        sim_args=list(args.sim_arg),
+        prometheus_port=args.prometheus_port,
+        sweep=sweep,
+        rates=rates,
+        arrivals=args.arrivals,
+        stage_time_s=stage_time,
+        warmup_s=warmup,
+        server_metrics=args.server_metrics,
+        grafana_url=args.grafana_url or None,
+        extra=extra,
     )
 
 
@@ -311,7 +370,16 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def locust_common_args(plan: RunPlan, host: str) -> list[str]:
-    args = ["--host", host, "--workload", plan.workload, "--swarm-out", str(plan.out), "--run-id", plan.run_id]
+    args = [
+        "--host",
+        host,
+        "--workload",
+        plan.workload,
+        "--swarm-out",
+        str(plan.out),
+        "--run-id",
+        plan.run_id,
+    ]
     if plan.model:
         args += ["--model", plan.model]
     return args + plan.extra
@@ -339,9 +407,23 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             host = plan.host
             if host is None:
                 port = _free_port()
-                sim_cmd = [sys.executable, "-m", "swarm", "sim", "--host", "127.0.0.1", "--port", str(port),
-                           "--profile", plan.sim_profile, "--trace", str(plan.out / "sim-trace.jsonl"),
-                           "--model", plan.model or "sim-model", *plan.sim_args]
+                sim_cmd = [
+                    sys.executable,
+                    "-m",
+                    "swarm",
+                    "sim",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--profile",
+                    plan.sim_profile,
+                    "--trace",
+                    str(plan.out / "sim-trace.jsonl"),
+                    "--model",
+                    plan.model or "sim-model",
+                    *plan.sim_args,
+                ]
                 sim = procs.start("sim", sim_cmd, env)
                 host = f"http://127.0.0.1:{port}"
                 if not _wait_http(host + "/health", sim, START_TIMEOUT_S):
@@ -351,17 +433,48 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 check_target(host, api_key)
             master_port = _free_port()
             common = locust_common_args(plan, host)
-            master_cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master", "--headless",
-                          "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
-                          "--expect-workers", str(plan.workers), "--expect-workers-max-wait", str(int(START_TIMEOUT_S)),
-                          "-u", str(plan.users), "-r", str(plan.spawn_rate),
-                          "--stop-timeout", f"{plan.stop_timeout_s}s",
-                          "--csv", str(plan.out / "locust"), "--html", str(plan.out / "locust.html"),
-                          "--only-summary", *common]
+            master_cmd = [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(LOCUSTFILE),
+                "--master",
+                "--headless",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(master_port),
+                "--expect-workers",
+                str(plan.workers),
+                "--expect-workers-max-wait",
+                str(int(START_TIMEOUT_S)),
+                "-u",
+                str(plan.users),
+                "-r",
+                str(plan.spawn_rate),
+                "--stop-timeout",
+                f"{plan.stop_timeout_s}s",
+                "--csv",
+                str(plan.out / "locust"),
+                "--html",
+                str(plan.out / "locust.html"),
+                "--only-summary",
+                *common,
+            ]
             if plan.sweep or plan.rates:
-                stages = (["--sweep", ",".join(map(str, plan.sweep))] if plan.sweep else
-                          ["--rate", ",".join(f"{r:g}" for r in plan.rates), "--arrivals", plan.arrivals])
-                master_cmd += [*stages, "--stage-time", f"{plan.stage_time_s}s", "--warmup", f"{plan.warmup_s}s"]
+                stages = (
+                    ["--sweep", ",".join(map(str, plan.sweep))]
+                    if plan.sweep
+                    else ["--rate", ",".join(f"{r:g}" for r in plan.rates), "--arrivals", plan.arrivals]
+                )
+                master_cmd += [
+                    *stages,
+                    "--stage-time",
+                    f"{plan.stage_time_s}s",
+                    "--warmup",
+                    f"{plan.warmup_s}s",
+                ]
             else:
                 master_cmd += ["-t", f"{plan.run_time_s}s"]
             if plan.slo:
@@ -371,21 +484,44 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             master = procs.start("master", master_cmd, env)
             cpu.start()
             for i in range(plan.workers):
-                worker = procs.start(f"worker-{i}", [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
-                                            "--master-host", "127.0.0.1", "--master-port", str(master_port),
-                                            *common], env)
+                worker = procs.start(
+                    f"worker-{i}",
+                    [
+                        sys.executable,
+                        "-m",
+                        "locust",
+                        "-f",
+                        str(LOCUSTFILE),
+                        "--worker",
+                        "--master-host",
+                        "127.0.0.1",
+                        "--master-port",
+                        str(master_port),
+                        *common,
+                    ],
+                    env,
+                )
                 cpu.watch(f"worker-{i}", worker.pid)
             if plan.sweep:
                 load = f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s"
             elif plan.rates:
-                load = (f"open loop {','.join(f'{r:g}' for r in plan.rates)} req/s ({plan.arrivals}) x "
-                        f"{plan.stage_time_s}s, at most {plan.users} in flight")
+                load = (
+                    f"open loop {','.join(f'{r:g}' for r in plan.rates)} req/s ({plan.arrivals}) x "
+                    f"{plan.stage_time_s}s, at most {plan.users} in flight"
+                )
             else:
                 load = f"{plan.users} users"
-            print(f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
-                  f"{plan.workload}, {plan.expected_s}s -> {plan.out}")
-            poller = ServerPoller(plan.server_metrics or metrics_url(host), plan.out / "server_metrics.jsonl",
-                                  interval_s=1.0, model=plan.model, headers=auth).start()
+            print(
+                f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
+                f"{plan.workload}, {plan.expected_s}s -> {plan.out}"
+            )
+            poller = ServerPoller(
+                plan.server_metrics or metrics_url(host),
+                plan.out / "server_metrics.jsonl",
+                interval_s=1.0,
+                model=plan.model,
+                headers=auth,
+            ).start()
             if annotator is not None:
                 annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
 
@@ -393,8 +529,12 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 if annotator is not None and (plan.sweep or plan.rates):
                     annotator.stage_started(plan.run_id, index, label=f"{users} users")
 
-            progress = Progress(f"http://127.0.0.1:{prom_port}/metrics", plan.expected_s,
-                                stages=max(1, len(plan.sweep) or len(plan.rates)), on_stage=on_stage).start()
+            progress = Progress(
+                f"http://127.0.0.1:{prom_port}/metrics",
+                plan.expected_s,
+                stages=max(1, len(plan.sweep) or len(plan.rates)),
+                on_stage=on_stage,
+            ).start()
             deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
             while master.poll() is None:
                 if time.monotonic() > deadline:
@@ -421,7 +561,9 @@ def _usage_error(log_tail: str) -> str | None:
     """The complaint of a master that refused its options (exit 2): its last `...: error: ...` line."""
     for line in reversed(log_tail.splitlines()):
         head, sep, what = line.partition(": error: ")
-        if sep and "/" not in head and " " not in head.strip():  # `locust`, `swarm`, `__main__.py`: no log line
+        if (
+            sep and "/" not in head and " " not in head.strip()
+        ):  # `locust`, `swarm`, `__main__.py`: no log line
             return what.strip()
     return None
 
@@ -446,21 +588,28 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         for line in summary.get("slo", []) or []:
             print(line if isinstance(line, str) else line.get("text", ""))
         if summary.get("target_unreachable_since"):
-            print(f"swarm: the target went away at {summary['target_unreachable_since']}; "
-                  "every later request failed to connect")
+            print(
+                f"swarm: the target went away at {summary['target_unreachable_since']}; "
+                "every later request failed to connect"
+            )
     else:
         why = _usage_error(procs.log_tail("master")) if master_code == 2 else None
         if why:  # a Locust option after -- was refused: its one line, as for swarm run's own options
             print(f"swarm run: error: {why} (an option given after --, for Locust)", file=sys.stderr)
             return 2
-        print(f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
-              f"{procs.log_tail('master')}", file=sys.stderr)
+        print(
+            f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
+            f"{procs.log_tail('master')}",
+            file=sys.stderr,
+        )
         return master_code or 1
     from swarm.report import write_report
 
     report = write_report(plan.out, slo=plan.slo)
-    print(f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
-          f"report in {report}")
+    print(
+        f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
+        f"report in {report}"
+    )
     return master_code
 
 

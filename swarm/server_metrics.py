@@ -62,6 +62,7 @@ QUANTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
 # ---------------------------------------------------------------------------------------- histograms
 
+
 @dataclass(frozen=True)
 class Histogram:
     """A Prometheus histogram: upper bounds (last +Inf) with cumulative counts, sum and count."""
@@ -75,8 +76,12 @@ class Histogram:
         """Observations between `older` and this one (counter reset / other buckets: this one)."""
         if older is None or older.bounds != self.bounds or self.count < older.count:
             return self
-        return Histogram(self.bounds, tuple(a - b for a, b in zip(self.counts, older.counts, strict=True)),
-                         self.sum - older.sum, self.count - older.count)
+        return Histogram(
+            self.bounds,
+            tuple(a - b for a, b in zip(self.counts, older.counts, strict=True)),
+            self.sum - older.sum,
+            self.count - older.count,
+        )
 
     def quantile(self, q: float) -> float | None:
         return histogram_quantile(q, self.bounds, self.counts)
@@ -86,13 +91,21 @@ class Histogram:
         return self.sum / self.count if self.count > 0 else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"le": [_le_text(b) for b in self.bounds], "counts": list(self.counts), "sum": self.sum,
-                "count": self.count}
+        return {
+            "le": [_le_text(b) for b in self.bounds],
+            "counts": list(self.counts),
+            "sum": self.sum,
+            "count": self.count,
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Histogram:
-        return cls(tuple(float(b) for b in d["le"]), tuple(float(c) for c in d["counts"]),
-                   float(d.get("sum", 0.0)), float(d.get("count", 0.0)))
+        return cls(
+            tuple(float(b) for b in d["le"]),
+            tuple(float(c) for c in d["counts"]),
+            float(d.get("sum", 0.0)),
+            float(d.get("count", 0.0)),
+        )
 
 
 def _le_text(b: float) -> str:
@@ -135,7 +148,9 @@ def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float
     return start + (end - start) * (rank / count)
 
 
-def quantile_bucket(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> tuple[float, float] | None:
+def quantile_bucket(
+    q: float, bounds: Sequence[float], cumulative: Sequence[float]
+) -> tuple[float, float] | None:
     """The bucket (lower, upper bound) holding the q-quantile (0 <= q <= 1) of a cumulative
     histogram: all that buckets can say of it (`histogram_quantile` interpolates inside it, a
     guess). None without observations."""
@@ -157,6 +172,7 @@ def bucket_width(bounds: Sequence[float], value: float | None) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------- snapshots
+
 
 @dataclass
 class ServerSnapshot:
@@ -207,17 +223,27 @@ def parse_metrics(text: str, ts: float | None = None, model: str | None = None) 
         for s in family.samples:
             samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
     names = set(samples)
-    models = sorted({lab["model_name"] for rows in samples.values() for lab, _ in rows if "model_name" in lab})
+    models = sorted(
+        {lab["model_name"] for rows in samples.values() for lab, _ in rows if "model_name" in lab}
+    )
     keep = model if model in models else None
 
     def rows(name: str) -> list[tuple[dict[str, str], float]]:
         out = samples.get(name, [])
         return [(lab, v) for lab, v in out if keep is None or lab.get("model_name", keep) == keep]
 
-    source = ("vllm" if any(n.startswith("vllm:") for n in names)
-              else "llamacpp" if any(n.startswith("llamacpp:") for n in names) else "unknown")
-    snap = ServerSnapshot(ts=time.time() if ts is None else ts, source=source,
-                          model=keep or (models[0] if len(models) == 1 else None))
+    source = (
+        "vllm"
+        if any(n.startswith("vllm:") for n in names)
+        else "llamacpp"
+        if any(n.startswith("llamacpp:") for n in names)
+        else "unknown"
+    )
+    snap = ServerSnapshot(
+        ts=time.time() if ts is None else ts,
+        source=source,
+        model=keep or (models[0] if len(models) == 1 else None),
+    )
     for fieldname, candidates in (*GAUGES.items(), *COUNTERS.items()):
         for name in candidates:
             values = [v for _, v in rows(name) if not math.isnan(v)]
@@ -238,13 +264,17 @@ def parse_metrics(text: str, ts: float | None = None, model: str | None = None) 
             if buckets:
                 bounds = tuple(sorted(buckets))
                 snap.histograms[key] = Histogram(
-                    bounds, tuple(buckets[b] for b in bounds),
-                    math.fsum(v for _, v in rows(name + "_sum")), math.fsum(v for _, v in rows(name + "_count")))
+                    bounds,
+                    tuple(buckets[b] for b in bounds),
+                    math.fsum(v for _, v in rows(name + "_sum")),
+                    math.fsum(v for _, v in rows(name + "_count")),
+                )
                 break
     return snap
 
 
 # ---------------------------------------------------------------------------------------- per stage
+
 
 @dataclass
 class StageServerStats:
@@ -290,7 +320,9 @@ def _mean(values: list[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def window_stats(snapshots: Sequence[ServerSnapshot], stage: int, start: float, end: float) -> StageServerStats:
+def window_stats(
+    snapshots: Sequence[ServerSnapshot], stage: int, start: float, end: float
+) -> StageServerStats:
     """Statistics of one window (wall seconds); `snapshots` sorted by ts.
 
     Gauges: the scrapes in [start, end) (a scrape at a boundary belongs to the next stage).
@@ -331,8 +363,10 @@ def window_stats(snapshots: Sequence[ServerSnapshot], stage: int, start: float, 
     if deltas["spec_drafts"]:
         out.spec_mean_acceptance_length = 1.0 + (deltas["spec_accepted"] or 0.0) / deltas["spec_drafts"]
     if last.request_success or base.request_success:
-        reasons = {r: _counter_delta(v, base.request_success.get(r, 0.0)) or 0.0
-                   for r, v in last.request_success.items()}
+        reasons = {
+            r: _counter_delta(v, base.request_success.get(r, 0.0)) or 0.0
+            for r, v in last.request_success.items()
+        }
         out.finish_reasons = {r: v for r, v in reasons.items() if v}
         out.requests = math.fsum(reasons.values())
     for key, hist in last.histograms.items():
@@ -344,8 +378,9 @@ def window_stats(snapshots: Sequence[ServerSnapshot], stage: int, start: float, 
     return out
 
 
-def stage_stats(snapshots: Iterable[ServerSnapshot],
-                windows: Iterable[tuple[int, float, float]]) -> dict[int, StageServerStats]:
+def stage_stats(
+    snapshots: Iterable[ServerSnapshot], windows: Iterable[tuple[int, float, float]]
+) -> dict[int, StageServerStats]:
     """Per-stage statistics: `windows` are (stage index, start wall s, end wall s)."""
     ordered = sorted(snapshots, key=lambda s: s.ts)
     return {i: window_stats(ordered, i, start, end) for i, start, end in windows}
@@ -366,6 +401,7 @@ def read_snapshots(path: Path) -> list[ServerSnapshot]:
 
 # ---------------------------------------------------------------------------------------- polling
 
+
 def metrics_url(host: str) -> str:
     """The default --server-metrics URL: the target's own /metrics."""
     return host.rstrip("/") + "/metrics"
@@ -381,9 +417,16 @@ class ServerPoller:
     beside the JSONL as `<stem>_sample.txt` for checking metric names.
     """
 
-    def __init__(self, url: str, out_path: Path, interval_s: float = 1.0, model: str | None = None,
-                 headers: Mapping[str, str] | None = None, timeout_s: float = 5.0,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        out_path: Path,
+        interval_s: float = 1.0,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 5.0,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.url = url
         self.out_path = Path(out_path)
         self.interval_s = interval_s
@@ -434,8 +477,10 @@ class ServerPoller:
     def _failed(self, reason: str) -> None:
         if self.error is None:
             self.error = reason
-            self.log(f"swarm: server metrics unavailable at {self.url}: {reason} (said once; the "
-                     "client-side numbers are still reported)")
+            self.log(
+                f"swarm: server metrics unavailable at {self.url}: {reason} (said once; the "
+                "client-side numbers are still reported)"
+            )
         return None
 
     def _loop(self) -> None:

@@ -52,25 +52,46 @@ def parse_seconds(text: str, option: str) -> float:
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
-    parser.add_argument("--sweep", default="", include_in_web_ui=True,
-                       help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256")
-    parser.add_argument("--stage-time", default="30s", include_in_web_ui=True, help="duration of each stage (default 30s)")
-    parser.add_argument("--rate", default="", include_in_web_ui=True,
-                        help="open-loop stages: requests/s, e.g. 5,10,20 (each lasts --stage-time; -u caps in-flight)")
-    parser.add_argument("--arrivals", default="poisson", choices=ARRIVALS, include_in_web_ui=True,
-                        help="open-loop arrival process (default poisson)")
-    parser.add_argument("--warmup", default="0s", include_in_web_ui=True,
-                       help="seconds at the start of each stage whose requests are excluded from its statistics")
+    parser.add_argument(
+        "--sweep",
+        default="",
+        include_in_web_ui=True,
+        help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256",
+    )
+    parser.add_argument(
+        "--stage-time", default="30s", include_in_web_ui=True, help="duration of each stage (default 30s)"
+    )
+    parser.add_argument(
+        "--rate",
+        default="",
+        include_in_web_ui=True,
+        help="open-loop stages: requests/s, e.g. 5,10,20 (each lasts --stage-time; -u caps in-flight)",
+    )
+    parser.add_argument(
+        "--arrivals",
+        default="poisson",
+        choices=ARRIVALS,
+        include_in_web_ui=True,
+        help="open-loop arrival process (default poisson)",
+    )
+    parser.add_argument(
+        "--warmup",
+        default="0s",
+        include_in_web_ui=True,
+        help="seconds at the start of each stage whose requests are excluded from its statistics",
+    )
 
 
-def _set_stage(environment: Any, index: int, warmup_s: float, rate_per_s: float | None = None,
-               arrivals: str = "poisson") -> None:
+def _set_stage(
+    environment: Any, index: int, warmup_s: float, rate_per_s: float | None = None, arrivals: str = "poisson"
+) -> None:
     """Worker/local side: tag requests from now on; clear the warm-up flag after warmup_s;
     in open loop, pace this process's users at `rate_per_s`."""
     environment.swarm_arrivals = ArrivalSchedule(rate_per_s, arrivals) if rate_per_s else None
     environment.swarm_stage = index
     environment.swarm_warmup = warmup_s > 0
     if warmup_s > 0:
+
         def clear() -> None:
             if getattr(environment, "swarm_stage", None) == index:
                 environment.swarm_warmup = False
@@ -87,8 +108,15 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
     environment.swarm_arrival_gate = gevent.lock.Semaphore()  # see LLMUser.llm_request
     if isinstance(environment.runner, WorkerRunner):
         environment.runner.register_message(
-            STAGE_MESSAGE, lambda msg, **_: _set_stage(environment, msg.data["index"], msg.data["warmup_s"],
-                                                      msg.data.get("rate_per_worker"), msg.data.get("arrivals", "poisson")))
+            STAGE_MESSAGE,
+            lambda msg, **_: _set_stage(
+                environment,
+                msg.data["index"],
+                msg.data["warmup_s"],
+                msg.data.get("rate_per_worker"),
+                msg.data.get("arrivals", "poisson"),
+            ),
+        )
 
 
 class SwarmShape(LoadTestShape):
@@ -108,7 +136,10 @@ class SwarmShape(LoadTestShape):
             raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
         if not sweep and not rate:
             return [], [], 0.0, 0.0
-        stage_s, warmup_s = parse_seconds(opts.stage_time, "--stage-time"), parse_seconds(opts.warmup, "--warmup")
+        stage_s, warmup_s = (
+            parse_seconds(opts.stage_time, "--stage-time"),
+            parse_seconds(opts.warmup, "--warmup"),
+        )
         if rate:
             return [], parse_rates(rate), stage_s, warmup_s
         return parse_sweep(sweep), [], stage_s, warmup_s
@@ -131,8 +162,16 @@ class SwarmShape(LoadTestShape):
         if isinstance(self.runner, MasterRunner):
             per_worker = rate / max(1, self.runner.worker_count) if rate else None
             _set_stage(env, index, warmup_s)
-            self.runner.send_message(STAGE_MESSAGE, {"index": index, "warmup_s": warmup_s, "users": users,
-                                                     "rate_per_worker": per_worker, "arrivals": arrivals})
+            self.runner.send_message(
+                STAGE_MESSAGE,
+                {
+                    "index": index,
+                    "warmup_s": warmup_s,
+                    "users": users,
+                    "rate_per_worker": per_worker,
+                    "arrivals": arrivals,
+                },
+            )
         else:
             _set_stage(env, index, warmup_s, rate, arrivals)
 

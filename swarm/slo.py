@@ -28,8 +28,10 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
 }
 _UNITS = {"ms": 1e-3, "s": 1.0, "%": 1e-2, "": 1.0}
-_RE = re.compile(r"^\s*(?:(?P<wl>[A-Za-z0-9_\-]+)\.)?(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=|<|>)\s*"
-                 r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>ms|s|%)?\s*$")
+_RE = re.compile(
+    r"^\s*(?:(?P<wl>[A-Za-z0-9_\-]+)\.)?(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=|<|>)\s*"
+    r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>ms|s|%)?\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -85,18 +87,26 @@ def parse(text: str, workloads: set[str] | None = None) -> list[Objective]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         m = _RE.match(part)
         if not m:
-            raise UsageError(f"bad SLO {part!r}: expected [WORKLOAD.]METRIC OP VALUE[ms|s|%], e.g. ttft_p99<=800ms")
+            raise UsageError(
+                f"bad SLO {part!r}: expected [WORKLOAD.]METRIC OP VALUE[ms|s|%], e.g. ttft_p99<=800ms"
+            )
         metric, unit = m["metric"], m["unit"] or ""
-        is_latency = "_" in metric and metric.rsplit("_", 1)[0] in LATENCIES and metric.rsplit("_", 1)[1] in STATS
+        is_latency = (
+            "_" in metric and metric.rsplit("_", 1)[0] in LATENCIES and metric.rsplit("_", 1)[1] in STATS
+        )
         if not is_latency and metric not in RATES:
             known = ", ".join([f"{lat}_{{{'|'.join(STATS)}}}" for lat in LATENCIES][:1] + list(RATES))
-            raise UsageError(f"bad SLO {part!r}: unknown metric {metric!r} (known: {known}; latencies "
-                             f"{'/'.join(LATENCIES)})")
+            raise UsageError(
+                f"bad SLO {part!r}: unknown metric {metric!r} (known: {known}; latencies "
+                f"{'/'.join(LATENCIES)})"
+            )
         if (unit == "%" and metric != "error_rate") or (unit in ("ms", "s") and not is_latency):
             raise UsageError(f"bad SLO {part!r}: unit {unit!r} does not fit {metric}")
         workload = m["wl"] or "total"
         if workloads is not None and workload != "total" and workload not in workloads:
-            raise UsageError(f"bad SLO {part!r}: no workload {workload!r} in this run ({', '.join(sorted(workloads))})")
+            raise UsageError(
+                f"bad SLO {part!r}: no workload {workload!r} in this run ({', '.join(sorted(workloads))})"
+            )
         objectives.append(Objective(workload, metric, m["op"], float(m["num"]) * _UNITS[unit], part))
     if not objectives:
         raise UsageError("empty --slo: give at least one objective, e.g. ttft_p99<=800ms")

@@ -39,11 +39,21 @@ from typing import Any
 from swarm import metrics
 from swarm.aggregate import LATENCIES, Aggregate, Cell
 
-BLOCK_KEYS: tuple[str, ...] = ("requests", "failures", "prompt_tokens", "output_tokens", "reasoning_tokens", "qps",
-                               "output_tok_s", *(f"{name}_s" for name in LATENCIES))
-NOTES = ("requests counts every finished request (failed and warm-up included); qps and output_tok_s "
-         "divide by duration_s; latency percentiles are nearest-rank-lower over successful, "
-         "non-warm-up requests, from DDSketch (0.5% relative accuracy); mean and max are exact")
+BLOCK_KEYS: tuple[str, ...] = (
+    "requests",
+    "failures",
+    "prompt_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "qps",
+    "output_tok_s",
+    *(f"{name}_s" for name in LATENCIES),
+)
+NOTES = (
+    "requests counts every finished request (failed and warm-up included); qps and output_tok_s "
+    "divide by duration_s; latency percentiles are nearest-rank-lower over successful, "
+    "non-warm-up requests, from DDSketch (0.5% relative accuracy); mean and max are exact"
+)
 
 
 def block(cell: Cell, duration_s: float | None) -> dict[str, Any]:
@@ -68,8 +78,11 @@ def block(cell: Cell, duration_s: float | None) -> dict[str, Any]:
 
 def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
     """Failed outcome -> its kept messages with counts, most frequent first."""
-    return {outcome: [{"message": m, "count": n} for m, n in sorted(msgs.items(), key=lambda kv: -kv[1])]
-            for outcome, msgs in sorted(cell.errors.items()) if msgs}
+    return {
+        outcome: [{"message": m, "count": n} for m, n in sorted(msgs.items(), key=lambda kv: -kv[1])]
+        for outcome, msgs in sorted(cell.errors.items())
+        if msgs
+    }
 
 
 def target_unreachable_since(cell: Cell) -> float | None:
@@ -130,7 +143,11 @@ def build(
         cell = agg.combined(stage=stage)
         window = (stage_windows or {}).get(stage)
         stage_duration = window[1] - window[0] if window else cell.window_s()
-        entry: dict[str, Any] = {"stage": stage, "duration_s": stage_duration, "total": block(cell, stage_duration)}
+        entry: dict[str, Any] = {
+            "stage": stage,
+            "duration_s": stage_duration,
+            "total": block(cell, stage_duration),
+        }
         for name in workloads:
             wl = agg.combined(workload=name, stage=stage)
             if wl.requests:

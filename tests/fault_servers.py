@@ -42,7 +42,9 @@ def _chunk(rid: str, delta: dict, completion_tokens: int, finish: str | None = N
 
 def _head(status: str, rid: str, ctype: str = "text/event-stream", length: int | None = None) -> bytes:
     framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
-    return (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nx-request-id: {rid}\r\n{framing}\r\n\r\n").encode()
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nx-request-id: {rid}\r\n{framing}\r\n\r\n"
+    ).encode()
 
 
 def _chunked(body: bytes) -> bytes:
@@ -87,8 +89,9 @@ class Handler(socketserver.BaseRequestHandler):
                 if request_line.startswith("GET /health"):
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                 elif request_line.startswith("GET /v1/models"):
-                    body = json.dumps({"object": "list", "data": [{"id": "m", "owned_by": "vllm",
-                                                                   "max_model_len": 4096}]}).encode()
+                    body = json.dumps(
+                        {"object": "list", "data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}
+                    ).encode()
                     sock.sendall(_head("200 OK", "models", "application/json", len(body)) + body)
                 else:
                     with _counter_lock:
@@ -106,20 +109,31 @@ class Handler(socketserver.BaseRequestHandler):
             sock.sendall(_head("200 OK", rid) + _chunked(ok_stream(rid)) + b"0\r\n\r\n")
             return True
         if mode == "echo_auth":
-            body = json.dumps({"error": {"message": f"invalid credentials: {headers.get('authorization', '')}",
-                                         "type": "AuthenticationError", "code": 401}}).encode()
+            body = json.dumps(
+                {
+                    "error": {
+                        "message": f"invalid credentials: {headers.get('authorization', '')}",
+                        "type": "AuthenticationError",
+                        "code": 401,
+                    }
+                }
+            ).encode()
             sock.sendall(_head("401 Unauthorized", rid, "application/json", len(body)) + body)
             return True
         if mode == "huge_event":
-            sock.sendall(_head("200 OK", rid, length=None)
-                         + _chunked(_chunk(rid, {"role": "assistant", "content": ""}, 0) + b"data: "))
+            sock.sendall(
+                _head("200 OK", rid, length=None)
+                + _chunked(_chunk(rid, {"role": "assistant", "content": ""}, 0) + b"data: ")
+            )
             block = _chunked(b"x" * (1 << 20))
             for _ in range(HUGE_BYTES >> 20):
                 sock.sendall(block)
             sock.sendall(_chunked(b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
             return True
         if mode == "huge_stream":
-            sock.sendall(_head("200 OK", rid) + _chunked(_chunk(rid, {"role": "assistant", "content": ""}, 0)))
+            sock.sendall(
+                _head("200 OK", rid) + _chunked(_chunk(rid, {"role": "assistant", "content": ""}, 0))
+            )
             text = "y" * 4096
             n = HUGE_BYTES // (len(text) + 250)
             batch = b""
@@ -131,7 +145,9 @@ class Handler(socketserver.BaseRequestHandler):
             sock.sendall(_chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
             return True
         if mode == "huge_error":
-            prefix = b'{"error": {"message": "too much", "type": "InternalServerError", "code": 500}, "pad": "'
+            prefix = (
+                b'{"error": {"message": "too much", "type": "InternalServerError", "code": 500}, "pad": "'
+            )
             suffix = b'"}'
             pad = HUGE_BYTES - len(prefix) - len(suffix)
             sock.sendall(_head("500 Internal Server Error", rid, "application/json", HUGE_BYTES) + prefix)
@@ -145,7 +161,7 @@ class Handler(socketserver.BaseRequestHandler):
             body = ok_stream(rid)
             wire = _head("200 OK", rid, length=len(body)) + body
             for i in range(len(wire)):
-                sock.sendall(wire[i:i + 1])
+                sock.sendall(wire[i : i + 1])
                 time.sleep(1.0)
             return True
         raise ValueError(mode)

@@ -53,10 +53,18 @@ class SyntheticLLMUser(User):
         itl = [rng.lognormvariate(math.log(0.015), 0.3) for _ in range(tokens - 1)]
         e2e = ttft + sum(itl)
         record = RequestRecord(
-            workload=rng.choice(WORKLOADS), start_wall_s=time.time() - e2e, outcome=outcome,
-            stage=int(getattr(self.environment, "swarm_stage", 0) or 0), ttft_s=ttft, ttfa_s=ttft * 1.5,
-            e2e_s=e2e, tpot_s=(e2e - ttft) / (tokens - 1), itl_s=itl, prompt_tokens=rng.randint(10, 500),
-            output_tokens=tokens, reasoning_tokens=rng.randint(0, tokens),
+            workload=rng.choice(WORKLOADS),
+            start_wall_s=time.time() - e2e,
+            outcome=outcome,
+            stage=int(getattr(self.environment, "swarm_stage", 0) or 0),
+            ttft_s=ttft,
+            ttfa_s=ttft * 1.5,
+            e2e_s=e2e,
+            tpot_s=(e2e - ttft) / (tokens - 1),
+            itl_s=itl,
+            prompt_tokens=rng.randint(10, 500),
+            output_tokens=tokens,
+            reasoning_tokens=rng.randint(0, tokens),
             error="sk-test-secret-key rejected" if outcome.failed else None,
         )
         swarm_events.llm_request.fire(record=record)

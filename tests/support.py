@@ -29,7 +29,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None, log: Path | None = None) -> None:
+def wait_http(
+    url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None, log: Path | None = None
+) -> None:
     """Wait until `url` answers 200, or fail with the process's log tail."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
@@ -68,7 +70,9 @@ def start(cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Pat
     """Start `cmd` in its own process group; kill the group on exit."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log, "wb") as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd, start_new_session=True)
+        p = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd, start_new_session=True
+        )
     proc = Proc(p, log)
     try:
         yield proc

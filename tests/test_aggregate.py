@@ -17,7 +17,9 @@ from swarm.records import OUTCOMES, Outcome, RequestRecord
 QS = (0.0, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)
 
 
-def synthetic_records(n: int, seed: int = 7, workloads=("short_qa", "chat", "rag"), stages=(0, 1)) -> list[RequestRecord]:
+def synthetic_records(
+    n: int, seed: int = 7, workloads=("short_qa", "chat", "rag"), stages=(0, 1)
+) -> list[RequestRecord]:
     """Records shaped like a real run: lognormal latencies, some failures, warm-up, long ITL lists."""
     rng = random.Random(seed)
     out = []
@@ -29,13 +31,24 @@ def synthetic_records(n: int, seed: int = 7, workloads=("short_qa", "chat", "rag
         if itl and rng.random() < 0.2:
             itl[0] = 0.0  # two chunks in one read
         e2e = ttft + sum(itl)
-        out.append(RequestRecord(
-            workload=rng.choice(workloads), start_wall_s=1_700_000_000.0 + i * 0.01, outcome=outcome,
-            stage=rng.choice(stages), ttft_s=ttft, ttfa_s=ttft * (1 + rng.random()), e2e_s=e2e,
-            tpot_s=metrics.tpot_s(ttft, e2e, tokens), itl_s=itl, prompt_tokens=rng.randint(10, 3000),
-            output_tokens=tokens, reasoning_tokens=rng.randint(0, tokens), warmup=rng.random() < 0.05,
-            send_lag_s=rng.expovariate(100.0) if i % 2 else None,  # open-loop lateness on half of them
-        ))
+        out.append(
+            RequestRecord(
+                workload=rng.choice(workloads),
+                start_wall_s=1_700_000_000.0 + i * 0.01,
+                outcome=outcome,
+                stage=rng.choice(stages),
+                ttft_s=ttft,
+                ttfa_s=ttft * (1 + rng.random()),
+                e2e_s=e2e,
+                tpot_s=metrics.tpot_s(ttft, e2e, tokens),
+                itl_s=itl,
+                prompt_tokens=rng.randint(10, 3000),
+                output_tokens=tokens,
+                reasoning_tokens=rng.randint(0, tokens),
+                warmup=rng.random() < 0.05,
+                send_lag_s=rng.expovariate(100.0) if i % 2 else None,  # open-loop lateness on half of them
+            )
+        )
     return out
 
 
@@ -73,7 +86,9 @@ def test_percentiles_within_1pct_of_numpy_lower(dist):
     v = {
         "lognormal": lambda: rng.lognormal(math.log(0.3), 1.0, n),
         "uniform": lambda: rng.uniform(0.001, 20.0, n),
-        "bimodal": lambda: np.concatenate([rng.normal(0.02, 0.002, n // 2), rng.normal(2.0, 0.3, n // 2)]).clip(1e-4),
+        "bimodal": lambda: np.concatenate(
+            [rng.normal(0.02, 0.002, n // 2), rng.normal(2.0, 0.3, n // 2)]
+        ).clip(1e-4),
         "with_zeros": lambda: np.where(rng.random(n) < 0.3, 0.0, rng.lognormal(math.log(0.015), 0.4, n)),
         "constant": lambda: np.full(n, 0.123),
         "tiny": lambda: rng.lognormal(math.log(0.02), 0.5, 7),
@@ -111,7 +126,9 @@ def test_buckets_include_every_vllm_boundary():
 
 
 def test_counters_warmup_and_failures():
-    ok = RequestRecord("a", 100.0, ttft_s=0.1, e2e_s=1.0, itl_s=[0.01, 0.02], output_tokens=3, prompt_tokens=5)
+    ok = RequestRecord(
+        "a", 100.0, ttft_s=0.1, e2e_s=1.0, itl_s=[0.01, 0.02], output_tokens=3, prompt_tokens=5
+    )
     warm = RequestRecord("a", 101.0, ttft_s=9.0, e2e_s=9.0, output_tokens=2, warmup=True)
     failed = RequestRecord("a", 102.0, outcome=Outcome.TIMEOUT, ttft_s=5.0, e2e_s=30.0, output_tokens=1)
     agg = Aggregate()
@@ -171,12 +188,26 @@ def test_one_process_and_n_workers_agree(n_workers):
     assert sorted(master.cells) == sorted(single.cells)
     for key, a in single.cells.items():
         b = master.cells[key]
-        for attr in ("requests", "warmup_requests", "outcomes", "prompt_tokens", "output_tokens",
-                     "reasoning_tokens", "first_start_s", "last_end_s"):
+        for attr in (
+            "requests",
+            "warmup_requests",
+            "outcomes",
+            "prompt_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+            "first_start_s",
+            "last_end_s",
+        ):
             assert getattr(a, attr) == getattr(b, attr), (key, attr)
         for name in LATENCIES:
             sa, sb = a.latencies[name], b.latencies[name]
-            assert (sa.count, sa.buckets, sa.zero_count, sa.min, sa.max) == (sb.count, sb.buckets, sb.zero_count, sb.min, sb.max)
+            assert (sa.count, sa.buckets, sa.zero_count, sa.min, sa.max) == (
+                sb.count,
+                sb.buckets,
+                sb.zero_count,
+                sb.min,
+                sb.max,
+            )
             assert sa.sum == pytest.approx(sb.sum, rel=1e-12)
             for q in QS:
                 assert sa.quantile(q) == sb.quantile(q)  # same bins, same estimate
@@ -184,15 +215,20 @@ def test_one_process_and_n_workers_agree(n_workers):
     for workload in (None, *single.workloads()):
         for stage in (None, *single.stages()):
             cell = master.combined(workload, stage)
-            subset = [r for r in records if (workload is None or r.workload == workload)
-                      and (stage is None or r.stage == stage)]
+            subset = [
+                r
+                for r in records
+                if (workload is None or r.workload == workload) and (stage is None or r.stage == stage)
+            ]
             assert cell.requests == len(subset)
             assert cell.output_tokens == sum(r.output_tokens for r in subset)
             for name in LATENCIES:
                 exact = exact_values(subset, name)
                 assert cell.latencies[name].count == len(exact)
                 for q in QS:
-                    assert_close(cell.latencies[name].quantile(q), float(np.percentile(exact, q * 100, method="lower")))
+                    assert_close(
+                        cell.latencies[name].quantile(q), float(np.percentile(exact, q * 100, method="lower"))
+                    )
 
 
 def test_add_cost_is_small():

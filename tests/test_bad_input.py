@@ -61,8 +61,13 @@ RUN_CASES = [
 @pytest.mark.parametrize("args, words", RUN_CASES, ids=[" ".join(a) for a, _ in RUN_CASES])
 def test_swarm_run_refuses_before_starting_anything(tmp_path, files, args, words):
     args = [a.format(**files) for a in args]
-    p = subprocess.run(swarm_cmd("run", "--out", str(tmp_path / "o"), *args), capture_output=True, text=True,
-                       timeout=60, cwd=REPO)
+    p = subprocess.run(
+        swarm_cmd("run", "--out", str(tmp_path / "o"), *args),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     one_line_exit_2(p, words)
     assert not (tmp_path / "o").exists()  # nothing started, nothing written
 
@@ -81,8 +86,13 @@ PASSED_TO_LOCUST = [
 def test_swarm_run_says_what_locust_refused(tmp_path, args, words):
     """Options after -- are Locust's and the user's: the master refuses them at start-up; swarm run
     stops what it started and passes the master's one line on."""
-    p = subprocess.run(swarm_cmd("run", "--out", str(tmp_path / "o"), "-t", "2s", "--sim-profile", "instant", "--",
-                                 *args), capture_output=True, text=True, timeout=120, cwd=REPO)
+    p = subprocess.run(
+        swarm_cmd("run", "--out", str(tmp_path / "o"), "-t", "2s", "--sim-profile", "instant", "--", *args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     one_line_exit_2(p, words)
     assert p.stderr.startswith("swarm run: error: ")
 
@@ -131,5 +141,7 @@ def test_swarm_sim_refuses(args, words):
 
 
 def test_swarm_report_on_a_directory_that_is_not_a_run(tmp_path):
-    p = subprocess.run(swarm_cmd("report", str(tmp_path)), capture_output=True, text=True, timeout=60, cwd=REPO)
+    p = subprocess.run(
+        swarm_cmd("report", str(tmp_path)), capture_output=True, text=True, timeout=60, cwd=REPO
+    )
     one_line_exit_2(p, "holds no run")

@@ -27,7 +27,7 @@ def test_cpu_meter_counts_time_to_the_running_stage_only():
     while time.process_time() - t < 0.05:  # burn 50 ms
         pass
     meter.sample(2)
-    (stage, cpu, wall), = meter.take()
+    ((stage, cpu, wall),) = meter.take()
     assert stage == 2 and 0.04 <= cpu <= wall
     assert meter.take() == []
 
@@ -61,12 +61,47 @@ def _run(tmp_path, wait_s: str, users: int, cpu_max: str = "") -> tuple[list[dic
     web_port, master_port = free_port(), free_port()
     out = tmp_path / f"out-{wait_s}"
     env = {"SWARM_TEST_WAIT_S": wait_s, "SWARM_TEST_TTFT_S": "0.05", "SWARM_CLIENT_CPU_MAX": cpu_max}
-    master_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--master", "--master-bind-host", "127.0.0.1",
-                  "--master-bind-port", str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
-                  "--autostart", "--autoquit", "1", "-u", str(users), "-r", str(users), "-t", "7s",
-                  "--expect-workers", "1", "--swarm-out", str(out)]
-    worker_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1",
-                  "--master-port", str(master_port)]
+    master_cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--master",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(master_port),
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web_port),
+        "--autostart",
+        "--autoquit",
+        "1",
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        "7s",
+        "--expect-workers",
+        "1",
+        "--swarm-out",
+        str(out),
+    ]
+    worker_cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--worker",
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(master_port),
+    ]
     base = f"http://127.0.0.1:{web_port}"
     seen: list[dict] = []
     with contextlib.ExitStack() as stack:

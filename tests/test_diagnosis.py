@@ -12,19 +12,41 @@ from swarm.diagnosis import (
 )
 from swarm.server_metrics import StageServerStats
 
-SHORT_QA = [(10, 13.4, 0.168), (30, 28.1, 0.193), (64, 45.2, 0.292), (128, 60.2, 0.419), (200, 64.9, 0.727),
-            (256, 64.7, 0.843)]
+SHORT_QA = [
+    (10, 13.4, 0.168),
+    (30, 28.1, 0.193),
+    (64, 45.2, 0.292),
+    (128, 60.2, 0.419),
+    (200, 64.9, 0.727),
+    (256, 64.7, 0.843),
+]
 CHAT = [(10, 4.7, 0.172), (30, 15.1, 0.209), (64, 22.9, 0.255), (128, 29.1, 0.458), (200, 32.2, 0.694)]
 
 
 def rows(table, t0=1000.0, stage_s=30.0):
     out = []
     for i, (users, qps, p99) in enumerate(table):
-        block = {"requests": int(qps * stage_s), "failures": {}, "qps": qps,
-                 "ttft_s": {"p50": p99 / 2, "p99": p99}, "e2e_s": {"p99": p99 * 8}}
-        out.append(StageRow(stage=i, users=users, start_s=t0 + i * stage_s, end_s=t0 + (i + 1) * stage_s,
-                            duration_s=stage_s, requests=block["requests"], qps=qps, ttft_p50=p99 / 2,
-                            ttft_p99=p99, entry={"stage": i, "total": block}))
+        block = {
+            "requests": int(qps * stage_s),
+            "failures": {},
+            "qps": qps,
+            "ttft_s": {"p50": p99 / 2, "p99": p99},
+            "e2e_s": {"p99": p99 * 8},
+        }
+        out.append(
+            StageRow(
+                stage=i,
+                users=users,
+                start_s=t0 + i * stage_s,
+                end_s=t0 + (i + 1) * stage_s,
+                duration_s=stage_s,
+                requests=block["requests"],
+                qps=qps,
+                ttft_p50=p99 / 2,
+                ttft_p99=p99,
+                entry={"stage": i, "total": block},
+            )
+        )
     return out
 
 
@@ -51,12 +73,33 @@ def stats(stage, **kw):
 def test_round_1_names_the_max_num_seqs_cap():
     """Seed round 1: max-num-seqs=64, running pinned at 64, KV 25%, requests waiting."""
     r = rows([(10, 1.8, 6.9), (30, 5.3, 0.223), (64, 8.7, 0.334), (128, 8.8, 0.9)])
-    server = {0: stats(0, running_mean=10, running_max=10, running_pinned=0.9, waiting_mean=0, kv_mean=0.05, kv_max=0.06),
-              1: stats(1, running_mean=30, running_max=30, running_pinned=0.9, waiting_mean=0, kv_mean=0.12, kv_max=0.13),
-              2: stats(2, running_mean=63.8, running_max=64, running_pinned=0.95, waiting_mean=0.4, kv_mean=0.25,
-                       kv_max=0.26),
-              3: stats(3, running_mean=64, running_max=64, running_pinned=1.0, waiting_mean=63.5, kv_mean=0.25,
-                       kv_max=0.27, preemptions=0)}
+    server = {
+        0: stats(
+            0, running_mean=10, running_max=10, running_pinned=0.9, waiting_mean=0, kv_mean=0.05, kv_max=0.06
+        ),
+        1: stats(
+            1, running_mean=30, running_max=30, running_pinned=0.9, waiting_mean=0, kv_mean=0.12, kv_max=0.13
+        ),
+        2: stats(
+            2,
+            running_mean=63.8,
+            running_max=64,
+            running_pinned=0.95,
+            waiting_mean=0.4,
+            kv_mean=0.25,
+            kv_max=0.26,
+        ),
+        3: stats(
+            3,
+            running_mean=64,
+            running_max=64,
+            running_pinned=1.0,
+            waiting_mean=63.5,
+            kv_mean=0.25,
+            kv_max=0.27,
+            preemptions=0,
+        ),
+    }
     found = diagnose(r, server)
     cap = [f for f in found if f.kind == "max_num_seqs_cap"]
     # at 64 users running == users (the client's own limit); at 128 the cap shows: 64 run, 63.5 wait
@@ -69,12 +112,39 @@ def test_round_1_names_the_max_num_seqs_cap():
 
 def test_kv_96_with_preemptions_names_kv():
     r = rows(SHORT_QA)
-    server = {i: stats(i, running_mean=u * 0.95, running_max=u, running_pinned=0.3, waiting_mean=0.0, kv_mean=0.3,
-                       kv_max=0.35, preemptions=0) for i, (u, _, _) in enumerate(SHORT_QA)}
-    server[4] = stats(4, running_mean=241, running_max=250, running_pinned=0.4, waiting_mean=2, kv_mean=0.93,
-                      kv_max=0.96, preemptions=37)
-    server[5] = stats(5, running_mean=241, running_max=251, running_pinned=0.4, waiting_mean=15, kv_mean=0.95,
-                      kv_max=0.97, preemptions=120)
+    server = {
+        i: stats(
+            i,
+            running_mean=u * 0.95,
+            running_max=u,
+            running_pinned=0.3,
+            waiting_mean=0.0,
+            kv_mean=0.3,
+            kv_max=0.35,
+            preemptions=0,
+        )
+        for i, (u, _, _) in enumerate(SHORT_QA)
+    }
+    server[4] = stats(
+        4,
+        running_mean=241,
+        running_max=250,
+        running_pinned=0.4,
+        waiting_mean=2,
+        kv_mean=0.93,
+        kv_max=0.96,
+        preemptions=37,
+    )
+    server[5] = stats(
+        5,
+        running_mean=241,
+        running_max=251,
+        running_pinned=0.4,
+        waiting_mean=15,
+        kv_mean=0.95,
+        kv_max=0.97,
+        preemptions=120,
+    )
     kinds = {f.kind: f for f in diagnose(r, server)}
     kv = kinds["kv_bound"]
     assert kv.stage == 4 and "96%" in kv.text and "37 preemptions" in kv.text and "max-model-len" in kv.text
@@ -83,16 +153,31 @@ def test_kv_96_with_preemptions_names_kv():
 
 def test_neither_cap_nor_kv_at_the_ceiling_is_compute_bound():
     r = rows(SHORT_QA)
-    server = {i: stats(i, running_mean=u * 0.9, running_max=u, running_pinned=0.2, waiting_mean=0.0, kv_mean=0.5,
-                       kv_max=0.6, preemptions=0, generation_tok_s=2000.0) for i, (u, _, _) in enumerate(SHORT_QA)}
+    server = {
+        i: stats(
+            i,
+            running_mean=u * 0.9,
+            running_max=u,
+            running_pinned=0.2,
+            waiting_mean=0.0,
+            kv_mean=0.5,
+            kv_max=0.6,
+            preemptions=0,
+            generation_tok_s=2000.0,
+        )
+        for i, (u, _, _) in enumerate(SHORT_QA)
+    }
     [f] = [f for f in diagnose(r, server) if f.kind == "compute_bound"]
     assert f.stage == 4 and "2,000" in f.text and "60%" in f.text
 
 
 def test_client_cpu_over_90_flags_the_stage_untrusted():
     r = rows(SHORT_QA)
-    cpu = [{"ts": 1000.0 + t, "worker": w, "cpu_percent": 99.0 if w == "worker-1" and t >= 150 else 40.0}
-           for t in range(180) for w in ("worker-0", "worker-1")]  # worker-1 saturated in stage 5
+    cpu = [
+        {"ts": 1000.0 + t, "worker": w, "cpu_percent": 99.0 if w == "worker-1" and t >= 150 else 40.0}
+        for t in range(180)
+        for w in ("worker-0", "worker-1")
+    ]  # worker-1 saturated in stage 5
     found = client_bound(r, cpu)
     assert [f.stage for f in found] == [5] and not found[0].trusted
     assert "worker-1" in found[0].text and "not trusted" in found[0].text
@@ -104,7 +189,9 @@ def test_without_cpu_samples_the_workers_own_reports_flag_the_stage():
     r = rows(SHORT_QA)
     reported = [{"stage": 5, "worker": "worker-1", "cpu_percent": 97.3}]
     found = [f for f in diagnose(r, bound_reported=reported) if f.kind == "client_bound"]
-    assert [(f.stage, f.trusted) for f in found] == [(5, False)] and "97% CPU (its own reports)" in found[0].text
+    assert [(f.stage, f.trusted) for f in found] == [(5, False)] and "97% CPU (its own reports)" in found[
+        0
+    ].text
     sat = [f for f in diagnose(r, bound_reported=reported) if f.kind == "saturation"]
     assert sat and not sat[0].trusted
     # samples, where there are some, decide: here nobody is busy
@@ -122,8 +209,10 @@ def test_slo_max_concurrency():
 
 def test_client_vs_server_gap_and_reconciliation():
     r = rows(SHORT_QA[:3])
-    server = {i: stats(i, latency={"ttft": {"p50": row.ttft_p50 - 0.012, "p99": row.ttft_p99 - 0.015}})
-              for i, row in enumerate(r)}
+    server = {
+        i: stats(i, latency={"ttft": {"p50": row.ttft_p50 - 0.012, "p99": row.ttft_p99 - 0.015}})
+        for i, row in enumerate(r)
+    }
     total = {"requests": 1000, "failures": {"timeout": 50}, "output_tokens": 50_000}
     run = stats(-1, requests=948.0, generation_tokens=50_100.0)
     texts = [f.text for f in client_vs_server(r, server, run, total)]

@@ -105,17 +105,23 @@ def test_reasoning_parser_multi_token_chunks() -> None:
     assert r.itl_s == pytest.approx([0.01])
 
 
-@pytest.mark.parametrize("fields", [("reasoning",), ("reasoning_content",), ("reasoning", "reasoning_content")])
+@pytest.mark.parametrize(
+    "fields", [("reasoning",), ("reasoning_content",), ("reasoning", "reasoning_content")]
+)
 @pytest.mark.parametrize("dialect", ["vllm", "llamacpp", "openai"])
 @pytest.mark.parametrize("running", [True, False])
-def test_every_reasoning_field_gives_the_same_split(fields: tuple[str, ...], dialect: str, running: bool) -> None:
+def test_every_reasoning_field_gives_the_same_split(
+    fields: tuple[str, ...], dialect: str, running: bool
+) -> None:
     if dialect == "llamacpp" and fields == ("reasoning",):
         pytest.skip("llama.cpp sends reasoning_content")
     pieces = [("r", "Let"), ("r", ""), ("r", " me"), ("c", ""), ("c", "答"), ("c", "案")]
     chunks = [chunk({"role": "assistant", "content": ""}, usage=(3, 0) if running else None)]
     for i, (kind, text) in enumerate(pieces, 1):
         delta = {f: text for f in fields} if kind == "r" else {"content": text}
-        chunks.append(chunk(delta, usage=(3, i) if running else None, finish="stop" if i == len(pieces) else None))
+        chunks.append(
+            chunk(delta, usage=(3, i) if running else None, finish="stop" if i == len(pieces) else None)
+        )
     _, r = run(chunks, get_dialect(dialect))
     assert (r.output_tokens, r.reasoning_tokens) == (6, 3)
     assert r.ttft_s == pytest.approx(0.02) and r.ttfa_s == pytest.approx(0.05)
@@ -146,7 +152,11 @@ def test_think_tags_inside_content_are_reasoning() -> None:
 
 @pytest.mark.parametrize("first", ["", " ", "<", "<th"])
 def test_undecided_leading_content_that_is_an_answer(first: str) -> None:
-    chunks = [chunk({"role": "assistant", "content": ""}), chunk({"content": first}), chunk({"content": "ok"})]
+    chunks = [
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": first}),
+        chunk({"content": "ok"}),
+    ]
     _, r = run(chunks, OPENAI)
     assert r.reasoning_tokens == 0 and r.ttfa_s == pytest.approx(0.02)
 
@@ -171,30 +181,51 @@ def test_llamacpp_timings_give_the_counts() -> None:
 def test_usage_reasoning_details_win() -> None:
     usage_chunk = chunk(choices=False, usage=(2, 3))
     usage_chunk["usage"]["completion_tokens_details"] = {"reasoning_tokens": 2}
-    _, r = run([chunk({"content": "a"}), chunk({"content": "b"}), chunk({"content": "c"}), usage_chunk], OPENAI)
+    _, r = run(
+        [chunk({"content": "a"}), chunk({"content": "b"}), chunk({"content": "c"}), usage_chunk], OPENAI
+    )
     assert r.reasoning_tokens == 2
 
 
 def test_completions_chunks() -> None:
-    chunks = [chunk(text=""), chunk(text="a"), chunk(text="", finish="stop"), chunk(choices=False, usage=(2, 2))]
+    chunks = [
+        chunk(text=""),
+        chunk(text="a"),
+        chunk(text="", finish="stop"),
+        chunk(choices=False, usage=(2, 2)),
+    ]
     _, r = run(chunks, OPENAI, chat=False)
     assert r.ttft_s == pytest.approx(0.01)  # completions have no role chunk: "" is a token
     assert r.output_tokens == 2 and len(r.itl_s) == 1
-    _, r = run([c | {"usage": {"completion_tokens": i}} for i, c in enumerate(chunks[:3], 1)], VLLM, chat=False)
+    _, r = run(
+        [c | {"usage": {"completion_tokens": i}} for i, c in enumerate(chunks[:3], 1)], VLLM, chat=False
+    )
     assert len(r.itl_s) == 2  # with running usage the final "" is a token too
 
 
 def test_error_object_in_the_stream() -> None:
     tally = StreamTally(VLLM)
     assert tally.feed(chunk({"content": "a"}, usage=(1, 1)), 1.0)
-    assert tally.feed({"error": {"message": "engine died", "type": "InternalServerError", "code": 500}}, 2.0) is False
+    assert (
+        tally.feed({"error": {"message": "engine died", "type": "InternalServerError", "code": 500}}, 2.0)
+        is False
+    )
     assert tally.error == "engine died"
 
 
 @pytest.mark.parametrize(
     "obj",
-    [[1, 2], "x", 3, None, {"id": "x"}, {"choices": "abc"}, {"choices": [{"index": 0}]},
-     {"choices": [{"delta": "text"}]}, {"choices": None}],
+    [
+        [1, 2],
+        "x",
+        3,
+        None,
+        {"id": "x"},
+        {"choices": "abc"},
+        {"choices": [{"index": 0}]},
+        {"choices": [{"delta": "text"}]},
+        {"choices": None},
+    ],
 )
 def test_bad_chunks(obj: object) -> None:
     with pytest.raises(BadChunk):
@@ -221,12 +252,23 @@ def test_request_bodies() -> None:
     msgs = [{"role": "user", "content": "hi"}]
     body = orjson.loads(VLLM.body(endpoint="chat", model="m", messages=msgs, prompt=None, max_tokens=5,
                                   thinking=False, ignore_eos=True))  # fmt: skip
-    assert body == {"model": "m", "messages": msgs, "chat_template_kwargs": {"enable_thinking": False},
-                    "max_tokens": 5, "stream": True,
-                    "stream_options": {"include_usage": True, "continuous_usage_stats": True}, "ignore_eos": True}
+    assert body == {
+        "model": "m",
+        "messages": msgs,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "max_tokens": 5,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "ignore_eos": True,
+    }
     body = orjson.loads(OPENAI.body(endpoint="chat", model=None, messages=msgs, prompt=None, max_tokens=5,
                                     thinking=True))  # fmt: skip
-    assert body == {"messages": msgs, "max_tokens": 5, "stream": True, "stream_options": {"include_usage": True}}
+    assert body == {
+        "messages": msgs,
+        "max_tokens": 5,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     body = orjson.loads(LLAMA.body(endpoint="completions", model="m", messages=None, prompt="p", max_tokens=5,
                                    thinking=True))  # fmt: skip
     assert body["prompt"] == "p" and "messages" not in body and "chat_template_kwargs" not in body
@@ -255,9 +297,20 @@ def test_fast_path_reads_every_stream_as_the_general_path() -> None:
     streams mixing role, reasoning, answer, empty, text-less and finishing chunks, with and without
     usage, the record equals the one built by `feed_general` alone."""
     rng = random.Random(9)
-    deltas = [{"content": "a"}, {"content": ""}, {"content": "字"}, {"reasoning": "r"}, {"reasoning_content": "r"},
-              {"content": "a", "reasoning": "r"}, {"role": "assistant", "content": ""}, {}, {"content": None},
-              {"content": "<think>"}, {"content": "</think>x"}, {"content": "b", "tool_calls": []}]
+    deltas = [
+        {"content": "a"},
+        {"content": ""},
+        {"content": "字"},
+        {"reasoning": "r"},
+        {"reasoning_content": "r"},
+        {"content": "a", "reasoning": "r"},
+        {"role": "assistant", "content": ""},
+        {},
+        {"content": None},
+        {"content": "<think>"},
+        {"content": "</think>x"},
+        {"content": "b", "tool_calls": []},
+    ]
     for _ in range(400):
         running = rng.random() < 0.8
         ct = 0
@@ -265,7 +318,9 @@ def test_fast_path_reads_every_stream_as_the_general_path() -> None:
         for _ in range(rng.randint(1, 30)):
             ct += rng.choice([0, 1, 1, 1, 2])
             usage = (5, ct) if running and rng.random() < 0.95 else None
-            chunks.append(chunk(dict(rng.choice(deltas)), finish=rng.choice([None] * 8 + ["length"]), usage=usage))
+            chunks.append(
+                chunk(dict(rng.choice(deltas)), finish=rng.choice([None] * 8 + ["length"]), usage=usage)
+            )
         if rng.random() < 0.5:
             chunks.append(chunk(choices=False, usage=(5, ct)))
         fast, general = StreamTally(VLLM), StreamTally(VLLM)

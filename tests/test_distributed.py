@@ -35,7 +35,9 @@ def trace_ids(path: Path) -> list[str]:
     return [json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()]
 
 
-def assert_reconciled(summary: dict, server: dict[str, float], trace: list[str], records_ids: list[str]) -> None:
+def assert_reconciled(
+    summary: dict, server: dict[str, float], trace: list[str], records_ids: list[str]
+) -> None:
     total = summary["total"]
     assert total["requests"] == len(trace) == server["vllm:request_success_total"], (total, server)
     assert total["prompt_tokens"] == server["vllm:prompt_tokens_total"]
@@ -47,9 +49,29 @@ def assert_reconciled(summary: dict, server: dict[str, float], trace: list[str],
 def test_swarm_run_master_totals_equal_simulator_counters(tmp_path):
     with sim_server(tmp_path, "--profile", "instant", "--seed", "7") as sim:
         out = tmp_path / "run"
-        p = subprocess.run(swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "12", "-t", "8s",
-                                     "--workload", "short_qa:3,chat:1", "--out", str(out), "--", "--max-tokens", "48"),
-                           capture_output=True, text=True, timeout=180)
+        p = subprocess.run(
+            swarm_cmd(
+                "run",
+                "--host",
+                sim.url,
+                "--workers",
+                "2",
+                "-u",
+                "12",
+                "-t",
+                "8s",
+                "--workload",
+                "short_qa:3,chat:1",
+                "--out",
+                str(out),
+                "--",
+                "--max-tokens",
+                "48",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert p.returncode == 0, p.stdout + p.stderr
         server = counter_sums(sim.metrics_text())
         trace = trace_ids(sim.trace)
@@ -72,18 +94,42 @@ def test_swarm_run_master_totals_equal_simulator_counters(tmp_path):
             got = summary["total"][f"{metric}_s"][f"p{q}"]
             assert got == pytest.approx(exact, rel=0.01), (metric, q, got, exact)
     itl = np.concatenate([np.asarray(v) for v in ok["itl_s"] if len(v)])
-    assert summary["total"]["itl_s"]["p99"] == pytest.approx(float(np.percentile(itl, 99, method="lower")), rel=0.01)
+    assert summary["total"]["itl_s"]["p99"] == pytest.approx(
+        float(np.percentile(itl, 99, method="lower")), rel=0.01
+    )
 
 
-@pytest.mark.parametrize("slo, code, line", [
-    ("error_rate<=1%,ttft_p99<=30s", 0, "SLO PASS: total.ttft_p99 <= 30.000s"),
-    ("ttft_p99<=0.001ms,error_rate<=1%", 1, "SLO FAIL: total.ttft_p99 <= 0.0ms"),
-])
+@pytest.mark.parametrize(
+    "slo, code, line",
+    [
+        ("error_rate<=1%,ttft_p99<=30s", 0, "SLO PASS: total.ttft_p99 <= 30.000s"),
+        ("ttft_p99<=0.001ms,error_rate<=1%", 1, "SLO FAIL: total.ttft_p99 <= 0.0ms"),
+    ],
+)
 def test_swarm_run_slo_exit_codes(tmp_path, slo, code, line):
     with sim_server(tmp_path, "--profile", "instant") as sim:
-        p = subprocess.run(swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "4", "-t", "4s",
-                                     "--workload", "short_qa", "--slo", slo, "--out", str(tmp_path / "o")),
-                           capture_output=True, text=True, timeout=180)
+        p = subprocess.run(
+            swarm_cmd(
+                "run",
+                "--host",
+                sim.url,
+                "--workers",
+                "2",
+                "-u",
+                "4",
+                "-t",
+                "4s",
+                "--workload",
+                "short_qa",
+                "--slo",
+                slo,
+                "--out",
+                str(tmp_path / "o"),
+            ),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     assert p.returncode == code, p.stdout + p.stderr
     assert line in p.stdout, p.stdout
 
@@ -97,10 +143,28 @@ def test_master_workers_and_target_in_their_own_network_namespaces(tmp_path):
     out = tmp_path / "run"
     with netns.hosts("target", "master", "w1", "w2") as h:
         target = f"http://{h['target'].address}:8000"
-        sim_cmd = h["target"].cmd([py, "-m", "swarm", "sim", "--host", h["target"].address, "--port", "8000",
-                                   "--profile", "instant", "--model", "ns-model", "--trace", str(tmp_path / "trace.jsonl")])
+        sim_cmd = h["target"].cmd(
+            [
+                py,
+                "-m",
+                "swarm",
+                "sim",
+                "--host",
+                h["target"].address,
+                "--port",
+                "8000",
+                "--profile",
+                "instant",
+                "--model",
+                "ns-model",
+                "--trace",
+                str(tmp_path / "trace.jsonl"),
+            ]
+        )
         with start(sim_cmd, tmp_path / "sim.log") as sim:
-            probe = h["master"].cmd([py, "-c", f"import urllib.request as u; u.urlopen('{target}/health', timeout=2)"])
+            probe = h["master"].cmd(
+                [py, "-c", f"import urllib.request as u; u.urlopen('{target}/health', timeout=2)"]
+            )
             for _ in range(100):
                 if subprocess.run(probe, capture_output=True).returncode == 0:
                     break
@@ -109,20 +173,86 @@ def test_master_workers_and_target_in_their_own_network_namespaces(tmp_path):
 
                 time.sleep(0.2)
             locust = [py, "-m", "locust", "-f", str(REPO / "swarm" / "locustfile.py")]
-            common = ["--host", target, "--workload", "short_qa", "--swarm-out", str(out), "--run-id", "netns"]
-            master_cmd = h["master"].cmd([*locust, "--master", "--headless", "--master-bind-host", h["master"].address,
-                                          "--master-bind-port", "5557", "--expect-workers", "2",
-                                          "--expect-workers-max-wait", "30", "-u", "6", "-r", "6", "-t", "6s",
-                                          "--stop-timeout", "30", "--prometheus-port", "9646", *common])
-            with start(master_cmd, tmp_path / "master.log") as master, \
-                    start(h["w1"].cmd([*locust, "--worker", "--master-host", h["master"].address, "--master-port", "5557",
-                                       *common]), tmp_path / "w1.log"), \
-                    start(h["w2"].cmd([*locust, "--worker", "--master-host", h["master"].address, "--master-port", "5557",
-                                       *common]), tmp_path / "w2.log"):
+            common = [
+                "--host",
+                target,
+                "--workload",
+                "short_qa",
+                "--swarm-out",
+                str(out),
+                "--run-id",
+                "netns",
+            ]
+            master_cmd = h["master"].cmd(
+                [
+                    *locust,
+                    "--master",
+                    "--headless",
+                    "--master-bind-host",
+                    h["master"].address,
+                    "--master-bind-port",
+                    "5557",
+                    "--expect-workers",
+                    "2",
+                    "--expect-workers-max-wait",
+                    "30",
+                    "-u",
+                    "6",
+                    "-r",
+                    "6",
+                    "-t",
+                    "6s",
+                    "--stop-timeout",
+                    "30",
+                    "--prometheus-port",
+                    "9646",
+                    *common,
+                ]
+            )
+            with (
+                start(master_cmd, tmp_path / "master.log") as master,
+                start(
+                    h["w1"].cmd(
+                        [
+                            *locust,
+                            "--worker",
+                            "--master-host",
+                            h["master"].address,
+                            "--master-port",
+                            "5557",
+                            *common,
+                        ]
+                    ),
+                    tmp_path / "w1.log",
+                ),
+                start(
+                    h["w2"].cmd(
+                        [
+                            *locust,
+                            "--worker",
+                            "--master-host",
+                            h["master"].address,
+                            "--master-port",
+                            "5557",
+                            *common,
+                        ]
+                    ),
+                    tmp_path / "w2.log",
+                ),
+            ):
                 assert master.wait(timeout=120) == 0, master.output()
-            scrape = subprocess.run(h["master"].cmd([py, "-c", f"import urllib.request as u; "
-                                                     f"print(u.urlopen('{target}/metrics').read().decode())"]),
-                                    capture_output=True, text=True, timeout=30)
+            scrape = subprocess.run(
+                h["master"].cmd(
+                    [
+                        py,
+                        "-c",
+                        f"import urllib.request as u; print(u.urlopen('{target}/metrics').read().decode())",
+                    ]
+                ),
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
             server = counter_sums(scrape.stdout)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workers"] == 2
@@ -140,8 +270,23 @@ def test_prometheus_endpoint_on_master_passes_promtool(tmp_path):
         from support import free_port
 
         port = free_port()
-        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "4", "-t", "6s", "--workload", "short_qa",
-                        "--prometheus-port", str(port), "--out", str(tmp_path / "o"))
+        cmd = swarm_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            "2",
+            "-u",
+            "4",
+            "-t",
+            "6s",
+            "--workload",
+            "short_qa",
+            "--prometheus-port",
+            str(port),
+            "--out",
+            str(tmp_path / "o"),
+        )
         with start(cmd, tmp_path / "run.log") as run:
             wait_http(f"http://127.0.0.1:{port}/metrics", timeout=60, proc=run.popen, log=run.log)
             import time
@@ -157,9 +302,18 @@ def test_prometheus_endpoint_on_master_passes_promtool(tmp_path):
     check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     names = {f.name for f in text_string_to_metric_families(text)}
-    for name in ("swarm_ttft_seconds", "swarm_ttfa_seconds", "swarm_itl_seconds", "swarm_tpot_seconds",
-                 "swarm_e2e_seconds", "swarm_requests", "swarm_output_tokens", "swarm_users", "swarm_workers",
-                 "swarm_stage"):
+    for name in (
+        "swarm_ttft_seconds",
+        "swarm_ttfa_seconds",
+        "swarm_itl_seconds",
+        "swarm_tpot_seconds",
+        "swarm_e2e_seconds",
+        "swarm_requests",
+        "swarm_output_tokens",
+        "swarm_users",
+        "swarm_workers",
+        "swarm_stage",
+    ):
         assert name in names, (name, sorted(names))
     assert 'run_id="' in text and 'workload="short_qa"' in text
 
@@ -169,10 +323,30 @@ def test_requests_in_flight_at_the_end_are_counted_once(tmp_path):
     summary as well as the records: nothing lost between the master's totals and the disk."""
     with sim_server(tmp_path, "--profile", "rtx5090x4-qwen3.6-27b") as sim:
         out = tmp_path / "run"
-        p = subprocess.run(swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "6", "-t", "3s",
-                                     "--workload", "chat", "--out", str(out), "--", "--max-tokens", "400",
-                                     "--ignore-eos"),
-                           capture_output=True, text=True, timeout=180)
+        p = subprocess.run(
+            swarm_cmd(
+                "run",
+                "--host",
+                sim.url,
+                "--workers",
+                "2",
+                "-u",
+                "6",
+                "-t",
+                "3s",
+                "--workload",
+                "chat",
+                "--out",
+                str(out),
+                "--",
+                "--max-tokens",
+                "400",
+                "--ignore-eos",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert p.returncode == 0, p.stdout + p.stderr
         server = counter_sums(sim.metrics_text())
         trace = trace_ids(sim.trace)

@@ -39,8 +39,15 @@ def records():
 
 @pytest.fixture(scope="module")
 def text(records) -> str:
-    state = ExportState(_master_from_workers(records), run_id="run-1", model_name="Qwen/Qwen3-27B", users=64,
-                        workers=3, stage=1, degraded_workers=1)
+    state = ExportState(
+        _master_from_workers(records),
+        run_id="run-1",
+        model_name="Qwen/Qwen3-27B",
+        users=64,
+        workers=3,
+        stage=1,
+        degraded_workers=1,
+    )
     return render(state).decode()
 
 
@@ -84,17 +91,35 @@ def test_counters_equal_the_sums_sent(text, records):
 
 
 def test_every_vllm_bucket_boundary_is_present(text):
-    les = {float(s.labels["le"]) for fam in text_string_to_metric_families(text) if fam.name == "swarm_ttft_seconds"
-           for s in fam.samples if s.name.endswith("_bucket")}
+    les = {
+        float(s.labels["le"])
+        for fam in text_string_to_metric_families(text)
+        if fam.name == "swarm_ttft_seconds"
+        for s in fam.samples
+        if s.name.endswith("_bucket")
+    }
     assert set(VLLM_TTFT_BUCKETS) | set(VLLM_ITL_BUCKETS) | set(VLLM_E2E_BUCKETS) | {math.inf} <= les
 
 
 def test_no_request_contents_or_secrets(text):
     assert SECRET not in text and "Unauthorized" not in text
     names = {fam.name for fam in text_string_to_metric_families(text)}
-    assert names == {"swarm_ttft_seconds", "swarm_ttfa_seconds", "swarm_itl_seconds", "swarm_tpot_seconds",
-                     "swarm_e2e_seconds", "swarm_send_lag_seconds", "swarm_requests", "swarm_prompt_tokens", "swarm_output_tokens",
-                     "swarm_reasoning_tokens", "swarm_users", "swarm_workers", "swarm_stage", "swarm_degraded_workers"}
+    assert names == {
+        "swarm_ttft_seconds",
+        "swarm_ttfa_seconds",
+        "swarm_itl_seconds",
+        "swarm_tpot_seconds",
+        "swarm_e2e_seconds",
+        "swarm_send_lag_seconds",
+        "swarm_requests",
+        "swarm_prompt_tokens",
+        "swarm_output_tokens",
+        "swarm_reasoning_tokens",
+        "swarm_users",
+        "swarm_workers",
+        "swarm_stage",
+        "swarm_degraded_workers",
+    }
 
 
 def test_empty_aggregate_renders():

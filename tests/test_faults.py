@@ -41,6 +41,7 @@ CALIBRATED = "rtx5090x4-qwen3.6-27b"
 
 # ------------------------------------------------------------------------------- helpers
 
+
 def read_trace(path: Path) -> dict[str, dict]:
     return {t["id"]: t for t in map(json.loads, path.read_text().splitlines()) if t}
 
@@ -51,8 +52,9 @@ def records_of(out: Path) -> list[dict]:
     return read_table(out / "records").to_pylist()
 
 
-def assert_each_traced_request_recorded_once(records: list[dict], trace: dict[str, dict],
-                                             untraced_ok: tuple[str, ...] = ()) -> None:
+def assert_each_traced_request_recorded_once(
+    records: list[dict], trace: dict[str, dict], untraced_ok: tuple[str, ...] = ()
+) -> None:
     """Every id the server traced is in exactly one record; a record with an id the server did
     not trace (it died before writing the line) may only have one of `untraced_ok` outcomes."""
     ids = [r["request_id"] for r in records if r["request_id"] is not None]
@@ -61,7 +63,9 @@ def assert_each_traced_request_recorded_once(records: list[dict], trace: dict[st
     missing = set(trace) - set(ids)
     assert not missing, (len(missing), sorted(missing)[:5])
     extra = [r for r in records if r["request_id"] is not None and r["request_id"] not in trace]
-    assert all(r["outcome"] in untraced_ok for r in extra), [(r["request_id"], r["outcome"]) for r in extra][:5]
+    assert all(r["outcome"] in untraced_ok for r in extra), [(r["request_id"], r["outcome"]) for r in extra][
+        :5
+    ]
 
 
 def wait_for(predicate, timeout: float, what: str, poll: float = 0.2) -> None:
@@ -86,17 +90,29 @@ def locust_env(**extra: str) -> dict[str, str]:
 
 # ------------------------------------------------------------------- summary: error messages
 
-def _rec(outcome: Outcome, error: str | None, t0: float, e2e: float = 0.01, status: int | None = 200,
-         workload: str = "chat") -> RequestRecord:
-    return RequestRecord(workload=workload, start_wall_s=t0, outcome=outcome, error=error, e2e_s=e2e,
-                         http_status=status)
+
+def _rec(
+    outcome: Outcome,
+    error: str | None,
+    t0: float,
+    e2e: float = 0.01,
+    status: int | None = 200,
+    workload: str = "chat",
+) -> RequestRecord:
+    return RequestRecord(
+        workload=workload, start_wall_s=t0, outcome=outcome, error=error, e2e_s=e2e, http_status=status
+    )
 
 
 def test_summary_keeps_the_first_distinct_error_messages_not_one_per_request():
     """Pure: messages capped per outcome, counted, merged across workers as if one process saw all."""
-    records = [_rec(Outcome.HTTP_ERROR, "429 Simulated fault (http_429).", 100 + i, status=429) for i in range(500)]
-    records += [_rec(Outcome.HTTP_ERROR, f"400 prompt of {i} tokens is too long", 200 + i, status=400)
-                for i in range(50)]  # distinct per request (real vLLM messages carry numbers)
+    records = [
+        _rec(Outcome.HTTP_ERROR, "429 Simulated fault (http_429).", 100 + i, status=429) for i in range(500)
+    ]
+    records += [
+        _rec(Outcome.HTTP_ERROR, f"400 prompt of {i} tokens is too long", 200 + i, status=400)
+        for i in range(50)
+    ]  # distinct per request (real vLLM messages carry numbers)
     records += [_rec(Outcome.TIMEOUT, "no byte for 60 s (streaming)", 300.0)] * 3
     records += [_rec(Outcome.OK, None, 400.0)] * 7
     one = Aggregate()
@@ -124,8 +140,10 @@ def test_summary_says_when_the_target_went_away():
     ok = [_rec(Outcome.OK, None, 10.0 + i, e2e=1.0) for i in range(10)]  # last response ends at 20
     blip = [_rec(Outcome.CONNECT_ERROR, "ConnectionRefusedError", 5.0, e2e=0.001, status=None)]
     cut = [_rec(Outcome.TRUNCATED, "connection closed without [DONE]", 19.5, e2e=0.7)]  # ends 20.2
-    dead = [_rec(Outcome.CONNECT_ERROR, "ConnectionRefusedError", 20.3 + i, e2e=0.001, status=None)
-            for i in range(5)]
+    dead = [
+        _rec(Outcome.CONNECT_ERROR, "ConnectionRefusedError", 20.3 + i, e2e=0.001, status=None)
+        for i in range(5)
+    ]
 
     def since(records):
         agg = Aggregate()
@@ -142,17 +160,42 @@ def test_summary_says_when_the_target_went_away():
 
 # ----------------------------------------------------------------- hostile servers, one user
 
-def run_locust_watching_memory(tmp_path: Path, url: str, *args: str, run_time: str = "4s",
-                               users: int = 1) -> tuple[int, list[dict], int, str]:
+
+def run_locust_watching_memory(
+    tmp_path: Path, url: str, *args: str, run_time: str = "4s", users: int = 1
+) -> tuple[int, list[dict], int, str]:
     """Headless Locust with the record-writing locustfile; (exit code, records, peak RSS, output)."""
     records = tmp_path / f"records-{free_port()}.jsonl"
     log = tmp_path / f"{records.stem}.log"
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUST_RECORDS), "--headless", "-u", str(users), "-r",
-           str(users), "-t", run_time, "--host", url, "--stop-timeout", "30", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUST_RECORDS),
+        "--headless",
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        run_time,
+        "--host",
+        url,
+        "--stop-timeout",
+        "30",
+        *args,
+    ]
     peak = 0
     with open(log, "wb") as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
-                             env=locust_env(SWARM_TEST_RECORDS=str(records), SWARM_TEST_WORKLOAD="short_qa"))
+        p = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+            env=locust_env(SWARM_TEST_RECORDS=str(records), SWARM_TEST_WORKLOAD="short_qa"),
+        )
         try:
             proc = psutil.Process(p.pid)
             while p.poll() is None:
@@ -182,7 +225,11 @@ HOSTILE = {
     "huge_event": ((), "bad_chunk", "SSE event larger than"),
     "huge_stream": ((), "ok", None),
     "huge_error": ((), "http_error", "500 "),
-    "slowloris": (("--request-timeout", "3", "--request-deadline", "1.5"), "timeout", "not finished after 1.5 s"),
+    "slowloris": (
+        ("--request-timeout", "3", "--request-deadline", "1.5"),
+        "timeout",
+        "not finished after 1.5 s",
+    ),
 }
 
 
@@ -210,11 +257,14 @@ def test_hostile_server_gives_its_own_outcome_and_memory_stays_bounded(tmp_path,
     if mode == "slowloris":
         assert all(1.5 <= r["e2e_s"] < 2.5 for r in recs), [r["e2e_s"] for r in recs]
     grown = (peak - reference_peak_rss) / 2**20
-    print(f"\n{mode}: {len(recs)} requests, peak RSS {peak / 2**20:.0f} MB ({grown:+.0f} MB vs a well-behaved server)")
+    print(
+        f"\n{mode}: {len(recs)} requests, peak RSS {peak / 2**20:.0f} MB ({grown:+.0f} MB vs a well-behaved server)"
+    )
     assert grown < 30, grown
 
 
 # ------------------------------------------------------------------- the target dies mid-run
+
 
 @pytest.mark.integration
 def test_target_killed_mid_run(tmp_path):
@@ -223,8 +273,26 @@ def test_target_killed_mid_run(tmp_path):
     time, and summary.json, report.html and stdout say when the target went away."""
     out = tmp_path / "run"
     with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "3") as sim:
-        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "6", "-t", "8s", "--workload", "short_qa",
-                        "--stop-timeout", "5s", "--out", str(out), "--", "--max-tokens", "48")
+        cmd = swarm_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            "2",
+            "-u",
+            "6",
+            "-t",
+            "8s",
+            "--workload",
+            "short_qa",
+            "--stop-timeout",
+            "5s",
+            "--out",
+            str(out),
+            "--",
+            "--max-tokens",
+            "48",
+        )
         t_start = time.monotonic()
         with start(cmd, tmp_path / "run.log") as run:
             wait_for(lambda: trace_lines(sim.trace) >= 10, 60, "the simulator to answer requests")
@@ -263,6 +331,7 @@ def test_target_killed_mid_run(tmp_path):
 
 # ------------------------------------------------------------------------ HTTP errors
 
+
 @pytest.mark.integration
 def test_http_errors_recorded_with_the_servers_message_and_summarised_once(tmp_path):
     """vLLM's error JSON at 400/429/500/503 under `swarm run`: each request's record has its status
@@ -270,9 +339,31 @@ def test_http_errors_recorded_with_the_servers_message_and_summarised_once(tmp_p
     out = tmp_path / "run"
     faults = ["http_400=0.1", "http_429=0.1", "http_500=0.1", "http_503=0.1"]
     with sim_server(tmp_path, "--profile", "instant", *[a for f in faults for a in ("--fault", f)]) as sim:
-        p = subprocess.run(swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "4", "-t", "3s",
-                                     "--workload", "short_qa", "--out", str(out), "--", "--max-tokens", "8"),
-                           capture_output=True, text=True, timeout=180, cwd=REPO, env=locust_env())
+        p = subprocess.run(
+            swarm_cmd(
+                "run",
+                "--host",
+                sim.url,
+                "--workers",
+                "2",
+                "-u",
+                "4",
+                "-t",
+                "3s",
+                "--workload",
+                "short_qa",
+                "--out",
+                str(out),
+                "--",
+                "--max-tokens",
+                "8",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=REPO,
+            env=locust_env(),
+        )
         trace = read_trace(sim.trace)
     assert p.returncode == 1, p.stdout + p.stderr  # requests failed
     records = pq.read_table(out / "requests.parquet").to_pylist()
@@ -296,6 +387,7 @@ def test_http_errors_recorded_with_the_servers_message_and_summarised_once(tmp_p
 
 
 # ------------------------------------------------------------------- workers lost and back
+
 
 def run_children(run_pid: int, timeout: float = 60) -> dict[str, psutil.Process]:
     """The processes `swarm run` started, by role: master, worker-0..N (and sim when embedded)."""
@@ -335,8 +427,26 @@ def test_worker_that_goes_missing_and_comes_back_is_counted_once(tmp_path):
     (it heals and reports again): every request the simulator traced is counted exactly once."""
     out = tmp_path / "run"
     with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "5") as sim:
-        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "2", "-u", "6", "-t", "14s", "--workload", "short_qa",
-                        "--stop-timeout", "10s", "--out", str(out), "--", "--max-tokens", "32")
+        cmd = swarm_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            "2",
+            "-u",
+            "6",
+            "-t",
+            "14s",
+            "--workload",
+            "short_qa",
+            "--stop-timeout",
+            "10s",
+            "--out",
+            str(out),
+            "--",
+            "--max-tokens",
+            "32",
+        )
         with start(cmd, tmp_path / "run.log") as run:
             procs = run_children(run.popen.pid)
             wait_for(lambda: trace_lines(sim.trace) >= 10, 60, "requests")
@@ -353,11 +463,16 @@ def test_worker_that_goes_missing_and_comes_back_is_counted_once(tmp_path):
     assert "failed to send heartbeat" in master_log and "self-healed" in master_log, master_log[-3000:]
     records = pq.read_table(out / "requests.parquet").to_pylist()
     s = json.loads((out / "summary.json").read_text())
-    assert s["total"]["requests"] == len(records) == len(trace), (s["total"]["requests"], len(records), len(trace))
+    assert s["total"]["requests"] == len(records) == len(trace), (
+        s["total"]["requests"],
+        len(records),
+        len(trace),
+    )
     assert_each_traced_request_recorded_once(records, trace)
     assert len(worker_records(out).get(victim.pid, [])) > 0
-    assert [d["worker"] for d in s["degraded_workers"]] and all(d.get("reconnected_at")
-                                                                for d in s["degraded_workers"]), s["degraded_workers"]
+    assert [d["worker"] for d in s["degraded_workers"]] and all(
+        d.get("reconnected_at") for d in s["degraded_workers"]
+    ), s["degraded_workers"]
 
 
 @pytest.mark.integration
@@ -366,8 +481,26 @@ def test_worker_sigkilled_mid_run(tmp_path):
     records are all counted once, and the victim's count is at most what it sent."""
     out = tmp_path / "run"
     with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "6") as sim:
-        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "3", "-u", "9", "-t", "14s", "--workload", "short_qa",
-                        "--stop-timeout", "10s", "--out", str(out), "--", "--max-tokens", "32")
+        cmd = swarm_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            "3",
+            "-u",
+            "9",
+            "-t",
+            "14s",
+            "--workload",
+            "short_qa",
+            "--stop-timeout",
+            "10s",
+            "--out",
+            str(out),
+            "--",
+            "--max-tokens",
+            "32",
+        )
         with start(cmd, tmp_path / "run.log") as run:
             procs = run_children(run.popen.pid)
             wait_for(lambda: trace_lines(sim.trace) >= 10, 60, "requests")
@@ -393,13 +526,16 @@ def test_worker_sigkilled_mid_run(tmp_path):
     victim_traced = len(trace) - len(ids)  # every request of the victim the simulator saw
     surely_reported = sum(r["start_wall_s"] + r["e2e_s"] < killed_at - 4.0 for r in victim_recs)
     counted = s["total"]["requests"]
-    print(f"\nworker killed: survivors {len(survivors)}, victim sent {victim_traced} "
-          f"(>= {surely_reported} surely reported), master counted {counted}")
+    print(
+        f"\nworker killed: survivors {len(survivors)}, victim sent {victim_traced} "
+        f"(>= {surely_reported} surely reported), master counted {counted}"
+    )
     assert surely_reported > 0
     assert len(survivors) + surely_reported <= counted <= len(survivors) + victim_traced
 
 
 # ------------------------------------------------------------------------------ signals
+
 
 @pytest.mark.integration
 def test_master_sigterm_stops_the_workers_and_loses_nothing(tmp_path):
@@ -411,13 +547,53 @@ def test_master_sigterm_stops_the_workers_and_loses_nothing(tmp_path):
         port = free_port()
         common = ["--host", sim.url, "--workload", "short_qa", "--max-tokens", "32", "--swarm-out", str(out)]
         with contextlib.ExitStack() as stack:
-            master = stack.enter_context(start(
-                [*locust, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                 "--expect-workers", "2", "--expect-workers-max-wait", "60", "-u", "6", "-r", "6", "-t", "120s",
-                 "--stop-timeout", "10", "--only-summary", *common], tmp_path / "master.log", env=locust_env()))
-            workers = [stack.enter_context(start(
-                [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *common],
-                tmp_path / f"worker-{i}.log", env=locust_env())) for i in range(2)]
+            master = stack.enter_context(
+                start(
+                    [
+                        *locust,
+                        "--master",
+                        "--headless",
+                        "--master-bind-host",
+                        "127.0.0.1",
+                        "--master-bind-port",
+                        str(port),
+                        "--expect-workers",
+                        "2",
+                        "--expect-workers-max-wait",
+                        "60",
+                        "-u",
+                        "6",
+                        "-r",
+                        "6",
+                        "-t",
+                        "120s",
+                        "--stop-timeout",
+                        "10",
+                        "--only-summary",
+                        *common,
+                    ],
+                    tmp_path / "master.log",
+                    env=locust_env(),
+                )
+            )
+            workers = [
+                stack.enter_context(
+                    start(
+                        [
+                            *locust,
+                            "--worker",
+                            "--master-host",
+                            "127.0.0.1",
+                            "--master-port",
+                            str(port),
+                            *common,
+                        ],
+                        tmp_path / f"worker-{i}.log",
+                        env=locust_env(),
+                    )
+                )
+                for i in range(2)
+            ]
             wait_for(lambda: trace_lines(sim.trace) >= 20, 60, "requests")
             master.signal(signal.SIGTERM)
             signalled = time.monotonic()
@@ -443,12 +619,29 @@ def test_ctrl_c_on_swarm_run_stops_everything_and_writes_what_it_has(tmp_path):
     process it started (embedded simulator, master, workers) gone within seconds, and DIR holds
     the summary and the records of what was done, each request the simulator traced once."""
     out = tmp_path / "run"
-    cmd = swarm_cmd("run", "--workers", "2", "-u", "6", "-t", "120s", "--workload", "short_qa",
-                    "--sim-profile", CALIBRATED, "--out", str(out), "--", "--max-tokens", "32")
+    cmd = swarm_cmd(
+        "run",
+        "--workers",
+        "2",
+        "-u",
+        "6",
+        "-t",
+        "120s",
+        "--workload",
+        "short_qa",
+        "--sim-profile",
+        CALIBRATED,
+        "--out",
+        str(out),
+        "--",
+        "--max-tokens",
+        "32",
+    )
     log = tmp_path / "run.log"
     with open(log, "wb") as f:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
-                             env=locust_env())
+        p = subprocess.Popen(
+            cmd, stdout=f, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True, env=locust_env()
+        )
     try:
         children = run_children(p.pid)
         assert "sim" in children, children
@@ -470,8 +663,10 @@ def test_ctrl_c_on_swarm_run_stops_everything_and_writes_what_it_has(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     records = pq.read_table(out / "requests.parquet").to_pylist()
     trace = read_trace(out / "sim-trace.jsonl")
-    print(f"\nCtrl-C: everything stopped in {stopped:.1f} s; {len(records)} records, "
-          f"{dict(Counter(r['outcome'] for r in records))}")
+    print(
+        f"\nCtrl-C: everything stopped in {stopped:.1f} s; {len(records)} records, "
+        f"{dict(Counter(r['outcome'] for r in records))}"
+    )
     assert s["total"]["requests"] == len(records) > 0
     assert_each_traced_request_recorded_once(records, trace, untraced_ok=("truncated", "connect_error"))
     assert (out / "report.html").exists()

@@ -27,23 +27,62 @@ LOCUST = [sys.executable, "-m", "locust", "-f", LOCUSTFILE]
 
 def read_sent(directory: Path) -> dict[int, list[dict]]:
     """pid -> the records that process fired."""
-    return {int(f.stem): [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-            for f in sorted(directory.glob("*.jsonl"))}
+    return {
+        int(f.stem): [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        for f in sorted(directory.glob("*.jsonl"))
+    }
 
 
 @contextlib.contextmanager
-def swarm_processes(tmp_path: Path, master_args: list[str], workers: int = 2, env: dict | None = None,
-                    ) -> Iterator[tuple[Proc, list[Proc]]]:
+def swarm_processes(
+    tmp_path: Path,
+    master_args: list[str],
+    workers: int = 2,
+    env: dict | None = None,
+) -> Iterator[tuple[Proc, list[Proc]]]:
     master_port = free_port()
     env = {"SWARM_TEST_SENT": str(tmp_path / "sent"), **(env or {})}
     with contextlib.ExitStack() as stack:
-        master = stack.enter_context(start(
-            [*LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-             str(master_port), "--expect-workers", str(workers), "--expect-workers-max-wait", "60",
-             "--only-summary", *master_args], tmp_path / "master.log", env=env))
-        procs = [stack.enter_context(start(
-            [*LOCUST, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
-             "--swarm-out", str(tmp_path / "out")], tmp_path / f"worker-{i}.log", env=env)) for i in range(workers)]
+        master = stack.enter_context(
+            start(
+                [
+                    *LOCUST,
+                    "--master",
+                    "--headless",
+                    "--master-bind-host",
+                    "127.0.0.1",
+                    "--master-bind-port",
+                    str(master_port),
+                    "--expect-workers",
+                    str(workers),
+                    "--expect-workers-max-wait",
+                    "60",
+                    "--only-summary",
+                    *master_args,
+                ],
+                tmp_path / "master.log",
+                env=env,
+            )
+        )
+        procs = [
+            stack.enter_context(
+                start(
+                    [
+                        *LOCUST,
+                        "--worker",
+                        "--master-host",
+                        "127.0.0.1",
+                        "--master-port",
+                        str(master_port),
+                        "--swarm-out",
+                        str(tmp_path / "out"),
+                    ],
+                    tmp_path / f"worker-{i}.log",
+                    env=env,
+                )
+            )
+            for i in range(workers)
+        ]
         yield master, procs
 
 
@@ -63,8 +102,22 @@ def promtool_check(text: str) -> None:
 def test_master_summary_equals_what_the_workers_sent(tmp_path):
     prom = free_port()
     out = tmp_path / "out"
-    args = ["-u", "4", "-r", "4", "-t", "6s", "--swarm-out", str(out), "--prometheus-port", str(prom),
-            "--run-id", "it-1", "--slo", "ttft_p99<=30s,error_rate<=50%"]
+    args = [
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "6s",
+        "--swarm-out",
+        str(out),
+        "--prometheus-port",
+        str(prom),
+        "--run-id",
+        "it-1",
+        "--slo",
+        "ttft_p99<=30s,error_rate<=50%",
+    ]
     with swarm_processes(tmp_path, args) as (master, _):
         deadline = time.monotonic() + 60
         text = ""
@@ -89,12 +142,17 @@ def test_master_summary_equals_what_the_workers_sent(tmp_path):
         mine = [r for r in sent if name == "total" or r["workload"] == name]
         block = s[name]
         assert block["requests"] == len(mine) > 0
-        assert block["failures"] == {o.value: sum(r["outcome"] == o.value for r in mine) for o in OUTCOMES if o.failed}
+        assert block["failures"] == {
+            o.value: sum(r["outcome"] == o.value for r in mine) for o in OUTCOMES if o.failed
+        }
         for key in ("prompt_tokens", "output_tokens", "reasoning_tokens"):
             assert block[key] == sum(r[key] for r in mine)
         ok = [r for r in mine if r["outcome"] == "ok"]
-        for lat, values in (("ttft", [r["ttft_s"] for r in ok]), ("e2e", [r["e2e_s"] for r in ok]),
-                            ("itl", [v for r in ok for v in r["itl_s"]])):
+        for lat, values in (
+            ("ttft", [r["ttft_s"] for r in ok]),
+            ("e2e", [r["e2e_s"] for r in ok]),
+            ("itl", [v for r in ok for v in r["itl_s"]]),
+        ):
             for stat, q in (("p50", 50), ("p99", 99)):
                 exact = float(np.percentile(values, q, method="lower"))
                 assert abs(block[f"{lat}_s"][stat] - exact) <= 0.01 * exact, (name, lat, stat)
@@ -107,8 +165,22 @@ def test_master_summary_equals_what_the_workers_sent(tmp_path):
 
 
 def test_slo_failure_exits_nonzero_with_the_measured_value(tmp_path):
-    with start([*LOCUST, "--headless", "-u", "2", "-r", "2", "-t", "2s", "--only-summary",
-                "--slo", "ttft_p99<=1ms,error_rate<=100%"], tmp_path / "local.log") as p:
+    with start(
+        [
+            *LOCUST,
+            "--headless",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "2s",
+            "--only-summary",
+            "--slo",
+            "ttft_p99<=1ms,error_rate<=100%",
+        ],
+        tmp_path / "local.log",
+    ) as p:
         code = p.wait(timeout=60)
     log = p.output()
     assert code == 1, log[-2000:]
@@ -117,12 +189,19 @@ def test_slo_failure_exits_nonzero_with_the_measured_value(tmp_path):
 
 
 def test_malformed_slo_is_one_line_and_exit_2(tmp_path):
-    p = subprocess.run([*LOCUST, "--headless", "-u", "1", "-t", "2s", "--slo", "ttft_p99<=fast"],
-                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    p = subprocess.run(
+        [*LOCUST, "--headless", "-u", "1", "-t", "2s", "--slo", "ttft_p99<=fast"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert p.returncode == 2, p.stderr
     errors = [line for line in p.stderr.splitlines() if "error" in line.lower()]
-    assert errors == ["swarm: error: bad SLO 'ttft_p99<=fast': expected [WORKLOAD.]METRIC OP VALUE[ms|s|%], "
-                      "e.g. ttft_p99<=800ms"], p.stderr
+    assert errors == [
+        "swarm: error: bad SLO 'ttft_p99<=fast': expected [WORKLOAD.]METRIC OP VALUE[ms|s|%], "
+        "e.g. ttft_p99<=800ms"
+    ], p.stderr
     assert "Traceback" not in p.stderr + p.stdout
 
 
@@ -155,7 +234,10 @@ def test_killed_worker_marks_the_run_degraded_and_loses_at_most_one_interval(tmp
 def test_interrupted_run_loses_nothing(tmp_path):
     """SIGTERM to the workers, then the master (what `swarm run` does on Ctrl-C): every record counts."""
     out = tmp_path / "out"
-    with swarm_processes(tmp_path, ["-u", "4", "-r", "4", "-t", "120s", "--swarm-out", str(out)]) as (master, workers):
+    with swarm_processes(tmp_path, ["-u", "4", "-r", "4", "-t", "120s", "--swarm-out", str(out)]) as (
+        master,
+        workers,
+    ):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(read_sent(tmp_path / "sent")) < 2:
             time.sleep(0.5)

@@ -16,8 +16,9 @@ from swarm.plugin import WIRE_KEY, SwarmPlugin
 
 
 def _env(tmp_path, **opts) -> Environment:
-    options = argparse.Namespace(swarm_out=str(tmp_path / "out"), prometheus_port=None, slo=None, run_id="loc-1",
-                                 model="m-1")
+    options = argparse.Namespace(
+        swarm_out=str(tmp_path / "out"), prometheus_port=None, slo=None, run_id="loc-1", model="m-1"
+    )
     vars(options).update(opts)
     env = Environment(events=Events(), parsed_options=options)
     env.create_local_runner()
@@ -63,8 +64,18 @@ def test_master_side_merge_of_a_worker_report(tmp_path):
         worker_side = Aggregate()
         for r in synthetic_records(50):
             worker_side.add(r)
-        data = msgpack.unpackb(msgpack.packb({WIRE_KEY: {**worker_side.take_delta().to_wire(), "stopped": True,
-                                                         "model_name": "from-worker"}}), raw=False)
+        data = msgpack.unpackb(
+            msgpack.packb(
+                {
+                    WIRE_KEY: {
+                        **worker_side.take_delta().to_wire(),
+                        "stopped": True,
+                        "model_name": "from-worker",
+                    }
+                }
+            ),
+            raw=False,
+        )
         plugin.model_name = None
         plugin._on_worker_report(client_id="w-1", data=data)
         plugin._on_worker_report(client_id="w-1", data={WIRE_KEY: {"v": 999, "cells": []}})  # ignored, logged

@@ -41,8 +41,16 @@ def test_the_line_reads_what_the_master_exports():
     for i in range(102):
         ttft = 0.085 if i < 99 else 1.7
         outcome = Outcome.TIMEOUT if i >= 100 else Outcome.OK
-        agg.add(RequestRecord(workload="short_qa", start_wall_s=1.7e9 + i, outcome=outcome, ttft_s=ttft,
-                              e2e_s=ttft + 0.5, output_tokens=10))
+        agg.add(
+            RequestRecord(
+                workload="short_qa",
+                start_wall_s=1.7e9 + i,
+                outcome=outcome,
+                ttft_s=ttft,
+                e2e_s=ttft + 0.5,
+                output_tokens=10,
+            )
+        )
     cur = parse_master_metrics(render(ExportState(aggregate=agg, run_id="r1", users=8)).decode())
     assert cur.requests == 102 and cur.failed == 2 and cur.users == 8
     assert set(cur.ttft_buckets) == {*BUCKETS, INF}

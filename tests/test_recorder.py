@@ -9,12 +9,24 @@ from swarm.records import Outcome, RequestRecord
 def _record(i: int, rng: random.Random) -> RequestRecord:
     outcome = rng.choice(list(Outcome))
     return RequestRecord(
-        workload=rng.choice(["chat", "rag"]), start_wall_s=1.7e9 + i, outcome=outcome, stage=i % 3,
-        request_id=f"chatcmpl-{i}", http_status=200 if outcome is Outcome.OK else 500,
-        ttft_s=rng.random(), ttfa_s=None, e2e_s=rng.random() * 5, tpot_s=0.02,
-        itl_s=[rng.random() / 10 for _ in range(rng.randint(0, 5))], prompt_tokens=rng.randint(1, 3000),
-        output_tokens=rng.randint(0, 500), reasoning_tokens=0, tokens_from_usage=True,
-        finish_reason="length", error=None if outcome is Outcome.OK else "boom", send_lag_s=None,
+        workload=rng.choice(["chat", "rag"]),
+        start_wall_s=1.7e9 + i,
+        outcome=outcome,
+        stage=i % 3,
+        request_id=f"chatcmpl-{i}",
+        http_status=200 if outcome is Outcome.OK else 500,
+        ttft_s=rng.random(),
+        ttfa_s=None,
+        e2e_s=rng.random() * 5,
+        tpot_s=0.02,
+        itl_s=[rng.random() / 10 for _ in range(rng.randint(0, 5))],
+        prompt_tokens=rng.randint(1, 3000),
+        output_tokens=rng.randint(0, 500),
+        reasoning_tokens=0,
+        tokens_from_usage=True,
+        finish_reason="length",
+        error=None if outcome is Outcome.OK else "boom",
+        send_lag_s=None,
         warmup=i % 7 == 0,
     )
 

@@ -18,14 +18,29 @@ from swarm.records import Outcome, RequestRecord
 from swarm.report import PNGS, load_run, stage_rows, write_report
 from swarm.server_metrics import Histogram, ServerSnapshot
 
-SHORT_QA = [(10, 13.4, 0.168), (30, 28.1, 0.193), (64, 45.2, 0.292), (128, 60.2, 0.419), (200, 64.9, 0.727),
-            (256, 64.7, 0.843)]
+SHORT_QA = [
+    (10, 13.4, 0.168),
+    (30, 28.1, 0.193),
+    (64, 45.2, 0.292),
+    (128, 60.2, 0.419),
+    (200, 64.9, 0.727),
+    (256, 64.7, 0.843),
+]
 T0 = 1_800_000_000.0
 
 
-def make_run(directory: Path, table=SHORT_QA, stage_s: float = 10.0, users_in_summary: bool = True,
-             server: bool = True, cpu: bool = True, records: bool = True, kv_scale: float = 1.0,
-             slo: str | None = "ttft_p99<=800ms", cap: int = 241) -> Path:
+def make_run(
+    directory: Path,
+    table=SHORT_QA,
+    stage_s: float = 10.0,
+    users_in_summary: bool = True,
+    server: bool = True,
+    cpu: bool = True,
+    records: bool = True,
+    kv_scale: float = 1.0,
+    slo: str | None = "ttft_p99<=800ms",
+    cap: int = 241,
+) -> Path:
     """A run directory as `swarm run --sweep` leaves it, with the seed's numbers per stage."""
     directory.mkdir(parents=True, exist_ok=True)
     recs: list[RequestRecord] = []
@@ -35,17 +50,36 @@ def make_run(directory: Path, table=SHORT_QA, stage_s: float = 10.0, users_in_su
         for i in range(n):
             ttft = p99 * (0.5 + 0.5 * (i / max(n - 1, 1)) ** 6)
             outcome = Outcome.TIMEOUT if stage == len(table) - 1 and i % 50 == 7 else Outcome.OK
-            recs.append(RequestRecord(
-                workload="short_qa", start_wall_s=start + i * stage_s / n, outcome=outcome, stage=stage,
-                ttft_s=ttft, e2e_s=ttft + 49 * 0.018 * (1 + users / 256), tpot_s=0.018 * (1 + users / 256),
-                itl_s=[0.018] * 3, prompt_tokens=40, output_tokens=50, tokens_from_usage=True,
-                finish_reason="length"))
+            recs.append(
+                RequestRecord(
+                    workload="short_qa",
+                    start_wall_s=start + i * stage_s / n,
+                    outcome=outcome,
+                    stage=stage,
+                    ttft_s=ttft,
+                    e2e_s=ttft + 49 * 0.018 * (1 + users / 256),
+                    tpot_s=0.018 * (1 + users / 256),
+                    itl_s=[0.018] * 3,
+                    prompt_tokens=40,
+                    output_tokens=50,
+                    tokens_from_usage=True,
+                    finish_reason="length",
+                )
+            )
     agg = Aggregate()
     for r in recs:
         agg.add(r)
     windows = {s: (T0 + s * stage_s, T0 + (s + 1) * stage_s) for s in range(len(table))}
-    s = summary.build(agg, run_id="sweep-test", model_name="qwen3.6-27b", start_s=T0,
-                      end_s=T0 + len(table) * stage_s, users=table[-1][0], workers=2, stage_windows=windows)
+    s = summary.build(
+        agg,
+        run_id="sweep-test",
+        model_name="qwen3.6-27b",
+        start_s=T0,
+        end_s=T0 + len(table) * stage_s,
+        users=table[-1][0],
+        workers=2,
+        stage_windows=windows,
+    )
     if users_in_summary:
         for entry in s["stages"]:
             entry["users"] = table[entry["stage"]][0]
@@ -83,16 +117,28 @@ def write_server_metrics(path: Path, recs, table, stage_s, kv_scale, cap) -> Non
             if t and table[min(int((t - 1) // stage_s), len(table) - 1)][0] >= 200:
                 preempt += 3
             snap = ServerSnapshot(
-                ts=ts, source="vllm", model="qwen3.6-27b", running=min(users, cap) - (t % 2 if users < cap else 0),
-                waiting=max(0, users - cap), kv_usage=min(0.96, users / 200 * 0.96) * kv_scale,
-                prompt_tokens=40.0 * fin.sum(), generation_tokens=50.0 * fin.sum(), preemptions=preempt,
-                prefix_queries=40.0 * fin.sum(), prefix_hits=10.0 * fin.sum(),
-                request_success={"length": float(fin.sum())}, spec_drafts=10.0 * t, spec_draft_tokens=30.0 * t,
-                spec_accepted=21.0 * t)
-            snap.histograms["ttft"] = Histogram(bt, tuple(float((ttft[fin] <= b).sum()) for b in bt),
-                                                float(ttft[fin].sum()), float(fin.sum()))
-            snap.histograms["e2e"] = Histogram(be, tuple(float((e2e[fin] <= b).sum()) for b in be),
-                                               float(e2e[fin].sum()), float(fin.sum()))
+                ts=ts,
+                source="vllm",
+                model="qwen3.6-27b",
+                running=min(users, cap) - (t % 2 if users < cap else 0),
+                waiting=max(0, users - cap),
+                kv_usage=min(0.96, users / 200 * 0.96) * kv_scale,
+                prompt_tokens=40.0 * fin.sum(),
+                generation_tokens=50.0 * fin.sum(),
+                preemptions=preempt,
+                prefix_queries=40.0 * fin.sum(),
+                prefix_hits=10.0 * fin.sum(),
+                request_success={"length": float(fin.sum())},
+                spec_drafts=10.0 * t,
+                spec_draft_tokens=30.0 * t,
+                spec_accepted=21.0 * t,
+            )
+            snap.histograms["ttft"] = Histogram(
+                bt, tuple(float((ttft[fin] <= b).sum()) for b in bt), float(ttft[fin].sum()), float(fin.sum())
+            )
+            snap.histograms["e2e"] = Histogram(
+                be, tuple(float((e2e[fin] <= b).sum()) for b in be), float(e2e[fin].sum()), float(fin.sum())
+            )
             out.write(json.dumps(snap.to_json()) + "\n")
 
 
@@ -123,10 +169,12 @@ def test_report_diagnosis_and_tables(tmp_path):
     assert found["kv_bound"]["stage"] == 4 and "96%" in found["kv_bound"]["text"]
     assert found["client_bound"]["stage"] == 5 and not found["client_bound"]["trusted"]
     assert "200 users" in found["slo_max_concurrency"]["text"]
-    cvs = [f["text"] for f in json.loads((run / "diagnosis.json").read_text()) if f["kind"] == "client_vs_server"]
+    cvs = [
+        f["text"] for f in json.loads((run / "diagnosis.json").read_text()) if f["kind"] == "client_vs_server"
+    ]
     assert "no trend with load" in cvs[0] and "buckets up to 250 ms wide" in cvs[0]
     assert "last scrape came 2.6 s before the client's last request finished" in cvs[1]
-    assert "Ceiling at 200 users" in text and "class=\"untrusted\"" in text
+    assert "Ceiling at 200 users" in text and 'class="untrusted"' in text
     assert "Speculative decoding" in text and "<td>70%</td><td>3.10</td>" in text
     csv = pd.read_csv(run / "stages.csv")
     assert list(csv["users"]) == [10, 30, 64, 128, 200, 256]
@@ -149,7 +197,9 @@ def test_without_server_metrics_cpu_or_users(tmp_path):
     assert "no server metrics" in text and "client-side numbers only" in text
     assert "estimated" in text
     assert len(images(text)) == 4  # no server timeline, no client-vs-server TTFT
-    rows, estimated = stage_rows(json.loads((run / "summary.json").read_text()), pd.read_parquet(run / "requests.parquet"))
+    rows, estimated = stage_rows(
+        json.loads((run / "summary.json").read_text()), pd.read_parquet(run / "requests.parquet")
+    )
     assert estimated and all(r.users and r.start_s and r.end_s for r in rows)
 
 
@@ -162,7 +212,7 @@ def test_a_plain_locust_run_takes_client_boundness_from_the_summary(tmp_path):
     text = write_report(run).read_text()
     [bound] = [f for f in json.loads((run / "diagnosis.json").read_text()) if f["kind"] == "client_bound"]
     assert bound["stage"] == 5 and not bound["trusted"] and "worker-1 averaged 97% CPU" in bound["text"]
-    assert "256 users" in bound["text"] and "class=\"untrusted\"" in text
+    assert "256 users" in bound["text"] and 'class="untrusted"' in text
     note = "client saturation from the workers' own CPU reports in summary.json"
     assert any(note in n for n in load_run(run).notes) and html.escape(note) in text
     del s["client_bound"]  # none bound: no finding, the same note

@@ -63,11 +63,34 @@ def test_api_key_and_grafana_token_stay_in_the_authorization_header(tmp_path):
     key, grafana_token = token(), token()
     out = tmp_path / "run"
     prom = free_port()
-    with sim_server(tmp_path, "--profile", "instant", "--api-key", key) as sim, \
-            fault_server(tmp_path, "echo_auth") as (grafana, grafana_log):
-        cmd = swarm_cmd("run", "--host", sim.url, "--api-key", key, "--workers", "2", "-u", "4", "-t", "4s",
-                        "--workload", "short_qa", "--grafana-url", grafana, "--prometheus-port", str(prom),
-                        "--out", str(out), "--", "--max-tokens", "8")
+    with (
+        sim_server(tmp_path, "--profile", "instant", "--api-key", key) as sim,
+        fault_server(tmp_path, "echo_auth") as (grafana, grafana_log),
+    ):
+        cmd = swarm_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--api-key",
+            key,
+            "--workers",
+            "2",
+            "-u",
+            "4",
+            "-t",
+            "4s",
+            "--workload",
+            "short_qa",
+            "--grafana-url",
+            grafana,
+            "--prometheus-port",
+            str(prom),
+            "--out",
+            str(out),
+            "--",
+            "--max-tokens",
+            "8",
+        )
         log = tmp_path / "run.log"
         with start(cmd, log, env=env_without_secrets(GRAFANA_TOKEN=grafana_token)) as run:
             wait_http(f"http://127.0.0.1:{prom}/metrics", timeout=60, proc=run.popen, log=log)
@@ -96,17 +119,38 @@ def test_a_refused_key_is_recorded_with_the_servers_message_and_never_echoed(tmp
     key = token()
     out = tmp_path / "run"
     with fault_server(tmp_path, "echo_auth") as (url, _):
-        p = subprocess.run(swarm_cmd("run", "--host", url, "--model", "m", "--workers", "1", "-u", "2", "-t", "2s",
-                                     "--workload", "short_qa", "--out", str(out)),
-                           capture_output=True, text=True, timeout=120, cwd=REPO,
-                           env=env_without_secrets(OPENAI_API_KEY=key))
+        p = subprocess.run(
+            swarm_cmd(
+                "run",
+                "--host",
+                url,
+                "--model",
+                "m",
+                "--workers",
+                "1",
+                "-u",
+                "2",
+                "-t",
+                "2s",
+                "--workload",
+                "short_qa",
+                "--out",
+                str(out),
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+            env=env_without_secrets(OPENAI_API_KEY=key),
+        )
     assert p.returncode == 1, p.stdout + p.stderr  # every request failed
     records = pq.read_table(out / "requests.parquet").to_pylist()
     assert records and all(r["outcome"] == "http_error" and r["http_status"] == 401 for r in records)
     assert {r["error"] for r in records} == {"401 invalid credentials: Bearer ***"}
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["errors"]["http_error"] == [{"message": "401 invalid credentials: Bearer ***",
-                                                "count": len(records)}]
+    assert summary["errors"]["http_error"] == [
+        {"message": "401 invalid credentials: Bearer ***", "count": len(records)}
+    ]
     assert_nowhere(key, out, p.stdout, p.stderr)
 
 
@@ -120,16 +164,47 @@ def test_web_ui_pages_and_json_never_show_the_key(tmp_path):
     with sim_server(tmp_path, "--profile", "instant", "--api-key", key) as sim:
         port = free_port()
         log = tmp_path / "ui.log"
-        cmd = [*LOCUST, "--web-port", str(port), "--web-host", "127.0.0.1", "--autostart", "-u", "2", "-r", "2",
-               "--host", sim.url, "--workload", "short_qa", "--max-tokens", "8", "--csv", str(tmp_path / "ui"),
-               "--csv-full-history"]
+        cmd = [
+            *LOCUST,
+            "--web-port",
+            str(port),
+            "--web-host",
+            "127.0.0.1",
+            "--autostart",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "--host",
+            sim.url,
+            "--workload",
+            "short_qa",
+            "--max-tokens",
+            "8",
+            "--csv",
+            str(tmp_path / "ui"),
+            "--csv-full-history",
+        ]
         with start(cmd, log, env=env_without_secrets(OPENAI_API_KEY=key)) as ui:
             base = f"http://127.0.0.1:{port}"
             wait_http(base + "/", timeout=60, proc=ui.popen, log=log)
             time.sleep(3)
-            pages = {path: fetch(base + path) for path in (
-                "/", "/stats/requests", "/stats/report", "/stats/requests/csv", "/stats/requests_full_history/csv",
-                "/stats/failures/csv", "/exceptions", "/exceptions/csv", "/logs", "/tasks", "/metrics")}
+            pages = {
+                path: fetch(base + path)
+                for path in (
+                    "/",
+                    "/stats/requests",
+                    "/stats/report",
+                    "/stats/requests/csv",
+                    "/stats/requests_full_history/csv",
+                    "/stats/failures/csv",
+                    "/exceptions",
+                    "/exceptions/csv",
+                    "/logs",
+                    "/tasks",
+                    "/metrics",
+                )
+            }
     assert '"extended_stats"' in pages["/stats/requests"] and '"llm"' in pages["/stats/requests"]
     stats = json.loads(pages["/stats/requests"])
     assert stats["total_rps"] >= 0 and stats["stats"][-1]["num_requests"] > 0  # requests ran...
@@ -151,11 +226,22 @@ def test_web_login_guards_every_page_but_metrics(tmp_path):
     password = token()
     port = free_port()
     log = tmp_path / "ui.log"
-    cmd = [*LOCUST, "--web-login", "--web-port", str(port), "--web-host", "127.0.0.1", "--host", "http://127.0.0.1:9"]
+    cmd = [
+        *LOCUST,
+        "--web-login",
+        "--web-port",
+        str(port),
+        "--web-host",
+        "127.0.0.1",
+        "--host",
+        "http://127.0.0.1:9",
+    ]
     with start(cmd, log, env=env_without_secrets(SWARM_WEB_PASSWORD=password)) as ui:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/login", timeout=60, proc=ui.popen, log=log)
-        opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        opener = urllib.request.build_opener(
+            _NoRedirect, urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
 
         def call(path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
             data = urllib.parse.urlencode(form).encode() if form is not None else None
@@ -177,9 +263,17 @@ def test_web_login_guards_every_page_but_metrics(tmp_path):
 
 
 def test_web_login_without_a_password_refuses_to_start(tmp_path):
-    p = subprocess.run([*LOCUST, "--web-login", "--web-port", str(free_port()), "--host", "http://127.0.0.1:9"],
-                       capture_output=True, text=True, timeout=60, cwd=REPO, env=env_without_secrets())
+    p = subprocess.run(
+        [*LOCUST, "--web-login", "--web-port", str(free_port()), "--host", "http://127.0.0.1:9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env=env_without_secrets(),
+    )
     assert p.returncode == 2, p.stderr
     errors = [line for line in p.stderr.splitlines() if "error" in line.lower()]
-    assert errors == ["swarm: error: --web-login needs a password: set $SWARM_WEB_PASSWORD "
-                      "(and $SWARM_WEB_USERNAME, default swarm)"], p.stderr
+    assert errors == [
+        "swarm: error: --web-login needs a password: set $SWARM_WEB_PASSWORD "
+        "(and $SWARM_WEB_USERNAME, default swarm)"
+    ], p.stderr

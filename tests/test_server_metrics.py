@@ -35,6 +35,7 @@ def fixture(name: str) -> str:
 
 # ---------------------------------------------------------------------------------------- parsing
 
+
 def test_vllm_033_scrape_normalised():
     s = parse_metrics(fixture("vllm_0_33_metrics.txt"), ts=10.0)
     assert (s.source, s.model, s.ts) == ("vllm", "qwen3.6-27b", 10.0)
@@ -53,9 +54,20 @@ def test_vllm_033_scrape_normalised():
 
 
 def test_vllm_010_scrape_with_old_and_new_names_counts_each_once():
-    new, old = parse_metrics(fixture("vllm_0_33_metrics.txt")), parse_metrics(fixture("vllm_0_10_metrics.txt"))
-    for name in ("running", "waiting", "kv_usage", "prompt_tokens", "generation_tokens", "preemptions",
-                 "prefix_queries", "prefix_hits"):
+    new, old = (
+        parse_metrics(fixture("vllm_0_33_metrics.txt")),
+        parse_metrics(fixture("vllm_0_10_metrics.txt")),
+    )
+    for name in (
+        "running",
+        "waiting",
+        "kv_usage",
+        "prompt_tokens",
+        "generation_tokens",
+        "preemptions",
+        "prefix_queries",
+        "prefix_hits",
+    ):
         assert getattr(old, name) == getattr(new, name), name
     assert old.spec_drafts is None  # not configured: absent, not zero
     assert old.histograms["itl"].count == 300_000  # not 2x: the deprecated alias is not added on top
@@ -63,7 +75,9 @@ def test_vllm_010_scrape_with_old_and_new_names_counts_each_once():
 
 def test_vllm_old_names_only():
     """Pre-0.12 names alone (new ones stripped): KV, prefix cache and ITL still found."""
-    drop = re.compile(r"^(# (HELP|TYPE) )?vllm:(kv_cache_usage_perc|prefix_cache_(queries|hits)|inter_token_latency_seconds)")
+    drop = re.compile(
+        r"^(# (HELP|TYPE) )?vllm:(kv_cache_usage_perc|prefix_cache_(queries|hits)|inter_token_latency_seconds)"
+    )
     text = "\n".join(line for line in fixture("vllm_0_10_metrics.txt").splitlines() if not drop.match(line))
     assert "\nvllm:kv_cache_usage_perc{" not in text and "\nvllm:gpu_cache_usage_perc{" in text
     s = parse_metrics(text)
@@ -113,6 +127,7 @@ def test_not_prometheus_text_raises_value_error():
 
 # ---------------------------------------------------------------------------------------- quantiles
 
+
 def test_histogram_quantile_matches_prometheus_rules():
     bounds, counts = (0.1, 0.2, INF), (10, 20, 20)
     assert histogram_quantile(0.5, bounds, counts) == pytest.approx(0.1)
@@ -148,22 +163,47 @@ def test_histogram_delta_and_reset():
 
 # ---------------------------------------------------------------------------------------- per stage
 
+
 def snap(ts, running, waiting, kv, gen, pre=0.0, ttft_counts=(0, 0, 0), stop=0.0, drafts=None, acc=None):
-    s = ServerSnapshot(ts=ts, source="vllm", running=running, waiting=waiting, kv_usage=kv,
-                       prompt_tokens=gen * 2, generation_tokens=gen, preemptions=pre,
-                       prefix_queries=gen * 2, prefix_hits=gen, request_success={"stop": stop})
+    s = ServerSnapshot(
+        ts=ts,
+        source="vllm",
+        running=running,
+        waiting=waiting,
+        kv_usage=kv,
+        prompt_tokens=gen * 2,
+        generation_tokens=gen,
+        preemptions=pre,
+        prefix_queries=gen * 2,
+        prefix_hits=gen,
+        request_success={"stop": stop},
+    )
     if drafts is not None:
         s.spec_drafts, s.spec_draft_tokens, s.spec_accepted = drafts, drafts * 3, acc
-    s.histograms["ttft"] = Histogram((0.1, 0.5, INF), tuple(float(c) for c in ttft_counts), 0.0, float(ttft_counts[-1]))
+    s.histograms["ttft"] = Histogram(
+        (0.1, 0.5, INF), tuple(float(c) for c in ttft_counts), 0.0, float(ttft_counts[-1])
+    )
     return s
 
 
 def test_stage_stats_two_stages():
-    series = [snap(100 + t, 64, 0, 0.25, 100.0 * t, ttft_counts=(10 * t, 10 * t, 10 * t), stop=10 * t)
-              for t in range(11)]  # stage 0: t 0-10, TTFT all < 0.1 s
-    series += [snap(110 + t, 64, 20, 0.26, 1000 + 100.0 * t, pre=0.0,
-                    ttft_counts=(100, 100 + 10 * t, 100 + 10 * t), stop=100 + 10 * t)
-               for t in range(1, 11)]  # stage 1: t 10-20, TTFT all 0.1-0.5 s
+    series = [
+        snap(100 + t, 64, 0, 0.25, 100.0 * t, ttft_counts=(10 * t, 10 * t, 10 * t), stop=10 * t)
+        for t in range(11)
+    ]  # stage 0: t 0-10, TTFT all < 0.1 s
+    series += [
+        snap(
+            110 + t,
+            64,
+            20,
+            0.26,
+            1000 + 100.0 * t,
+            pre=0.0,
+            ttft_counts=(100, 100 + 10 * t, 100 + 10 * t),
+            stop=100 + 10 * t,
+        )
+        for t in range(1, 11)
+    ]  # stage 1: t 10-20, TTFT all 0.1-0.5 s
     stats = stage_stats(reversed(series), [(0, 100, 110), (1, 110, 120)])
     s0, s1 = stats[0], stats[1]
     assert s0.samples == 10 and s0.duration_s == 10  # [start, end): the boundary scrape is the next stage's
@@ -183,8 +223,10 @@ def test_spec_decode_and_missing_counters():
     s = window_stats(series, 0, 0, 10)
     assert s.spec_acceptance_rate == pytest.approx(0.7)  # 210 / 300 draft tokens
     assert s.spec_mean_acceptance_length == pytest.approx(3.1)  # 1 + 210 / 100 drafts
-    llama = [ServerSnapshot(ts=0, source="llamacpp", running=1, generation_tokens=0),
-             ServerSnapshot(ts=5, source="llamacpp", running=2, generation_tokens=400)]
+    llama = [
+        ServerSnapshot(ts=0, source="llamacpp", running=1, generation_tokens=0),
+        ServerSnapshot(ts=5, source="llamacpp", running=2, generation_tokens=400),
+    ]
     s = window_stats(llama, 0, 0, 5)
     assert s.generation_tok_s == 80 and s.preemptions is None and s.kv_max is None and s.latency == {}
     assert window_stats([], 0, 0, 5).samples == 0  # no scrapes: empty stats, no error
@@ -200,6 +242,7 @@ def test_snapshot_json_round_trip(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- poller
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     body = b""
@@ -266,6 +309,7 @@ def test_poller_degrades_gracefully(tmp_path, metrics_server, kind):
 
 
 # ---------------------------------------------------------------------------------------- simulator
+
 
 def test_real_scrapes_from_the_simulator():
     """Two scrapes taken from `swarm sim --max-num-seqs 4` serving 12 concurrent requests."""

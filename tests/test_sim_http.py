@@ -176,8 +176,12 @@ def test_chat_stream_format_and_order(sim):
         "finish_reason": None,
     }
     no_reasoning = {"reasoning_tokens": 0}  # (thinking off; vLLM with a reasoning parser says so)
-    assert role["usage"] == {"prompt_tokens": prompt, "total_tokens": prompt, "completion_tokens": 0,
-                             "completion_tokens_details": no_reasoning}
+    assert role["usage"] == {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt,
+        "completion_tokens": 0,
+        "completion_tokens_details": no_reasoning,
+    }
     for i, c in enumerate(tokens, start=1):
         assert list(c["choices"][0]["delta"]) == ["content"]
         assert c["usage"]["completion_tokens"] == i and c["usage"]["total_tokens"] == prompt + i
@@ -219,8 +223,15 @@ def test_completions_stream_format(sim):
     assert len(chunks) == 8
     for i, c in enumerate(chunks[:7], start=1):
         ch = c["choices"][0]
-        assert list(ch) == ["index", "text", "logprobs", "finish_reason", "stop_reason", "prompt_token_ids",
-                            "token_ids"]  # vLLM's fields, in its order (test_vllm_conformance.py)
+        assert list(ch) == [
+            "index",
+            "text",
+            "logprobs",
+            "finish_reason",
+            "stop_reason",
+            "prompt_token_ids",
+            "token_ids",
+        ]  # vLLM's fields, in its order (test_vllm_conformance.py)
         assert c["object"] == "text_completion" and c["id"] == r.rid and r.rid.startswith("cmpl-")
         assert c["usage"]["completion_tokens"] == i
     assert chunks[6]["choices"][0]["finish_reason"] == "length"
@@ -320,13 +331,19 @@ def test_thinking_per_request_sends_delta_reasoning(sim):
     assert _reasoning_split(chunks, "reasoning") == (50, 0)
     assert token_chunks(chunks)[-1]["choices"][0]["finish_reason"] == "length"
     # running usage counts reasoning as it goes; a whole body says it too
-    chunks = call(sim.url, "/v1/chat/completions", chat_body(
-        2100, continuous=True, ignore_eos=True, chat_template_kwargs={"enable_thinking": True})).chunks()
+    chunks = call(
+        sim.url,
+        "/v1/chat/completions",
+        chat_body(2100, continuous=True, ignore_eos=True, chat_template_kwargs={"enable_thinking": True}),
+    ).chunks()
     n_reason, _ = _reasoning_split(chunks, "reasoning")
     running = [c["usage"]["completion_tokens_details"]["reasoning_tokens"] for c in token_chunks(chunks)]
     assert running == [min(k, n_reason) for k in range(1, 2101)]
-    whole = call(sim.url, "/v1/chat/completions", chat_body(
-        30, stream=False, chat_template_kwargs={"enable_thinking": True})).json()
+    whole = call(
+        sim.url,
+        "/v1/chat/completions",
+        chat_body(30, stream=False, chat_template_kwargs={"enable_thinking": True}),
+    ).json()
     assert whole["usage"]["completion_tokens_details"] == {"reasoning_tokens": 30}
     plain = call(sim.url, "/v1/completions", {"prompt": "hi", "max_tokens": 3}).json()
     assert plain["usage"]["completion_tokens_details"] is None  # completions: no parser at work
@@ -409,40 +426,99 @@ def _assert_error(r: Reply, status: int, err_type: str, param: str | None, messa
 def test_bad_input_gets_vllm_shaped_errors(sim):
     # messages as a real vLLM 0.32 wrote them (tests/test_vllm_conformance.py asks one)
     chat = "/v1/chat/completions"
-    _assert_error(call(sim.url, chat, b"{not json"), 400, "Bad Request", "body.1",
-                  "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.1', 'msg': 'JSON decode error', "
-                  "'input': '<dict of 0 items>', 'ctx': {'error': 'Expecting property name enclosed in double "
-                  "quotes'}}")
-    _assert_error(call(sim.url, chat, b"[1, 2]"), 400, "Bad Request", "body",
-                  "'msg': 'Input should be a valid dictionary or object to extract fields from', "
-                  "'input': '<list of 2 items>'}")
-    _assert_error(call(sim.url, chat, {"model": "sim-model"}), 400, "Bad Request", "body.messages",
-                  "{'type': 'missing', 'loc': 'body.messages', 'msg': 'Field required', 'input': '<dict of 1 items>'}")
-    _assert_error(call(sim.url, chat, {"messages": "hi"}), 400, "Bad Request", "body.messages",
-                  "{'type': 'list_type', 'loc': 'body.messages', 'msg': 'Input should be a valid list', 'input': 'hi'}")
-    _assert_error(call(sim.url, chat, {"messages": []}), 400, "BadRequestError", None,
-                  "Cannot apply chat template to an empty conversation. Provide at least one message.")
+    _assert_error(
+        call(sim.url, chat, b"{not json"),
+        400,
+        "Bad Request",
+        "body.1",
+        "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.1', 'msg': 'JSON decode error', "
+        "'input': '<dict of 0 items>', 'ctx': {'error': 'Expecting property name enclosed in double "
+        "quotes'}}",
+    )
+    _assert_error(
+        call(sim.url, chat, b"[1, 2]"),
+        400,
+        "Bad Request",
+        "body",
+        "'msg': 'Input should be a valid dictionary or object to extract fields from', "
+        "'input': '<list of 2 items>'}",
+    )
+    _assert_error(
+        call(sim.url, chat, {"model": "sim-model"}),
+        400,
+        "Bad Request",
+        "body.messages",
+        "{'type': 'missing', 'loc': 'body.messages', 'msg': 'Field required', 'input': '<dict of 1 items>'}",
+    )
+    _assert_error(
+        call(sim.url, chat, {"messages": "hi"}),
+        400,
+        "Bad Request",
+        "body.messages",
+        "{'type': 'list_type', 'loc': 'body.messages', 'msg': 'Input should be a valid list', 'input': 'hi'}",
+    )
+    _assert_error(
+        call(sim.url, chat, {"messages": []}),
+        400,
+        "BadRequestError",
+        None,
+        "Cannot apply chat template to an empty conversation. Provide at least one message.",
+    )
     # vLLM answers an unknown model with 404 NotFoundError (not 400): so does the simulator
-    _assert_error(call(sim.url, chat, {"model": "gpt-9", "messages": MSGS}), 404, "NotFoundError", "model",
-                  "The model `gpt-9` does not exist. Valid aliases: sim-model.")
-    _assert_error(call(sim.url, chat, chat_body(-5)), 400, "BadRequestError", "max_tokens",
-                  "max_tokens must be at least 1, got -5. (parameter=max_tokens, value=-5)")
+    _assert_error(
+        call(sim.url, chat, {"model": "gpt-9", "messages": MSGS}),
+        404,
+        "NotFoundError",
+        "model",
+        "The model `gpt-9` does not exist. Valid aliases: sim-model.",
+    )
+    _assert_error(
+        call(sim.url, chat, chat_body(-5)),
+        400,
+        "BadRequestError",
+        "max_tokens",
+        "max_tokens must be at least 1, got -5. (parameter=max_tokens, value=-5)",
+    )
     _assert_error(call(sim.url, chat, chat_body(0)), 400, "BadRequestError", "max_tokens")
-    _assert_error(call(sim.url, chat, chat_body(5, min_tokens=10)), 400, "BadRequestError", None,
-                  "min_tokens must be less than or equal to max_tokens=5, got 10.")
-    _assert_error(call(sim.url, chat, chat_body(10, stream=False, stream_options={"include_usage": True})),
-                  400, "BadRequestError", "stream_options",
-                  "Stream options can only be defined when `stream=True`. (parameter=stream_options)")
-    _assert_error(call(sim.url, chat, chat_body(10, temperature="hot")), 400, "Bad Request", "body.temperature",
-                  "'msg': 'Input should be a valid number, unable to parse string as a number', 'input': 'hot'}")
+    _assert_error(
+        call(sim.url, chat, chat_body(5, min_tokens=10)),
+        400,
+        "BadRequestError",
+        None,
+        "min_tokens must be less than or equal to max_tokens=5, got 10.",
+    )
+    _assert_error(
+        call(sim.url, chat, chat_body(10, stream=False, stream_options={"include_usage": True})),
+        400,
+        "BadRequestError",
+        "stream_options",
+        "Stream options can only be defined when `stream=True`. (parameter=stream_options)",
+    )
+    _assert_error(
+        call(sim.url, chat, chat_body(10, temperature="hot")),
+        400,
+        "Bad Request",
+        "body.temperature",
+        "'msg': 'Input should be a valid number, unable to parse string as a number', 'input': 'hot'}",
+    )
     long_prompt = [{"role": "user", "content": "字" * 33000}]
-    _assert_error(call(sim.url, chat, {"messages": long_prompt}), 400, "BadRequestError", "input_tokens",
-                  "This model's maximum context length is 32768 tokens. However, your prompt contains at least "
-                  "32769 input tokens, which exceeds this limit even without any output tokens. Please reduce the "
-                  "length of the input prompt. (parameter=input_tokens, value=32769)")
-    _assert_error(call(sim.url, chat, {"messages": MSGS, "max_tokens": 40000}), 400, "BadRequestError",
-                  "max_tokens", "max_tokens=40000 cannot be greater than max_model_len=32768. Please request fewer "
-                  "output tokens. (parameter=max_tokens, value=40000)")
+    _assert_error(
+        call(sim.url, chat, {"messages": long_prompt}),
+        400,
+        "BadRequestError",
+        "input_tokens",
+        "This model's maximum context length is 32768 tokens. However, your prompt contains at least "
+        "32769 input tokens, which exceeds this limit even without any output tokens. Please reduce the "
+        "length of the input prompt. (parameter=input_tokens, value=32769)",
+    )
+    _assert_error(
+        call(sim.url, chat, {"messages": MSGS, "max_tokens": 40000}),
+        400,
+        "BadRequestError",
+        "max_tokens",
+        "max_tokens=40000 cannot be greater than max_model_len=32768. Please request fewer "
+        "output tokens. (parameter=max_tokens, value=40000)",
+    )
     _assert_error(call(sim.url, "/v1/completions", {"max_tokens": 3}), 400, "BadRequestError", "prompt")
     for path, method, status in (("/v1/nope", "POST", 404), ("/v1/chat/completions", "GET", 405)):
         r = call(sim.url, path, method=method)

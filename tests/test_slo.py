@@ -4,25 +4,40 @@ from swarm import slo
 from swarm.errors import UsageError
 
 SUMMARY = {
-    "total": {"requests": 200, "failures": {"ok": 0, "timeout": 1, "http_error": 1},
-              "qps": 12.5, "output_tok_s": 800.0,
-              "ttft_s": {"p50": 0.1, "p90": 0.3, "p95": 0.4, "p99": 0.79, "mean": 0.15, "max": 1.2},
-              "e2e_s": {"p50": 2.0, "p90": 3.0, "p95": 4.0, "p99": 5.2, "mean": 2.1, "max": 6.0}},
-    "chat": {"requests": 100, "failures": {}, "qps": 6.0, "output_tok_s": 400.0,
-             "tpot_s": {"p50": 0.035, "p90": 0.04, "p95": 0.041, "p99": 0.05, "mean": 0.036, "max": 0.06}},
+    "total": {
+        "requests": 200,
+        "failures": {"ok": 0, "timeout": 1, "http_error": 1},
+        "qps": 12.5,
+        "output_tok_s": 800.0,
+        "ttft_s": {"p50": 0.1, "p90": 0.3, "p95": 0.4, "p99": 0.79, "mean": 0.15, "max": 1.2},
+        "e2e_s": {"p50": 2.0, "p90": 3.0, "p95": 4.0, "p99": 5.2, "mean": 2.1, "max": 6.0},
+    },
+    "chat": {
+        "requests": 100,
+        "failures": {},
+        "qps": 6.0,
+        "output_tok_s": 400.0,
+        "tpot_s": {"p50": 0.035, "p90": 0.04, "p95": 0.041, "p99": 0.05, "mean": 0.036, "max": 0.06},
+    },
 }
 
 
 def test_parse_units_and_defaults():
     objs = slo.parse("ttft_p99<=800ms, e2e_p99<5s,error_rate<=1%,chat.tpot_p50<=40ms,qps>=10")
     assert [(o.workload, o.metric, o.op) for o in objs] == [
-        ("total", "ttft_p99", "<="), ("total", "e2e_p99", "<"), ("total", "error_rate", "<="),
-        ("chat", "tpot_p50", "<="), ("total", "qps", ">=")]
+        ("total", "ttft_p99", "<="),
+        ("total", "e2e_p99", "<"),
+        ("total", "error_rate", "<="),
+        ("chat", "tpot_p50", "<="),
+        ("total", "qps", ">="),
+    ]
     assert [o.threshold for o in objs] == pytest.approx([0.8, 5.0, 0.01, 0.04, 10.0])
 
 
 def test_evaluate_pass_and_fail_with_measured_values():
-    verdicts = slo.evaluate(slo.parse("ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%,chat.tpot_p50<=40ms"), SUMMARY)
+    verdicts = slo.evaluate(
+        slo.parse("ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%,chat.tpot_p50<=40ms"), SUMMARY
+    )
     assert [v.ok for v in verdicts] == [True, False, True, True]
     assert verdicts[1].value == pytest.approx(5.2)
     assert verdicts[1].describe() == "SLO FAIL: total.e2e_p99 <= 5.000s (measured 5.200s)"
@@ -36,16 +51,19 @@ def test_missing_data_fails_rather_than_passing():
     assert "no data" in v.describe()
 
 
-@pytest.mark.parametrize("bad, words", [
-    ("ttft_p99<=", "expected [WORKLOAD.]METRIC OP VALUE"),
-    ("ttft_p42<=1s", "unknown metric 'ttft_p42'"),
-    ("latency<=1s", "unknown metric 'latency'"),
-    ("ttft_p99<=5%", "unit '%' does not fit ttft_p99"),
-    ("qps>=5ms", "unit 'ms' does not fit qps"),
-    ("ttft_p99=>1s", "expected"),
-    ("", "empty --slo"),
-    ("nosuch.ttft_p99<=1s", "no workload 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ("ttft_p99<=", "expected [WORKLOAD.]METRIC OP VALUE"),
+        ("ttft_p42<=1s", "unknown metric 'ttft_p42'"),
+        ("latency<=1s", "unknown metric 'latency'"),
+        ("ttft_p99<=5%", "unit '%' does not fit ttft_p99"),
+        ("qps>=5ms", "unit 'ms' does not fit qps"),
+        ("ttft_p99=>1s", "expected"),
+        ("", "empty --slo"),
+        ("nosuch.ttft_p99<=1s", "no workload 'nosuch'"),
+    ],
+)
 def test_malformed_slos_say_what_is_wrong(bad, words):
     with pytest.raises(UsageError, match=None) as e:
         slo.parse(bad, workloads={"chat", "rag"})

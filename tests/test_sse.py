@@ -82,9 +82,22 @@ def test_not_utf8_raises() -> None:
 # -- the fast parser against sseclient-py, the reference it replaced -------------------------
 
 _LINES = st.one_of(
-    st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12)
-    .flatmap(lambda t: st.sampled_from([f"data: {t}", f"data:{t}", f"data:  {t}", f": {t}", f"id: {t}",
-                                        f"event: {t}", f"{t}: x", f"data: {{\"a\": \"{t}\"}}"])),
+    st.text(
+        alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12
+    ).flatmap(
+        lambda t: st.sampled_from(
+            [
+                f"data: {t}",
+                f"data:{t}",
+                f"data:  {t}",
+                f": {t}",
+                f"id: {t}",
+                f"event: {t}",
+                f"{t}: x",
+                f'data: {{"a": "{t}"}}',
+            ]
+        )
+    ),
     st.sampled_from(["data", "data:", "retry: 100", " ", ":"]),
 )
 _EVENTS = st.lists(st.lists(_LINES, min_size=1, max_size=4), min_size=1, max_size=6)
@@ -97,10 +110,15 @@ def _reference(data: bytes) -> list[str]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(events=_EVENTS, sep=st.sampled_from(["\n", "\r\n", "\r"]), cuts=st.lists(st.integers(0, 400), max_size=6),
-       blank_lines=st.integers(1, 3))
-def test_same_events_as_sseclient_whatever_the_reads(events: list[list[str]], sep: str, cuts: list[int],
-                                                    blank_lines: int) -> None:
+@given(
+    events=_EVENTS,
+    sep=st.sampled_from(["\n", "\r\n", "\r"]),
+    cuts=st.lists(st.integers(0, 400), max_size=6),
+    blank_lines=st.integers(1, 3),
+)
+def test_same_events_as_sseclient_whatever_the_reads(
+    events: list[list[str]], sep: str, cuts: list[int], blank_lines: int
+) -> None:
     """Every stream that ends with a blank line (sseclient-py dispatches an unterminated last
     event, this parser drops it on purpose), cut into reads anywhere."""
     text = "".join(sep.join(lines) + sep * (1 + blank_lines) for lines in events)

@@ -122,7 +122,7 @@ def play(harness, response: bytes, cuts: list[int]) -> Any:
 def chunked(body: bytes, sizes: list[int]) -> bytes:
     out, i = b"", 0
     for n in [*sizes, len(body)]:
-        piece = body[i:i + max(1, n)]
+        piece = body[i : i + max(1, n)]
         if piece:
             out += b"%x\r\n%s\r\n" % (len(piece), piece)
         i += len(piece)
@@ -135,12 +135,36 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 
 
 @FUZZ
-@given(body=st.binary(max_size=3000) | st.lists(st.sampled_from(
-           [b"data: ", b"data:", b"[DONE]", b"\n", b"\r", b"\r\n", b"\n\n", b": c\n", b"{", b"}", b'"choices"',
-            b'{"choices":[]}', b"\xff", b"\xe4\xb8", b"event: x\n", b"id: 1\n", b"x" * 100]),
-           max_size=60).map(b"".join),
-       sizes=st.lists(st.integers(1, 200), max_size=20), cuts=st.lists(st.integers(0, 10_000), max_size=10),
-       framing=st.sampled_from(["chunked", "chunked-unfinished", "until-close"]))
+@given(
+    body=st.binary(max_size=3000)
+    | st.lists(
+        st.sampled_from(
+            [
+                b"data: ",
+                b"data:",
+                b"[DONE]",
+                b"\n",
+                b"\r",
+                b"\r\n",
+                b"\n\n",
+                b": c\n",
+                b"{",
+                b"}",
+                b'"choices"',
+                b'{"choices":[]}',
+                b"\xff",
+                b"\xe4\xb8",
+                b"event: x\n",
+                b"id: 1\n",
+                b"x" * 100,
+            ]
+        ),
+        max_size=60,
+    ).map(b"".join),
+    sizes=st.lists(st.integers(1, 200), max_size=20),
+    cuts=st.lists(st.integers(0, 10_000), max_size=10),
+    framing=st.sampled_from(["chunked", "chunked-unfinished", "until-close"]),
+)
 def test_random_event_streams_are_classified(harness, body, sizes, cuts, framing):
     if framing == "until-close":
         response = HEAD + b"\r\n" + body  # no length: the body ends when the server hangs up
@@ -163,32 +187,59 @@ def test_random_bytes_instead_of_a_response_are_classified(harness, response, cu
 
 # -- streams whose outcome is known ------------------------------------------------------------
 
+
 def _chunk(delta: dict, ct: int) -> bytes:
-    return json.dumps({"id": "c", "object": "chat.completion.chunk",
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
-                       "usage": {"prompt_tokens": 3, "completion_tokens": ct, "total_tokens": 3 + ct}},
-                      ensure_ascii=False).encode()
+    return json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": ct, "total_tokens": 3 + ct},
+        },
+        ensure_ascii=False,
+    ).encode()
 
 
 EVENTS = st.one_of(
     st.tuples(st.just("token"), st.text(max_size=5)),
     st.tuples(st.just("comment"), st.binary(max_size=10).filter(lambda b: b"\n" not in b and b"\r" not in b)),
     st.tuples(st.just("error"), st.text(min_size=1, max_size=20)),
-    st.tuples(st.just("not_json"), st.sampled_from(["{", "{\"choices\": [", "nope", "[DONE"])),
+    st.tuples(st.just("not_json"), st.sampled_from(["{", '{"choices": [', "nope", "[DONE"])),
     st.tuples(st.just("bad_utf8"), st.sampled_from([b"\xff", b"\xc3(", b"\xe4\xb8"])),
-    st.tuples(st.just("not_a_chunk"), st.sampled_from(
-        ["5", "\"x\"", "[1, 2]", "null", "{\"choices\": 3}", "{\"choices\": [7]}", "{\"choices\": [{\"delta\": []}]}",
-         "{\"choices\": [{\"delta\": {\"content\": \"x\"}}], \"usage\": 5}",
-         "{\"choices\": [{\"delta\": {\"content\": \"x\"}}], \"usage\": {\"completion_tokens\": \"x\"}}"])),
+    st.tuples(
+        st.just("not_a_chunk"),
+        st.sampled_from(
+            [
+                "5",
+                '"x"',
+                "[1, 2]",
+                "null",
+                '{"choices": 3}',
+                '{"choices": [7]}',
+                '{"choices": [{"delta": []}]}',
+                '{"choices": [{"delta": {"content": "x"}}], "usage": 5}',
+                '{"choices": [{"delta": {"content": "x"}}], "usage": {"completion_tokens": "x"}}',
+            ]
+        ),
+    ),
     st.tuples(st.just("done"), st.none()),
 )
-DECISIVE = {"error": Outcome.STREAM_ERROR, "not_json": Outcome.BAD_CHUNK, "bad_utf8": Outcome.BAD_CHUNK,
-            "not_a_chunk": Outcome.BAD_CHUNK, "done": Outcome.OK}
+DECISIVE = {
+    "error": Outcome.STREAM_ERROR,
+    "not_json": Outcome.BAD_CHUNK,
+    "bad_utf8": Outcome.BAD_CHUNK,
+    "not_a_chunk": Outcome.BAD_CHUNK,
+    "done": Outcome.OK,
+}
 
 
 @FUZZ
-@given(events=st.lists(EVENTS, max_size=12), eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),
-       sizes=st.lists(st.integers(1, 64), max_size=30), cuts=st.lists(st.integers(0, 5000), max_size=10))
+@given(
+    events=st.lists(EVENTS, max_size=12),
+    eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    sizes=st.lists(st.integers(1, 64), max_size=30),
+    cuts=st.lists(st.integers(0, 5000), max_size=10),
+)
 def test_streams_with_a_known_outcome(harness, events, eol, sizes, cuts):
     lines = [b"data: " + _chunk({"role": "assistant", "content": ""}, 0)]
     expected, tokens = Outcome.TRUNCATED, 0

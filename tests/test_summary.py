@@ -12,8 +12,21 @@ from swarm import slo, summary
 from swarm.aggregate import Aggregate
 from swarm.records import OUTCOMES, Outcome, RequestRecord
 
-BLOCK = {"requests", "failures", "prompt_tokens", "output_tokens", "reasoning_tokens", "qps", "output_tok_s",
-         "ttft_s", "ttfa_s", "itl_s", "tpot_s", "e2e_s", "send_lag_s"}
+BLOCK = {
+    "requests",
+    "failures",
+    "prompt_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "qps",
+    "output_tok_s",
+    "ttft_s",
+    "ttfa_s",
+    "itl_s",
+    "tpot_s",
+    "e2e_s",
+    "send_lag_s",
+}
 STATS = {"p50", "p90", "p95", "p99", "mean", "max"}
 
 
@@ -26,16 +39,34 @@ def _agg(records):
 
 def test_keys_exactly_as_specified(tmp_path):
     records = synthetic_records(500, workloads=("short_qa", "chat"), stages=(0, 1, 2))
-    s = summary.build(_agg(records), run_id="r1", model_name="m", start_s=1_700_000_000.0, end_s=1_700_000_010.0,
-                      users=8, workers=2, degraded_workers=[{"worker": "w1", "detected_at": "t", "reason": "x"}])
+    s = summary.build(
+        _agg(records),
+        run_id="r1",
+        model_name="m",
+        start_s=1_700_000_000.0,
+        end_s=1_700_000_010.0,
+        users=8,
+        workers=2,
+        degraded_workers=[{"worker": "w1", "detected_at": "t", "reason": "x"}],
+    )
     assert s["workloads"] == ["chat", "short_qa"]
     for name in ("total", "chat", "short_qa"):
         assert set(s[name]) == BLOCK
         assert set(s[name]["failures"]) == {o.value for o in OUTCOMES if o.failed}
         for lat in ("ttft_s", "ttfa_s", "itl_s", "tpot_s", "e2e_s"):
             assert set(s[name][lat]) == STATS
-    for key in ("run_id", "model_name", "start_time", "end_time", "duration_s", "users", "workers", "degraded",
-                "degraded_workers", "stages"):
+    for key in (
+        "run_id",
+        "model_name",
+        "start_time",
+        "end_time",
+        "duration_s",
+        "users",
+        "workers",
+        "degraded",
+        "degraded_workers",
+        "stages",
+    ):
         assert key in s
     assert s["degraded"] is True and s["degraded_workers"][0]["worker"] == "w1"
     assert s["start_time"] == "2023-11-14T22:13:20.000+00:00" and s["duration_s"] == 10.0
@@ -68,8 +99,12 @@ def test_numbers_match_the_records():
 
 
 def test_empty_latency_is_null_and_duration_falls_back_to_the_data_window():
-    agg = _agg([RequestRecord("a", 10.0, outcome=Outcome.CONNECT_ERROR, e2e_s=0.5),
-                RequestRecord("a", 12.0, outcome=Outcome.HTTP_ERROR, e2e_s=2.0)])
+    agg = _agg(
+        [
+            RequestRecord("a", 10.0, outcome=Outcome.CONNECT_ERROR, e2e_s=0.5),
+            RequestRecord("a", 12.0, outcome=Outcome.HTTP_ERROR, e2e_s=2.0),
+        ]
+    )
     s = summary.build(agg, run_id="r")
     assert s["duration_s"] == 4.0 and s["total"]["qps"] == 0.5
     assert s["total"]["ttft_s"] == dict.fromkeys(STATS)

@@ -15,8 +15,12 @@ pytestmark = pytest.mark.integration
 
 
 def run(out: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
-    p = subprocess.run(swarm_cmd("run", "--workers", "2", "--workload", "short_qa", "--out", str(out), *args),
-                       capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        swarm_cmd("run", "--workers", "2", "--workload", "short_qa", "--out", str(out), *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return p
 
@@ -62,8 +66,15 @@ def test_max_num_seqs_cap_is_named(tmp_path):
 
 def test_small_kv_cache_is_named(tmp_path):
     out = tmp_path / "kv"
-    run(out, "--sweep", "16,48", "--stage-time", "6s", "--sim-arg=--max-model-len=1024",
-        "--sim-arg=--kv-cache-tokens=3072")
+    run(
+        out,
+        "--sweep",
+        "16,48",
+        "--stage-time",
+        "6s",
+        "--sim-arg=--max-model-len=1024",
+        "--sim-arg=--kv-cache-tokens=3072",
+    )
     found = findings(out)
     assert "kv_bound" in found, found
     assert "KV" in found["kv_bound"][0]["text"]

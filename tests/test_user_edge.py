@@ -41,14 +41,20 @@ VLLM_STREAM = sse(
     chunk({"content": "中"}, 1),
     chunk({"content": ""}, 2),
     chunk({"content": "文😀"}, 3, finish="stop"),
-    {"id": "chatcmpl-x", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}},
+    {
+        "id": "chatcmpl-x",
+        "choices": [],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+    },
 )
 LLAMA_STREAM = sse(
     chunk({"role": "assistant", "content": None}),
     chunk({"reasoning_content": "想"}),
     chunk({"reasoning_content": "一想"}),
     chunk({"content": "好"}),
-    chunk({}, finish="stop", timings={"prompt_n": 5, "cache_n": 2, "predicted_n": 4})  # EOS counted, not sent,
+    chunk(
+        {}, finish="stop", timings={"prompt_n": 5, "cache_n": 2, "predicted_n": 4}
+    ),  # EOS counted, not sent,
 )
 SCENARIOS: dict[str, dict] = {
     # name: (owned_by, status line + headers, body, how to write it) and the expected record
@@ -106,7 +112,9 @@ class _Handler(socketserver.BaseRequestHandler):
             status = sc.get("status", "200 OK")
             ctype = sc.get("ctype", "text/event-stream")
             body = sc["body"]
-            wire = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[i : i + 50] for i in range(0, len(body), 50)))
+            wire = b"".join(
+                b"%x\r\n%s\r\n" % (len(p), p) for p in (body[i : i + 50] for i in range(0, len(body), 50))
+            )
             wire = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nx-request-id: chatcmpl-x\r\n"
                     "Transfer-Encoding: chunked\r\n\r\n").encode() + wire + b"0\r\n\r\n"  # fmt: skip
             piece = sc["piece"]

@@ -24,9 +24,17 @@ pytestmark = pytest.mark.integration
 LOCUSTFILE = REPO / "tests" / "locust_records.py"
 
 
-def run_locust(tmp_path: Path, host: str, *args: str, users: int = 4, run_time: str = "3s",
-               workload: str = "short_qa", locustfile: Path = LOCUSTFILE, env: dict[str, str] | None = None,
-               timeout: float = 120) -> tuple[subprocess.CompletedProcess, list[dict], dict[str, int]]:
+def run_locust(
+    tmp_path: Path,
+    host: str,
+    *args: str,
+    users: int = 4,
+    run_time: str = "3s",
+    workload: str = "short_qa",
+    locustfile: Path = LOCUSTFILE,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> tuple[subprocess.CompletedProcess, list[dict], dict[str, int]]:
     """Run Locust headless; returns (process, records, Locust's counts: requests, failures and
     per "METHOD name")."""
     records = tmp_path / f"records-{free_port()}.jsonl"
@@ -60,8 +68,9 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def check_against_trace(records: list[dict], trace: dict[str, dict], counts: dict[str, int],
-                        merged: bool = False) -> list[float]:
+def check_against_trace(
+    records: list[dict], trace: dict[str, dict], counts: dict[str, int], merged: bool = False
+) -> list[float]:
     """Per-request checks of ok records against the trace; returns the TTFT errors (s).
 
     `merged`: the server sends no chunk for a text-less token (vLLM's reasoning parser), so the
@@ -103,8 +112,10 @@ def check_against_trace(records: list[dict], trace: dict[str, dict], counts: dic
 
 
 def report(label: str, errors: list[float]) -> None:
-    print(f"\nTTFT error ({label}): n={len(errors)} p50={pct(errors, 0.5) * 1e3:.3f} ms "
-          f"p99={pct(errors, 0.99) * 1e3:.3f} ms max={max(errors) * 1e3:.3f} ms")
+    print(
+        f"\nTTFT error ({label}): n={len(errors)} p50={pct(errors, 0.5) * 1e3:.3f} ms "
+        f"p99={pct(errors, 0.99) * 1e3:.3f} ms max={max(errors) * 1e3:.3f} ms"
+    )
 
 
 @pytest.mark.parametrize(
@@ -113,10 +124,16 @@ def report(label: str, errors: list[float]) -> None:
         pytest.param([], [], id="plain"),
         pytest.param(["--utf8-split", "0.3"], [], id="utf8-split"),
         pytest.param(["--utf8-split", "0.3", "--merge-reasoning"], [], id="utf8-split-merged"),
-        pytest.param(["--utf8-split", "0.3", "--reasoning-field", "reasoning_content"], ["--dialect", "openai"],
-                     id="utf8-split-no-running-usage"),
-        pytest.param(["--utf8-split", "0.3"], ["--endpoint", "completions", "--workload", "translate"],
-                     id="completions"),
+        pytest.param(
+            ["--utf8-split", "0.3", "--reasoning-field", "reasoning_content"],
+            ["--dialect", "openai"],
+            id="utf8-split-no-running-usage",
+        ),
+        pytest.param(
+            ["--utf8-split", "0.3"],
+            ["--endpoint", "completions", "--workload", "translate"],
+            id="completions",
+        ),
     ],
 )
 def test_ok_requests_match_the_trace(tmp_path: Path, sim_args: list[str], locust_args: list[str]) -> None:
@@ -175,7 +192,9 @@ def test_every_fault_maps_to_its_outcome(tmp_path: Path) -> None:
               "cut=0.05", "bad_chunk=0.05", "stall=0.02"]  # fmt: skip
     sim_args = [a for f in faults for a in ("--fault", f)] + ["--stall-s", "1.5", "--utf8-split", "0.2"]
     with sim_server(tmp_path, *sim_args) as sim:
-        proc, records, counts = run_locust(tmp_path, sim.url, "--request-timeout", "0.5", users=6, run_time="4s")
+        proc, records, counts = run_locust(
+            tmp_path, sim.url, "--request-timeout", "0.5", users=6, run_time="4s"
+        )
         time.sleep(2.0)  # a stalled request's trace line is written when the stall ends
         trace = read_trace(sim.trace)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # Locust's exit code when requests failed
@@ -213,8 +232,10 @@ def test_rag_prompts_hit_the_prefix_cache(tmp_path: Path) -> None:
     prompt = [r["prompt_tokens"] for r in records]
     assert min(prompt) >= 1900 and max(prompt) <= 3100, (min(prompt), max(prompt))
     hits, queries = after[0] - before[0], after[1] - before[1]
-    print(f"\nrag: {len(records)} requests, prompt tokens {min(prompt)}-{max(prompt)}, "
-          f"prefix cache hit rate {hits / queries:.3f}")
+    print(
+        f"\nrag: {len(records)} requests, prompt tokens {min(prompt)}-{max(prompt)}, "
+        f"prefix cache hit rate {hits / queries:.3f}"
+    )
     assert 0.5 <= hits / queries <= 0.75  # share 0.6 + template tokens, block rounding, shared passages
 
 

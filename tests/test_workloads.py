@@ -57,8 +57,11 @@ def test_both_languages_ship() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "want"),
-    [("mixed", [("mixed", 1.0)]), ("short_qa:3,chat:1", [("short_qa", 3.0), ("chat", 1.0)]),
-     (" rag : 0.5 , translate ", [("rag", 0.5), ("translate", 1.0)])],
+    [
+        ("mixed", [("mixed", 1.0)]),
+        ("short_qa:3,chat:1", [("short_qa", 3.0), ("chat", 1.0)]),
+        (" rag : 0.5 , translate ", [("rag", 0.5), ("translate", 1.0)]),
+    ],
 )
 def test_parse_mix(spec: str, want: list[tuple[str, float]]) -> None:
     assert [(w.name, weight) for w, weight in parse_mix(spec)] == want
@@ -66,9 +69,17 @@ def test_parse_mix(spec: str, want: list[tuple[str, float]]) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("", "empty --workload"), ("nosuch", "unknown workload 'nosuch'"), ("chat:0", "bad weight '0'"),
-     ("chat:-1", "bad weight '-1'"), ("chat:x", "bad weight 'x'"), ("chat:inf", "bad weight 'inf'"),
-     ("chat,chat", "listed twice"), ("chat,,rag", "empty name"), ("custom", "needs --prompt-file")],
+    [
+        ("", "empty --workload"),
+        ("nosuch", "unknown workload 'nosuch'"),
+        ("chat:0", "bad weight '0'"),
+        ("chat:-1", "bad weight '-1'"),
+        ("chat:x", "bad weight 'x'"),
+        ("chat:inf", "bad weight 'inf'"),
+        ("chat,chat", "listed twice"),
+        ("chat,,rag", "empty name"),
+        ("custom", "needs --prompt-file"),
+    ],
 )
 def test_parse_mix_errors(spec: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
@@ -84,9 +95,13 @@ def test_mix_draws_by_weight() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"thinking_ratio": 1.5}, "--thinking-ratio"), ({"max_tokens": 0}, "--max-tokens"),
-     ({"rag_passages": 0}, "--rag-passages"), ({"rag_prefix_share": 0.95}, "--rag-prefix-share"),
-     ({"rag_tokens": (100, 200)}, "--rag-tokens")],
+    [
+        ({"thinking_ratio": 1.5}, "--thinking-ratio"),
+        ({"max_tokens": 0}, "--max-tokens"),
+        ({"rag_passages": 0}, "--rag-passages"),
+        ({"rag_prefix_share": 0.95}, "--rag-prefix-share"),
+        ({"rag_tokens": (100, 200)}, "--rag-tokens"),
+    ],
 )
 def test_knob_validation(kwargs: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):

@@ -65,13 +65,20 @@ class RealTarget:
         last_key: tuple | None = None
         while True:
             snap = self.snapshot()
-            key = (snap.running, snap.waiting, sum(snap.request_success.values()), snap.generation_tokens,
-                   snap.prompt_tokens)
+            key = (
+                snap.running,
+                snap.waiting,
+                sum(snap.request_success.values()),
+                snap.generation_tokens,
+                snap.prompt_tokens,
+            )
             if key == last_key and not snap.running and not snap.waiting:
                 return snap
             if time.monotonic() > deadline:
-                raise AssertionError(f"vLLM at {self.url} did not settle in {timeout_s:.0f} s: running "
-                                     f"{snap.running}, waiting {snap.waiting}")
+                raise AssertionError(
+                    f"vLLM at {self.url} did not settle in {timeout_s:.0f} s: running "
+                    f"{snap.running}, waiting {snap.waiting}"
+                )
             last_key = key
             time.sleep(0.3)
 
@@ -134,10 +141,19 @@ def vllm_target_fixture(tmp_path_factory, vllm_report):
         failure = f"vLLM (CPU) did not start: {e}"
     if failure:
         pytest.fail(failure, pytrace=False)
-    vllm_report.add(f"target: vLLM CPU build at {srv.url}, model {srv.model}, max-num-seqs {MAX_NUM_SEQS}; venv ready in {install_s:.0f} s "
-                    f"(install or check), server up in {srv.startup_s:.0f} s; log {log}")
+    vllm_report.add(
+        f"target: vLLM CPU build at {srv.url}, model {srv.model}, max-num-seqs {MAX_NUM_SEQS}; venv ready in {install_s:.0f} s "
+        f"(install or check), server up in {srv.startup_s:.0f} s; log {log}"
+    )
     try:
-        yield RealTarget(srv.url, srv.model, cpu=True, install_s=install_s, startup_s=srv.startup_s, log=log,
-                         max_num_seqs=MAX_NUM_SEQS)
+        yield RealTarget(
+            srv.url,
+            srv.model,
+            cpu=True,
+            install_s=install_s,
+            startup_s=srv.startup_s,
+            log=log,
+            max_num_seqs=MAX_NUM_SEQS,
+        )
     finally:
         server.__exit__(None, None, None)

@@ -83,7 +83,7 @@ EN = [
     "Rehearse the migration in a test environment first; keep each migration batch below {gb} GB.",
     "{p} can be managed through the API, the command-line tool and the console; the current API version is v{v}.",
     "For subscription resources, a renewal reminder is sent {days} days before expiry.",
-    "If the log shows \"{err}\", check that the security group allows traffic on port {port}.",
+    'If the log shows "{err}", check that the security group allows traffic on port {port}.',
     "Each account may create up to {quota} {res} by default; open a ticket to request a higher quota.",
     "During peak hours, keep at least {pct}% spare capacity to absorb traffic bursts.",
     "Written data is replicated to {copies} copies, so a single node failure loses no data.",
@@ -97,19 +97,32 @@ EN = [
 ERRORS = ["connection reset by peer", "TLS handshake timeout", "no route to host", "503 Service Unavailable"]
 
 
-def _slots(rng: random.Random, product: tuple[str, ...], aspect: tuple[str, str], region: tuple[str, str],
-           zh: bool) -> dict[str, object]:
+def _slots(
+    rng: random.Random, product: tuple[str, ...], aspect: tuple[str, str], region: tuple[str, str], zh: bool
+) -> dict[str, object]:
     return {
-        "p": product[0] if zh else product[1], "res": product[2] if zh else product[3],
-        "a": aspect[0] if zh else aspect[1], "r": region[0] if zh else region[1],
-        "price": f"{rng.uniform(0.05, 40):.2f}", "n": rng.choice([1, 5, 10, 15]),
-        "days": rng.choice([7, 14, 30, 60, 90, 180]), "code": rng.choice([400, 403, 413, 429, 503]),
-        "qps": rng.choice([20, 50, 100, 500, 1000]), "zones": rng.randint(2, 5), "ms": rng.choice([1, 2, 3, 5]),
-        "sla": rng.choice(["99.9", "99.95", "99.99"]), "pct": rng.choice([10, 20, 25, 30, 50, 80, 90]),
-        "gb": rng.choice([50, 100, 500, 1024]), "v": f"{rng.randint(1, 4)}.{rng.randint(0, 9)}",
-        "err": rng.choice(ERRORS), "port": rng.choice([22, 443, 3306, 5432, 6379, 8080]),
-        "quota": rng.choice([10, 20, 50, 100, 200]), "copies": rng.choice([2, 3]),
-        "sec": rng.choice([5, 10, 30, 60]), "hour": rng.choice([2, 6, 8]), "mb": rng.choice([4, 10, 32, 100]),
+        "p": product[0] if zh else product[1],
+        "res": product[2] if zh else product[3],
+        "a": aspect[0] if zh else aspect[1],
+        "r": region[0] if zh else region[1],
+        "price": f"{rng.uniform(0.05, 40):.2f}",
+        "n": rng.choice([1, 5, 10, 15]),
+        "days": rng.choice([7, 14, 30, 60, 90, 180]),
+        "code": rng.choice([400, 403, 413, 429, 503]),
+        "qps": rng.choice([20, 50, 100, 500, 1000]),
+        "zones": rng.randint(2, 5),
+        "ms": rng.choice([1, 2, 3, 5]),
+        "sla": rng.choice(["99.9", "99.95", "99.99"]),
+        "pct": rng.choice([10, 20, 25, 30, 50, 80, 90]),
+        "gb": rng.choice([50, 100, 500, 1024]),
+        "v": f"{rng.randint(1, 4)}.{rng.randint(0, 9)}",
+        "err": rng.choice(ERRORS),
+        "port": rng.choice([22, 443, 3306, 5432, 6379, 8080]),
+        "quota": rng.choice([10, 20, 50, 100, 200]),
+        "copies": rng.choice([2, 3]),
+        "sec": rng.choice([5, 10, 30, 60]),
+        "hour": rng.choice([2, 6, 8]),
+        "mb": rng.choice([4, 10, 32, 100]),
     }
 
 
@@ -129,9 +142,16 @@ def _document(rng: random.Random, product: tuple[str, ...], aspect: tuple[str, s
         templates = EN
     sentences = [fact]
     for _ in range(rng.randint(22, 40)):
-        sentences.append(rng.choice(templates).format(**_slots(rng, product, aspect, rng.choice(REGIONS), zh)))
-    return {"lang": "zh" if zh else "en", "topic": product[1], "title": title, "question": question,
-            "sentences": sentences}
+        sentences.append(
+            rng.choice(templates).format(**_slots(rng, product, aspect, rng.choice(REGIONS), zh))
+        )
+    return {
+        "lang": "zh" if zh else "en",
+        "topic": product[1],
+        "title": title,
+        "question": question,
+        "sentences": sentences,
+    }
 
 
 PREAMBLE_INSTRUCTIONS = (
@@ -155,14 +175,21 @@ def main() -> None:
         d["id"] = f"doc-{i:03d}"
     with open(HERE / "rag_corpus.jsonl", "w", encoding="utf-8") as f:
         for d in docs:
-            f.write(json.dumps({k: d[k] for k in ("id", "lang", "topic", "title", "question", "sentences")},
-                               ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps(
+                    {k: d[k] for k in ("id", "lang", "topic", "title", "question", "sentences")},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     pinned = []  # pinned reference notes: the long, fixed tail of the system preamble
     prng = random.Random(SEED + 1)
     while len(pinned) < 260:
         zh = len(pinned) % 3 != 2
         product, aspect = prng.choice(PRODUCTS), prng.choice(ASPECTS)
-        pinned.append(prng.choice(ZH if zh else EN).format(**_slots(prng, product, aspect, prng.choice(REGIONS), zh)))
+        pinned.append(
+            prng.choice(ZH if zh else EN).format(**_slots(prng, product, aspect, prng.choice(REGIONS), zh))
+        )
     with open(HERE / "rag_preamble.json", "w", encoding="utf-8") as f:
         json.dump({"instructions": PREAMBLE_INSTRUCTIONS, "pinned": pinned}, f, ensure_ascii=False, indent=0)
         f.write("\n")

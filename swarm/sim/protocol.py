@@ -84,8 +84,12 @@ def _opt_int(body: dict[str, Any], key: str) -> int | None:
         if isinstance(v, float) and v.is_integer():
             return int(v)
         if isinstance(v, str):
-            raise _invalid("int_parsing", f"body.{key}", "Input should be a valid integer, unable to parse string "
-                           "as an integer", v)
+            raise _invalid(
+                "int_parsing",
+                f"body.{key}",
+                "Input should be a valid integer, unable to parse string as an integer",
+                v,
+            )
         raise _invalid("int_type", f"body.{key}", "Input should be a valid integer", v)
     return v
 
@@ -95,8 +99,12 @@ def _opt_bool(body: dict[str, Any], key: str, default: bool = False, loc: str = 
     if v is None:
         return default
     if not isinstance(v, bool):
-        raise _invalid("bool_type" if not isinstance(v, str) else "bool_parsing", f"{loc}.{key}",
-                       "Input should be a valid boolean", v)
+        raise _invalid(
+            "bool_type" if not isinstance(v, str) else "bool_parsing",
+            f"{loc}.{key}",
+            "Input should be a valid boolean",
+            v,
+        )
     return v
 
 
@@ -111,8 +119,12 @@ def load_body(raw: bytes) -> dict[str, Any]:
             pos, why = getattr(e, "pos", 0), getattr(e, "msg", str(e))
         raise _invalid("json_invalid", f"body.{pos}", "JSON decode error", {}, {"error": why}) from None
     if not isinstance(body, dict):
-        raise _invalid("model_attributes_type", "body",
-                       "Input should be a valid dictionary or object to extract fields from", body)
+        raise _invalid(
+            "model_attributes_type",
+            "body",
+            "Input should be a valid dictionary or object to extract fields from",
+            body,
+        )
     return body
 
 
@@ -121,7 +133,9 @@ def check_model(body: dict[str, Any], served: str) -> None:
     if model is None:
         return  # vLLM serves its one model when none is named
     if not isinstance(model, str) or model != served:
-        raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {served}.", "NotFoundError", "model")
+        raise ApiError(
+            404, f"The model `{model}` does not exist. Valid aliases: {served}.", "NotFoundError", "model"
+        )
 
 
 def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_len: int) -> GenRequest:
@@ -130,8 +144,12 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
     include_usage = continuous = False
     if opts is not None:
         if not isinstance(opts, dict):
-            raise _invalid("model_type", "body.stream_options",
-                           "Input should be a valid dictionary or instance of StreamOptions", opts)
+            raise _invalid(
+                "model_type",
+                "body.stream_options",
+                "Input should be a valid dictionary or instance of StreamOptions",
+                opts,
+            )
         if not stream:
             raise _bad("Stream options can only be defined when `stream=True`.", "stream_options")
         include_usage = _opt_bool(opts, "include_usage", loc="body.stream_options")
@@ -143,8 +161,12 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
     temperature = body.get("temperature")
     if temperature is not None:
         if isinstance(temperature, str):
-            raise _invalid("float_parsing", "body.temperature",
-                           "Input should be a valid number, unable to parse string as a number", temperature)
+            raise _invalid(
+                "float_parsing",
+                "body.temperature",
+                "Input should be a valid number, unable to parse string as a number",
+                temperature,
+            )
         if isinstance(temperature, bool) or not isinstance(temperature, int | float):
             raise _invalid("float_type", "body.temperature", "Input should be a valid number", temperature)
         if temperature < 0:
@@ -161,15 +183,23 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
         raise _bad(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.")
     ignore_eos = _opt_bool(body, "ignore_eos")
     if max_tokens is not None and max_tokens > max_model_len:
-        raise _bad(f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. "
-                   "Please request fewer output tokens.", "max_tokens", max_tokens)
+        raise _bad(
+            f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. "
+            "Please request fewer output tokens.",
+            "max_tokens",
+            max_tokens,
+        )
     prompt_tokens = len(pieces)
     if prompt_tokens >= max_model_len:
         # vLLM counts at most max_model_len + 1 tokens of a prompt, hence "at least"
         seen = min(prompt_tokens, max_model_len + 1)
-        raise _bad(f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
-                   f"contains at least {seen} input tokens, which exceeds this limit even without any output "
-                   "tokens. Please reduce the length of the input prompt.", "input_tokens", seen)
+        raise _bad(
+            f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
+            f"contains at least {seen} input tokens, which exceeds this limit even without any output "
+            "tokens. Please reduce the length of the input prompt.",
+            "input_tokens",
+            seen,
+        )
     # what the context leaves: no max_tokens, or one past the context, is cut to it (finish "length")
     room = max_model_len - prompt_tokens
     max_tokens = room if max_tokens is None else min(max_tokens, room)
@@ -178,7 +208,9 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
         kwargs = body.get("chat_template_kwargs")
         if kwargs is not None:
             if not isinstance(kwargs, dict):
-                raise _invalid("dict_type", "body.chat_template_kwargs", "Input should be a valid dictionary", kwargs)
+                raise _invalid(
+                    "dict_type", "body.chat_template_kwargs", "Input should be a valid dictionary", kwargs
+                )
             if kwargs.get("enable_thinking") is not None:
                 thinking = _opt_bool(kwargs, "enable_thinking", loc="body.chat_template_kwargs")
     return GenRequest(
@@ -205,13 +237,18 @@ def parse_chat(body: dict[str, Any], max_model_len: int) -> GenRequest:
         raise _bad("Cannot apply chat template to an empty conversation. Provide at least one message.")
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise _invalid("model_type", f"body.messages.{i}", "Input should be an object with a string 'role'", m)
+            raise _invalid(
+                "model_type", f"body.messages.{i}", "Input should be an object with a string 'role'", m
+            )
         content = m.get("content")
         if content is not None and not isinstance(content, str | list):
-            raise _invalid("string_type", f"body.messages.{i}.content", "Input should be a valid string", content)
+            raise _invalid(
+                "string_type", f"body.messages.{i}.content", "Input should be a valid string", content
+            )
         if isinstance(content, list) and not all(isinstance(p, dict) for p in content):
-            raise _invalid("model_type", f"body.messages.{i}.content", "Input should be a list of content parts",
-                           content)
+            raise _invalid(
+                "model_type", f"body.messages.{i}.content", "Input should be a list of content parts", content
+            )
     return _common(body, "chat", chat_prompt_tokens(messages), max_model_len)
 
 

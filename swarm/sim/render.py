@@ -75,8 +75,10 @@ class Tape:
 DONE = b"data: [DONE]\n\n"
 _USAGE = b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}'
 # vLLM with a reasoning parser (chat): how many of the completion tokens so far were reasoning
-_USAGE_DETAILS = (b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,'
-                  b'"completion_tokens_details":{"reasoning_tokens":%d}}')
+_USAGE_DETAILS = (
+    b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,'
+    b'"completion_tokens_details":{"reasoning_tokens":%d}}'
+)
 _END = b"}\n\n"
 _ROLE_END = b',"prompt_token_ids":null,"prompt_text":null}\n\n'
 SYSTEM_FINGERPRINT = "vllm-swarm-sim"
@@ -139,7 +141,9 @@ class StreamRenderer:
         if self.chat:
             self.role_mid = b',"logprobs":null,"finish_reason":null}]'
             self.mid = b',"logprobs":null,"finish_reason":null,"token_ids":null}]'
-            self.final_mid = b',"logprobs":null,"finish_reason":"%s","stop_reason":null,"token_ids":null}]' % finish
+            self.final_mid = (
+                b',"logprobs":null,"finish_reason":"%s","stop_reason":null,"token_ids":null}]' % finish
+            )
         else:
             tail = b',"prompt_token_ids":null,"token_ids":null}]'
             self.role_mid = b""
@@ -149,7 +153,12 @@ class StreamRenderer:
     def _usage(self, completion: int) -> bytes:
         p = self.out.prompt_tokens
         if self.details:
-            return _USAGE_DETAILS % (p, p + completion, completion, min(completion, self.out.reasoning_tokens))
+            return _USAGE_DETAILS % (
+                p,
+                p + completion,
+                completion,
+                min(completion, self.out.reasoning_tokens),
+            )
         return _USAGE % (p, p + completion, completion)
 
     def role_chunk(self) -> bytes:
@@ -222,7 +231,12 @@ def token_texts(tape: Tape, out: Output, upto: int) -> tuple[str, str]:
 
 
 def full_body(
-    tape: Tape, out: Output, model: str, endpoint: str, reasoning_field: str, thinking: bool,
+    tape: Tape,
+    out: Output,
+    model: str,
+    endpoint: str,
+    reasoning_field: str,
+    thinking: bool,
     details: bool = False,
 ) -> bytes:
     """The non-streaming response body, with the fields vLLM (0.32) writes (`details`: as in
@@ -248,14 +262,29 @@ def full_body(
             "function_call": None,
             reasoning_field: reasoning if thinking else None,
         }
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": out.finish_reason,
-                  "stop_reason": None, "token_ids": None, "routed_experts": None}
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": out.finish_reason,
+            "stop_reason": None,
+            "token_ids": None,
+            "routed_experts": None,
+        }
         obj = "chat.completion"
         after = {"prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None}
     else:
-        choice = {"index": 0, "text": content, "logprobs": None, "finish_reason": out.finish_reason,
-                  "stop_reason": None, "token_ids": None, "prompt_logprobs": None, "prompt_token_ids": None,
-                  "routed_experts": None}
+        choice = {
+            "index": 0,
+            "text": content,
+            "logprobs": None,
+            "finish_reason": out.finish_reason,
+            "stop_reason": None,
+            "token_ids": None,
+            "prompt_logprobs": None,
+            "prompt_token_ids": None,
+            "routed_experts": None,
+        }
         obj = "text_completion"
         after = {}
     return orjson.dumps(

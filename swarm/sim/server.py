@@ -336,7 +336,12 @@ class SimServer:
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
         body = full_body(
-            self.tape, out, self.cfg.model, req.endpoint, self.profile.reasoning_field, call.thinking,
+            self.tape,
+            out,
+            self.cfg.model,
+            req.endpoint,
+            self.profile.reasoning_field,
+            call.thinking,
             self.profile.reports_reasoning_tokens,
         )
         if fault == "bad_chunk":

@@ -23,8 +23,16 @@ from swarm.aggregate import Aggregate, Cell
 
 TAB_KEY = "llm"
 TAB = {"title": "LLM", "key": TAB_KEY}
-_MS_COLUMNS = (("ttft", "p50"), ("ttft", "p99"), ("ttfa", "p50"), ("ttfa", "p99"), ("tpot", "p50"),
-               ("itl", "p99"), ("e2e", "p50"), ("e2e", "p99"))
+_MS_COLUMNS = (
+    ("ttft", "p50"),
+    ("ttft", "p99"),
+    ("ttfa", "p50"),
+    ("ttfa", "p99"),
+    ("tpot", "p50"),
+    ("itl", "p99"),
+    ("e2e", "p50"),
+    ("e2e", "p99"),
+)
 STRUCTURE: list[dict[str, str]] = [
     {"key": "name", "title": "Workload"},
     {"key": "requests", "title": "# Requests"},
@@ -45,20 +53,29 @@ def _ms(cell: Cell, latency: str, stat: str) -> float | str:
     return "-" if v is None else round(v * 1000, 1)
 
 
-def client_status(bound: Mapping[int, tuple[str, float]], busiest: float | None, multi_stage: bool = False) -> str:
+def client_status(
+    bound: Mapping[int, tuple[str, float]], busiest: float | None, multi_stage: bool = False
+) -> str:
     """The "Client" column. `bound`: stage -> (worker, mean CPU %) where a worker exceeded 90%;
     `busiest`: the highest mean CPU % of any worker in any stage (None: no samples yet)."""
     if bound:
-        where = "; ".join(f"{'stage ' + str(stage) + ': ' if multi_stage else ''}{worker} {pct:.0f}% CPU"
-                          for stage, (worker, pct) in sorted(bound.items()))
+        where = "; ".join(
+            f"{'stage ' + str(stage) + ': ' if multi_stage else ''}{worker} {pct:.0f}% CPU"
+            for stage, (worker, pct) in sorted(bound.items())
+        )
         return f"{CLIENT_BOUND} ({where})"
     return "-" if busiest is None else f"ok (worker CPU <= {busiest:.0f}%)"
 
 
 def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") -> dict[str, Any]:
     qps, tok_s = rates
-    out: dict[str, Any] = {"name": name, "requests": cell.requests, "failed": cell.failed,
-                           "qps": round(qps, 2), "output_tok_s": round(tok_s, 1)}
+    out: dict[str, Any] = {
+        "name": name,
+        "requests": cell.requests,
+        "failed": cell.failed,
+        "qps": round(qps, 2),
+        "output_tok_s": round(tok_s, 1),
+    }
     for lat, stat in _MS_COLUMNS:
         out[f"{lat}_{stat}_ms"] = _ms(cell, lat, stat)
     out["errors"] = ", ".join(f"{k}={n}" for k, n in cell.failures.items() if n) or "-"
@@ -69,7 +86,10 @@ def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") ->
 def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str = "-") -> list[dict[str, Any]]:
     """One row per workload, then `Total`. `rates`: workload (and "total") -> (qps, output tok/s);
     `client`: the "Client" column (`client_status`), the same on every row (the workers serve them all)."""
-    out = [row(name, agg.combined(workload=name), rates.get(name, (0.0, 0.0)), client) for name in agg.workloads()]
+    out = [
+        row(name, agg.combined(workload=name), rates.get(name, (0.0, 0.0)), client)
+        for name in agg.workloads()
+    ]
     out.append(row("Total", agg.combined(), rates.get("total", (0.0, 0.0)), client))
     return out
 
@@ -84,7 +104,11 @@ def install(web_ui: Any, get_rows: Callable[[], list[dict[str, Any]]]) -> None:
 
     @web_ui.app.after_request
     def _add_llm_rows(response):
-        if not request.path.endswith("/stats/requests") or response.status_code != 200 or not response.is_json:
+        if (
+            not request.path.endswith("/stats/requests")
+            or response.status_code != 200
+            or not response.is_json
+        ):
             return response
         body = response.get_json()
         body["extended_stats"] = [*body.get("extended_stats", []), {"key": TAB_KEY, "data": get_rows()}]
