@@ -208,7 +208,7 @@ class Sampler:
 def write_prompts(path: Path, n: int = 2000, tokens: int = PROMPT_TOKENS) -> Path:
     """A prompt file for the `custom` workload: `n` distinct chat prompts of exactly `tokens`
     prompt tokens as the simulator counts them (template included), max_tokens OUTPUT_TOKENS."""
-    from swarm.tokens import count_chat_tokens
+    from swarm.core.tokens import count_chat_tokens
 
     words = [
         "the",
@@ -410,7 +410,7 @@ class SwarmRun:
 
 def read_records(out: Path) -> list[dict[str, Any]]:
     """Every request record the workers wrote under `out`/records (Parquet parts)."""
-    from swarm import recorder
+    from swarm.live import recorder
 
     table = recorder.read_table(out / "records")
     cols = ["request_id", "start_wall_s", "ttft_s", "e2e_s", "output_tokens", "outcome", "stage", "warmup"]
@@ -427,7 +427,7 @@ def read_trace(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank-lower percentile (as swarm.metrics): None for no values."""
+    """Nearest-rank-lower percentile (as swarm.stats.quantiles): None for no values."""
     if not values:
         return None
     s = sorted(values)

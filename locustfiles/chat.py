@@ -1,6 +1,6 @@
 """The `chat` workload: locust -f locustfiles/chat.py --host URL (--workload overrides it)."""
 
-from swarm.user import LLMUser
+from swarm import LLMUser
 
 
 class ChatUser(LLMUser):

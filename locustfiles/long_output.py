@@ -1,6 +1,6 @@
 """The `long_output` workload: locust -f locustfiles/long_output.py --host URL (--workload overrides it)."""
 
-from swarm.user import LLMUser
+from swarm import LLMUser
 
 
 class LongOutputUser(LLMUser):

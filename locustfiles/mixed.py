@@ -1,6 +1,6 @@
 """The `mixed` workload: locust -f locustfiles/mixed.py --host URL (--workload overrides it)."""
 
-from swarm.user import LLMUser
+from swarm import LLMUser
 
 
 class MixedUser(LLMUser):

@@ -8,7 +8,7 @@ short_qa:6,chat:3,long_output:1`, where every user draws a workload per request.
 overrides all pools with one mix.
 """
 
-from swarm.user import LLMUser
+from swarm import LLMUser
 
 
 class ShortPool(LLMUser):

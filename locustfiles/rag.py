@@ -1,6 +1,6 @@
 """The `rag` workload: locust -f locustfiles/rag.py --host URL (--workload overrides it)."""
 
-from swarm.user import LLMUser
+from swarm import LLMUser
 
 
 class RagUser(LLMUser):

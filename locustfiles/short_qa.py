@@ -1,6 +1,6 @@
 """The `short_qa` workload: locust -f locustfiles/short_qa.py --host URL (--workload overrides it)."""
 
-from swarm.user import LLMUser
+from swarm import LLMUser
 
 
 class ShortQAUser(LLMUser):

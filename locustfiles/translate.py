@@ -1,6 +1,6 @@
 """The `translate` workload: locust -f locustfiles/translate.py --host URL (--workload overrides it)."""
 
-from swarm.user import LLMUser
+from swarm import LLMUser
 
 
 class TranslateUser(LLMUser):

@@ -9,7 +9,7 @@ scheduler and real metrics, random text):
   CPU attention kernel rejects head_dim 16), vocab_size = the tokenizer's size exactly (a
   random model samples every id it has; an id without a token would decode to nothing).
 - tokenizer.json: a byte-level BPE trained here with `tokenizers` on the swarm's own prompt
-  sets (swarm/prompts/*.jsonl: Chinese and English), a few hundred merges. Byte-level means
+  sets (swarm/load/prompts/*.jsonl: Chinese and English), a few hundred merges. Byte-level means
   every UTF-8 byte has a token, so any text (Chinese included) tokenizes; the merges trained
   on Chinese text make common CJK characters one or two tokens instead of three.
   Added tokens as in Qwen3: <|endoftext|>, <|im_start|>, <|im_end|> (special), <think> and

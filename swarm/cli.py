@@ -11,25 +11,37 @@ import argparse
 import importlib
 import sys
 
-from swarm.errors import SwarmError, UsageError
+from swarm.core.errors import SwarmError, UsageError
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("swarm.sim.cli", "run the simulated vLLM server (OpenAI-compatible, vLLM metrics)"),
-    "run": ("swarm.run", "distributed run on this machine: (simulator,) Locust master and N workers"),
-    "report": ("swarm.report", "render DIR/report.html (plots, stage table, diagnosis) from a run's files"),
+    "run": (
+        "swarm.orchestrate.run",
+        "distributed run on this machine: (simulator,) Locust master and N workers",
+    ),
+    "report": (
+        "swarm.analysis.report",
+        "render DIR/report.html (plots, stage table, diagnosis) from a run's files",
+    ),
     "compare": (
-        "swarm.compare",
+        "swarm.analysis.compare",
         "stage-by-stage deltas of two runs (table + HTML), e.g. before/after a tuning",
     ),
-    "demo": ("swarm.demo", "the README's demo: master + 2 workers against the embedded simulated vLLM"),
+    "demo": (
+        "swarm.orchestrate.demo",
+        "the README's demo: master + 2 workers against the embedded simulated vLLM",
+    ),
     "dashboards": (
-        "swarm.dashboards_cli",
+        "swarm.grafana.cli",
         "build the Grafana dashboards (dashboards as code) into checked-in JSON",
     ),
-    "grafana": ("swarm.grafana", "Grafana API: push the datasource and dashboards to an existing Grafana"),
+    "grafana": (
+        "swarm.grafana.api",
+        "Grafana API: push the datasource and dashboards to an existing Grafana",
+    ),
     "target": (
-        "swarm.target",
+        "swarm.orchestrate.targets",
         "start a real vLLM (CPU build, tiny random-weight model) on 127.0.0.1 to try the swarm on",
     ),
 }

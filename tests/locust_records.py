@@ -8,8 +8,8 @@ import os
 
 import orjson
 
-from swarm.events import llm_request
-from swarm.user import LLMUser
+from swarm.core.events import llm_request
+from swarm.live.user import LLMUser
 
 _out = open(os.environ["SWARM_TEST_RECORDS"], "ab")  # noqa: SIM115 - lives as long as the process
 

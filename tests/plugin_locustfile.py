@@ -1,4 +1,4 @@
-"""Test-only locustfile: users that fire `swarm.events.llm_request` with synthetic records.
+"""Test-only locustfile: users that fire `swarm.core.events.llm_request` with synthetic records.
 
 No network: each task builds a RequestRecord from a seeded RNG, fires the event (as LLMUser
 does) and appends what it sent to $SWARM_TEST_SENT/<pid>.jsonl, so a test can check that the
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from locust import User, constant, task
 
-import swarm.plugin  # noqa: F401  (registers the swarm's listeners, as swarm/user.py does)
-from swarm import events as swarm_events
-from swarm.records import OUTCOMES, Outcome, RequestRecord
+import swarm.live.plugin  # noqa: F401  (registers the swarm's listeners, as swarm/live/user.py does)
+from swarm.core import events as swarm_events
+from swarm.core.records import OUTCOMES, Outcome, RequestRecord
 
 TTFT_S = float(os.environ.get("SWARM_TEST_TTFT_S", "0.2"))
 WAIT_S = float(os.environ.get("SWARM_TEST_WAIT_S", "0.02"))

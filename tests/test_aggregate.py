@@ -10,9 +10,17 @@ import msgpack
 import numpy as np
 import pytest
 
-from swarm import metrics
-from swarm.aggregate import _MAPPING, BUCKETS, LATENCIES, REL_ACCURACY, Aggregate, LatencyStats, bucket_keys
-from swarm.records import OUTCOMES, Outcome, RequestRecord
+from swarm.core.records import OUTCOMES, Outcome, RequestRecord
+from swarm.stats import quantiles as metrics
+from swarm.stats.aggregate import (
+    _MAPPING,
+    BUCKETS,
+    LATENCIES,
+    REL_ACCURACY,
+    Aggregate,
+    LatencyStats,
+    bucket_keys,
+)
 
 QS = (0.0, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)
 
@@ -119,7 +127,7 @@ def test_prometheus_buckets_are_exact_counts_with_le_semantics():
 
 
 def test_buckets_include_every_vllm_boundary():
-    from swarm.aggregate import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS
+    from swarm.stats.aggregate import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS
 
     assert set(VLLM_TTFT_BUCKETS) | set(VLLM_ITL_BUCKETS) | set(VLLM_E2E_BUCKETS) <= set(BUCKETS)
     assert list(BUCKETS) == sorted(set(BUCKETS))

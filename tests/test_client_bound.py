@@ -1,5 +1,5 @@
 """A worker above 90% CPU makes its stage client-bound: logged, flagged in the LLM tab's "Client"
-column ("client-bound: results not trustworthy") and listed in summary.json (swarm/plugin.py)."""
+column ("client-bound: results not trustworthy") and listed in summary.json (swarm/live/plugin.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import urllib.request
 import pytest
 from support import REPO, free_port, start, wait_http
 
-from swarm.aggregate import Aggregate
-from swarm.plugin import ClientLoad, CpuMeter
-from swarm.records import RequestRecord
-from swarm.webui import CLIENT_BOUND, client_status, rows
+from swarm.core.records import RequestRecord
+from swarm.live.plugin import ClientLoad, CpuMeter
+from swarm.live.webui import CLIENT_BOUND, client_status, rows
+from swarm.stats.aggregate import Aggregate
 
 LOCUSTFILE = str(REPO / "tests" / "plugin_locustfile.py")
 

@@ -8,8 +8,8 @@ import re
 import pytest
 from test_report import SHORT_QA, images, make_run
 
-from swarm import compare
-from swarm.errors import UsageError
+from swarm.analysis import compare
+from swarm.core.errors import UsageError
 
 # seed round 1 shape: QPS stuck once 64 sequences run (max-num-seqs=64)
 ROUND_1 = [(10, 13.4, 0.168), (30, 28.1, 0.193), (64, 40.1, 0.30), (128, 40.3, 2.1), (200, 40.2, 3.9)]

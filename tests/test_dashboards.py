@@ -1,4 +1,4 @@
-"""Dashboards as code: the checked-in JSON is what swarm/dashboards.py builds, and it is valid
+"""Dashboards as code: the checked-in JSON is what swarm/grafana/dashboards.py builds, and it is valid
 Grafana dashboard JSON (schema version, unique ids, the provisioned datasource, defined variables)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import pytest
 import yaml
 from support import REPO
 
-from swarm import dashboards, dashboards_cli
-from swarm.aggregate import Aggregate
-from swarm.exporter import ExportState, render
-from swarm.grafana import ANNOTATION_TAG
+from swarm.grafana import cli as dashboards_cli
+from swarm.grafana import dashboards
+from swarm.grafana.api import ANNOTATION_TAG
+from swarm.live.exporter import ExportState, render
+from swarm.stats.aggregate import Aggregate
 
 BUILT = dashboards.build_all()
 GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__range_s", "__interval_ms"}
@@ -26,7 +27,7 @@ def test_checked_in_json_is_not_stale() -> None:
     assert not stale, f"stale dashboards {stale}: run `swarm dashboards build` and commit the JSON"
     on_disk = {p.name for p in (REPO / dashboards.DASHBOARD_DIR).glob("*.json")}
     assert on_disk == set(BUILT), (
-        "a JSON file in dashboards/grafana/dashboards/ is not built by swarm/dashboards.py"
+        "a JSON file in dashboards/grafana/dashboards/ is not built by swarm/grafana/dashboards.py"
     )
 
 
@@ -78,7 +79,7 @@ def test_valid_grafana_dashboard_json(name: str) -> None:
     used = {m for e in exprs for m in re.findall(r"\$(\w+)", e)}
     assert used <= defined | GRAFANA_BUILTINS, used - defined - GRAFANA_BUILTINS
     assert defined <= used, "a variable no query uses"
-    # run/stage annotations posted by swarm.grafana.Annotator show on every dashboard
+    # run/stage annotations posted by swarm.grafana.api.Annotator show on every dashboard
     tag_queries = [a for a in d["annotations"]["list"] if a.get("target", {}).get("type") == "tags"]
     assert any(a["enable"] and a["target"]["tags"] == [ANNOTATION_TAG] for a in tag_queries)
 
@@ -119,7 +120,7 @@ def test_load_test_dashboard_covers_every_exported_swarm_metric() -> None:
     names = {n for n, _ in exported}
     for used in set(re.findall(r"\bswarm_\w+", exprs)):
         base = re.sub(r"_(bucket|sum|count)$", "", used)
-        assert base in names, f"the dashboard queries {used}, which swarm/exporter.py does not export"
+        assert base in names, f"the dashboard queries {used}, which swarm/live/exporter.py does not export"
     assert {v["name"] for v in d["templating"]["list"]} == {"run_id", "workload", "model_name"}
     for q in ("0.5", "0.95", "0.99"):
         for m in ("ttft", "ttfa", "itl", "tpot", "e2e"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swarm.diagnosis import (
+from swarm.analysis.diagnosis import (
     StageRow,
     client_bound,
     client_vs_server,
@@ -10,7 +10,7 @@ from swarm.diagnosis import (
     saturation,
     slo_max_concurrency,
 )
-from swarm.server_metrics import StageServerStats
+from swarm.analysis.server_metrics import StageServerStats
 
 SHORT_QA = [
     (10, 13.4, 0.168),

@@ -1,4 +1,4 @@
-"""swarm.dialects: request bodies and reading chunk streams, on scripted chunks and a fake clock."""
+"""swarm.client.dialects: request bodies and reading chunk streams, on scripted chunks and a fake clock."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import orjson
 import pytest
 
-from swarm.dialects import (
+from swarm.client.dialects import (
     DIALECTS,
     BadChunk,
     StreamTally,
@@ -16,8 +16,8 @@ from swarm.dialects import (
     first_model,
     get_dialect,
 )
-from swarm.errors import UsageError
-from swarm.records import RequestRecord
+from swarm.core.errors import UsageError
+from swarm.core.records import RequestRecord
 
 VLLM, LLAMA, OPENAI = DIALECTS["vllm"], DIALECTS["llamacpp"], DIALECTS["openai"]
 

@@ -11,9 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from test_aggregate import exact_values, synthetic_records
 
-from swarm.aggregate import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, Aggregate
-from swarm.exporter import ExportState, render
-from swarm.records import OUTCOMES
+from swarm.core.records import OUTCOMES
+from swarm.live.exporter import ExportState, render
+from swarm.stats.aggregate import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, Aggregate
 
 SECRET = "sk-very-secret-0123"
 

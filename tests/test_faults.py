@@ -30,9 +30,9 @@ import pytest
 from fault_servers import fault_server, received
 from support import REPO, free_port, sim_server, start, swarm_cmd
 
-from swarm import summary as summary_mod
-from swarm.aggregate import ERROR_MESSAGES_MAX, Aggregate
-from swarm.records import Outcome, RequestRecord
+from swarm.core.records import Outcome, RequestRecord
+from swarm.stats import summary as summary_mod
+from swarm.stats.aggregate import ERROR_MESSAGES_MAX, Aggregate
 
 LOCUST_RECORDS = REPO / "tests" / "locust_records.py"
 SWARM_LOCUSTFILE = REPO / "swarm" / "locustfile.py"
@@ -47,7 +47,7 @@ def read_trace(path: Path) -> dict[str, dict]:
 
 
 def records_of(out: Path) -> list[dict]:
-    from swarm.recorder import read_table
+    from swarm.live.recorder import read_table
 
     return read_table(out / "records").to_pylist()
 

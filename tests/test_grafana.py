@@ -1,4 +1,4 @@
-"""swarm/grafana.py against the Grafana stand-in (tests/grafana_standin.py): push and annotations."""
+"""swarm/grafana/api.py against the Grafana stand-in (tests/grafana_standin.py): push and annotations."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from grafana_standin import grafana_standin
 from support import free_port
 
-from swarm import dashboards, grafana
-from swarm.errors import SwarmError, UsageError
+from swarm.core.errors import SwarmError, UsageError
+from swarm.grafana import api as grafana
+from swarm.grafana import dashboards
 
 TOKEN = "glsa_s3cr3t_t0ken_value"
 PROM_URL = "http://prometheus:9090"
@@ -236,7 +237,7 @@ import sys
 import locust  # noqa: F401  gevent monkey-patching first, as in a Locust master
 import gevent
 from grafana_standin import grafana_standin
-from swarm.grafana import Annotator
+from swarm.grafana.api import Annotator
 with grafana_standin("tok") as g:
     a = Annotator.from_env(g.url, token="tok")
     jobs = [gevent.spawn(a.stage_started, "r", i) for i in range(3)]

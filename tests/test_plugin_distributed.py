@@ -1,4 +1,4 @@
-"""swarm.plugin in real Locust processes: master + workers, summary totals, /metrics, SLO exit codes,
+"""swarm.live.plugin in real Locust processes: master + workers, summary totals, /metrics, SLO exit codes,
 a worker killed mid-run. Users are synthetic (tests/plugin_locustfile.py): no network."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from support import REPO, Proc, free_port, start
 
-from swarm.records import OUTCOMES
+from swarm.core.records import OUTCOMES
 
 pytestmark = pytest.mark.integration
 LOCUSTFILE = str(REPO / "tests" / "plugin_locustfile.py")

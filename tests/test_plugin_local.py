@@ -1,4 +1,4 @@
-"""swarm.plugin in-process with a LocalRunner and a fake worker report: no sub-processes."""
+"""swarm.live.plugin in-process with a LocalRunner and a fake worker report: no sub-processes."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from locust.env import Environment
 from locust.event import Events
 from test_aggregate import synthetic_records
 
-from swarm import events as swarm_events
-from swarm.aggregate import Aggregate
-from swarm.plugin import WIRE_KEY, SwarmPlugin
+from swarm.core import events as swarm_events
+from swarm.live.plugin import WIRE_KEY, SwarmPlugin
+from swarm.stats.aggregate import Aggregate
 
 
 def _env(tmp_path, **opts) -> Environment:
@@ -41,7 +41,7 @@ def test_local_records_summary_and_slo_exit_code(tmp_path):
     assert [v["ok"] for v in s["slo"]] == [True, False]
     assert env.process_exit_code == 1
     parts = list((tmp_path / "out" / "records").glob("*.parquet"))
-    assert parts, "per-request records written with swarm.recorder"
+    assert parts, "per-request records written with swarm.live.recorder"
     swarm_events.llm_request.fire(record=records[0])  # after quitting: no longer listening
     assert plugin.aggregate.combined().requests == 200
 

@@ -1,14 +1,14 @@
-"""swarm.progress: the live line's numbers come from two scrapes of the master's /metrics."""
+"""swarm.orchestrate.progress: the live line's numbers come from two scrapes of the master's /metrics."""
 
 from __future__ import annotations
 
 import math
 
-from swarm.aggregate import BUCKETS, Aggregate
-from swarm.exporter import ExportState, render
-from swarm.progress import MasterSample, parse_master_metrics, window_line
-from swarm.records import Outcome, RequestRecord
-from swarm.server_metrics import quantile_bucket
+from swarm.analysis.server_metrics import quantile_bucket
+from swarm.core.records import Outcome, RequestRecord
+from swarm.live.exporter import ExportState, render
+from swarm.orchestrate.progress import MasterSample, parse_master_metrics, window_line
+from swarm.stats.aggregate import BUCKETS, Aggregate
 
 INF = math.inf
 

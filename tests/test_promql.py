@@ -27,7 +27,7 @@ import pytest
 import yaml
 from support import REPO, Proc, free_port, sim_server, start, swarm_cmd, wait_http
 
-from swarm import dashboards
+from swarm.grafana import dashboards
 
 pytestmark = pytest.mark.integration
 
@@ -307,7 +307,7 @@ def _check_variables(prom: Prometheus, run_id: str) -> None:
             if v["name"] == "model_name":
                 assert SIM_MODEL in values, (
                     f"{metric} has model_name {values}, not the served {SIM_MODEL!r}: the master must learn the "
-                    "model the workers discovered (environment.swarm_model_name, swarm/plugin.py)"
+                    "model the workers discovered (environment.swarm_model_name, swarm/live/plugin.py)"
                 )
 
 

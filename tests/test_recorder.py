@@ -2,8 +2,8 @@ import random
 
 import pyarrow.parquet as pq
 
-from swarm import recorder
-from swarm.records import Outcome, RequestRecord
+from swarm.core.records import Outcome, RequestRecord
+from swarm.live import recorder
 
 
 def _record(i: int, rng: random.Random) -> RequestRecord:

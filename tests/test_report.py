@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from swarm import recorder, summary
-from swarm.aggregate import VLLM_E2E_BUCKETS, VLLM_TTFT_BUCKETS, Aggregate
-from swarm.records import Outcome, RequestRecord
-from swarm.report import PNGS, load_run, stage_rows, write_report
-from swarm.server_metrics import Histogram, ServerSnapshot
+from swarm.analysis.report import PNGS, load_run, stage_rows, write_report
+from swarm.analysis.server_metrics import Histogram, ServerSnapshot
+from swarm.core.records import Outcome, RequestRecord
+from swarm.live import recorder
+from swarm.stats import summary
+from swarm.stats.aggregate import VLLM_E2E_BUCKETS, VLLM_TTFT_BUCKETS, Aggregate
 
 SHORT_QA = [
     (10, 13.4, 0.168),
@@ -238,11 +239,11 @@ def test_cli(tmp_path, capsys):
 
     import pytest
 
-    from swarm import report
+    from swarm.analysis import report
     from swarm.cli import COMMANDS
-    from swarm.errors import UsageError
+    from swarm.core.errors import UsageError
 
-    assert COMMANDS["report"][0] == "swarm.report"
+    assert COMMANDS["report"][0] == "swarm.analysis.report"
     parser = argparse.ArgumentParser()
     report.configure(parser)
     run = make_run(tmp_path / "run")

@@ -5,8 +5,8 @@ import subprocess
 import pytest
 from support import swarm_cmd
 
-from swarm.errors import UsageError
-from swarm.run import parse_timespan
+from swarm.core.errors import UsageError
+from swarm.orchestrate.run import parse_timespan
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swarm.server_metrics import (
+from swarm.analysis.server_metrics import (
     Histogram,
     ServerPoller,
     ServerSnapshot,

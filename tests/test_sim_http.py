@@ -21,8 +21,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import REPO, sim_server, swarm_cmd
 
+from swarm.core.tokens import count_chat_tokens, count_tokens
 from swarm.sim.metrics import ITL_BUCKETS, REQUEST_LATENCY_BUCKETS, TTFT_BUCKETS
-from swarm.tokens import count_chat_tokens, count_tokens
 
 pytestmark = pytest.mark.integration
 

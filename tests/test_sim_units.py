@@ -7,14 +7,14 @@ import random
 import orjson
 import pytest
 
-from swarm.errors import UsageError
+from swarm.core.errors import UsageError
+from swarm.core.tokens import chat_prompt_tokens, count_chat_tokens, count_tokens, tokenize
 from swarm.sim.calibrate import CHAT_PROMPTS, SHORT_QA_PROMPTS, closed_loop, seed_script
 from swarm.sim.engine import ABORTED, FINISHED, RUNNING, WAITING, Engine, Sequence, prompt_block_hashes
 from swarm.sim.faults import FaultPlan, parse_fault
 from swarm.sim.metrics import TTFT_BUCKETS, SimMetrics, buckets_1_2_5
 from swarm.sim.profile import LengthComponent, LengthDist, Profile, StepCost, load_profile, parse_profile
 from swarm.sim.render import TAPE_MASK, Output, StreamRenderer, Tape
-from swarm.tokens import chat_prompt_tokens, count_chat_tokens, count_tokens, tokenize
 
 
 # ---- tokens ------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import pytest
 
-from swarm import slo
-from swarm.errors import UsageError
+from swarm.core.errors import UsageError
+from swarm.stats import slo
 
 SUMMARY = {
     "total": {

@@ -1,4 +1,4 @@
-"""swarm.sse: SSE byte stream -> event data, whatever the read boundaries."""
+"""swarm.client.sse: SSE byte stream -> event data, whatever the read boundaries."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swarm.sse import DONE, MAX_EVENT_BYTES, EventTooLarge, iter_data, iter_payloads
+from swarm.client.sse import DONE, MAX_EVENT_BYTES, EventTooLarge, iter_data, iter_payloads
 
 CHUNK = '{"choices":[{"delta":{"content":"中文é😀"}}]}'
 

@@ -5,7 +5,7 @@ The driver is `LLMUser.send` itself, in this process: a real Locust environment 
 connection pool hands out one end of a real socket pair; a greenlet plays a hypothesis-generated
 HTTP response into the other end, split into arbitrary TCP writes, then hangs up. So the bytes go
 through geventhttpclient's parser, the de-chunking, the SSE parser, JSON decoding and the
-dialect's chunk reading exactly as off a network socket (swarm/user.py `_stream`).
+dialect's chunk reading exactly as off a network socket (swarm/live/user.py `_stream`).
 
 Two properties:
 - arbitrary bytes as the event stream (and as a whole raw response): one record, one Locust
@@ -31,12 +31,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from locust.env import Environment
 
-import swarm.user
-from swarm.dialects import get_dialect
-from swarm.events import llm_request
-from swarm.records import Outcome
-from swarm.user import LLMUser, Target
-from swarm.workloads import LLMRequest
+import swarm.live.user
+from swarm.client.dialects import get_dialect
+from swarm.core.events import llm_request
+from swarm.core.records import Outcome
+from swarm.live.user import LLMUser, Target
+from swarm.load.workloads import LLMRequest
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nx-request-id: fuzz-1\r\n"
 
@@ -78,9 +78,12 @@ def harness():
     llm_request.add_listener(on_record)
     env.events.request.add_listener(on_request)
     req = LLMRequest(workload="short_qa", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
-    pause, swarm.user.CONNECT_ERROR_PAUSE_S = swarm.user.CONNECT_ERROR_PAUSE_S, 0.0  # (no retry to pace here)
+    pause, swarm.live.user.CONNECT_ERROR_PAUSE_S = (
+        swarm.live.user.CONNECT_ERROR_PAUSE_S,
+        0.0,
+    )  # (no retry to pace here)
     yield user, req, fired
-    swarm.user.CONNECT_ERROR_PAUSE_S = pause
+    swarm.live.user.CONNECT_ERROR_PAUSE_S = pause
     llm_request.remove_listener(on_record)
 
 

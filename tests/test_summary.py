@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from test_aggregate import exact_values, synthetic_records
 
-from swarm import slo, summary
-from swarm.aggregate import Aggregate
-from swarm.records import OUTCOMES, Outcome, RequestRecord
+from swarm.core.records import OUTCOMES, Outcome, RequestRecord
+from swarm.stats import slo, summary
+from swarm.stats.aggregate import Aggregate
 
 BLOCK = {
     "requests",

@@ -1,4 +1,4 @@
-"""swarm.user's read clock: a chunk's time is when the kernel received it (SO_TIMESTAMPNS), not
+"""swarm.live.user's read clock: a chunk's time is when the kernel received it (SO_TIMESTAMPNS), not
 when a busy worker got round to reading it; perf_counter() where the kernel gives no arrival
 timestamp (not Linux, or a sandboxed kernel that stamps bytes when they are read)."""
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from swarm import user
+from swarm.live import user
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS: Linux")
 
@@ -26,7 +26,7 @@ def _pair() -> tuple[socket.socket, socket.socket]:
 
 def _first_read_stamp(gap: float) -> float | None:
     """A new connection's first bytes, read `gap` s after they were sent: how long before the read
-    its SO_TIMESTAMPNS (wall clock) says they came, measured here without swarm.user. None: the
+    its SO_TIMESTAMPNS (wall clock) says they came, measured here without swarm.live.user. None: the
     read carried no stamp."""
     client, server = _pair()
     with client, server:

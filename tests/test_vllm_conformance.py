@@ -4,7 +4,7 @@
   (numbers aside);
 - good requests: each stream event's and whole body's structure (keys in order, kinds of value);
 - /metrics: every vllm: family the simulator exposes has vLLM's type, label names and buckets,
-  and all that swarm/server_metrics.py reads is in both.
+  and all that swarm/analysis/server_metrics.py reads is in both.
 
 The real vLLM is the session's `vllm_target` (vLLM's CPU build with the tiny model, or the
 server at $SWARM_TARGET_URL, which must run with `--reasoning-parser`, as tests/vllm_fixture.py
@@ -26,7 +26,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import sim_server
 
-from swarm.server_metrics import COUNTERS, GAUGES, HISTOGRAMS, SUCCESS
+from swarm.analysis.server_metrics import COUNTERS, GAUGES, HISTOGRAMS, SUCCESS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -303,7 +303,7 @@ def test_sim_metrics_are_vllms(vllm_target, sim_like_target, vllm_report):
 
     wrong = [f"{name}: sim {ours[name]} / vLLM {real.get(name)}" for name in sorted(ours) if not same(name)]
     assert not wrong, "\n".join(wrong)
-    # what the swarm reads (swarm/server_metrics.py: the preferred vLLM name of each figure) is in
+    # what the swarm reads (swarm/analysis/server_metrics.py: the preferred vLLM name of each figure) is in
     # both; speculative decoding aside (neither runs it here)
     read = [
         names[0].removesuffix("_total")

@@ -25,7 +25,13 @@ import pytest
 from support import REPO, swarm_cmd
 from vllm_fixture import TARGET_ENV, RealTarget  # (the fixtures vllm_target, vllm_report: conftest.py)
 
-from swarm.server_metrics import Histogram, ServerSnapshot, parse_metrics, quantile_bucket, read_snapshots
+from swarm.analysis.server_metrics import (
+    Histogram,
+    ServerSnapshot,
+    parse_metrics,
+    quantile_bucket,
+    read_snapshots,
+)
 
 DATA = Path(__file__).resolve().parent / "data"
 MODEL_DIR = REPO / "swarm" / "models" / "tiny-qwen2"
@@ -148,8 +154,8 @@ def test_swarm_target_refuses_bad_options(tmp_path):
 
 
 def test_vllm_command_binds_loopback_only():
-    from swarm.target import MODEL_DIR as SHIPPED
-    from swarm.target import server_command, server_env
+    from swarm.orchestrate.targets import MODEL_DIR as SHIPPED
+    from swarm.orchestrate.targets import server_command, server_env
 
     cmd = server_command("python", 8123)
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd.count("--host") == 1
@@ -314,7 +320,7 @@ def stream_once(target: RealTarget, thinking: bool, max_tokens: int) -> list[dic
     """One streamed chat request with exactly the body the swarm sends; the parsed SSE chunks."""
     import urllib.request
 
-    from swarm.dialects import DIALECTS
+    from swarm.client.dialects import DIALECTS
 
     body = DIALECTS["vllm"].body(
         endpoint="chat",
@@ -426,7 +432,7 @@ def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, 
 @pytest.mark.timeout(900)
 def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
     """A 3-stage sweep: report.html with the server's KV usage and running/waiting for every stage."""
-    from swarm.report import load_run, stage_table
+    from swarm.analysis.report import load_run, stage_table
 
     out = tmp_path / "sweep"
     run = swarm_run(
@@ -479,7 +485,7 @@ def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
 @pytest.mark.slow
 def test_model_generator_is_deterministic(tmp_path):
     """scripts/make_tiny_model.py rebuilds the shipped directory byte for byte (needs `tokenizers`)."""
-    from swarm.target import ensure_vllm_python
+    from swarm.orchestrate.targets import ensure_vllm_python
 
     python = sys.executable
     try:

@@ -12,9 +12,9 @@ import time
 import pytest
 from support import REPO, free_port, start, wait_http
 
-from swarm.aggregate import Aggregate
-from swarm.records import Outcome, RequestRecord
-from swarm.webui import rows
+from swarm.core.records import Outcome, RequestRecord
+from swarm.live.webui import rows
+from swarm.stats.aggregate import Aggregate
 
 LOCUSTFILE = str(REPO / "tests" / "plugin_locustfile.py")
 CHROMIUM = shutil.which("chromium")

@@ -1,4 +1,4 @@
-"""swarm.workloads: the shipped workloads, weighted mixes, RAG prompt building, custom files."""
+"""swarm.load.workloads: the shipped workloads, weighted mixes, RAG prompt building, custom files."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.errors import UsageError
-from swarm.tokens import chat_prompt_tokens, count_chat_tokens
-from swarm.workloads import WORKLOADS, Knobs, Mix, build, load_prompt_file, parse_mix, parse_token_range
+from swarm.core.errors import UsageError
+from swarm.core.tokens import chat_prompt_tokens, count_chat_tokens
+from swarm.load.workloads import WORKLOADS, Knobs, Mix, build, load_prompt_file, parse_mix, parse_token_range
 
 SHIPPED = [n for n in WORKLOADS if n != "custom"]
 

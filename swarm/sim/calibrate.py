@@ -14,9 +14,9 @@ import heapq
 import random
 from dataclasses import dataclass
 
+from swarm.core.tokens import chat_prompt_tokens
 from swarm.sim.engine import Engine, Sequence, prompt_block_hashes
 from swarm.sim.profile import Profile, load_profile
-from swarm.tokens import chat_prompt_tokens
 
 # seed 000, /tmp/short_output_test.py and /tmp/realistic_test.py
 SHORT_QA_PROMPTS = (

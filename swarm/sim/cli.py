@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from swarm.errors import UsageError
+from swarm.core.errors import UsageError
 from swarm.sim.profile import REASONING_FIELDS, bundled_profiles
 
 

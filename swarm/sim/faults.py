@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from swarm.errors import UsageError
+from swarm.core.errors import UsageError
 
 HTTP_FAULTS = {
     "http_400": (400, "BadRequestError"),

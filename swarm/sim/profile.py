@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarm.errors import UsageError
+from swarm.core.errors import UsageError
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 REASONING_FIELDS = ("reasoning", "reasoning_content")

@@ -6,7 +6,7 @@ gets FastAPI's validation error (type "Bad Request", `param` "body.<field>"); a 
 check gets a `BadRequestError` whose message ends "(parameter=..., value=...)"; an unknown model
 a 404 `NotFoundError`. A prompt that leaves no room for output is refused; a `max_tokens` past
 what the context leaves is cut to it (finish "length"), and only one past `max_model_len`
-itself is refused. Prompt tokens are counted with `swarm.tokens` (chat: template cost per
+itself is refused. Prompt tokens are counted with `swarm.core.tokens` (chat: template cost per
 message, see that module).
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from swarm.tokens import chat_prompt_tokens, tokenize
+from swarm.core.tokens import chat_prompt_tokens, tokenize
 
 
 class ApiError(Exception):

@@ -1,0 +1,65 @@
+"""Typed records that flow through the swarm: one `RequestRecord` per request sent.
+
+The path of one number: socket bytes -> SSE event (swarm.client.sse) -> RequestRecord (swarm.live.user)
+-> worker aggregate (swarm.stats.aggregate) -> master merge -> Prometheus / web UI / summary.json.
+Everything downstream of the user reads these records; nothing reaches back up the chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    """Every request ends in exactly one of these (exhaustive and exclusive)."""
+
+    OK = "ok"
+    HTTP_ERROR = "http_error"  # non-2xx status before streaming; server message kept
+    STREAM_ERROR = "stream_error"  # `data: {"error": ...}` inside a 200 stream
+    TRUNCATED = "truncated"  # stream ended without `data: [DONE]`
+    TIMEOUT = "timeout"  # no byte for longer than the per-request timeout
+    CONNECT_ERROR = "connect_error"  # could not connect / connection refused or reset before a status
+    BAD_CHUNK = "bad_chunk"  # an SSE data line that is not valid JSON or not a chunk
+
+    @property
+    def failed(self) -> bool:
+        return self is not Outcome.OK
+
+
+OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What the swarm measured for one request. Times in seconds; None = not reached."""
+
+    workload: str
+    start_wall_s: float  # time.time() when the request was sent (matches a server trace)
+    outcome: Outcome = Outcome.OK
+    stage: int = 0  # index of the load stage the request was *sent* in (0 without stages)
+    request_id: str | None = None  # the response's `id` / x-request-id header
+    http_status: int | None = None
+    ttft_s: float | None = None  # first chunk carrying a generated token (reasoning or content)
+    ttfa_s: float | None = None  # first chunk carrying an answer (content) token
+    e2e_s: float | None = None  # until `data: [DONE]` (or the failure)
+    tpot_s: float | None = None  # (e2e - ttft) / (output_tokens - 1)
+    itl_s: list[float] = field(default_factory=list)  # gaps between token-carrying chunks
+    prompt_tokens: int | None = None
+    output_tokens: int = 0  # reasoning + answer tokens, from server usage when given
+    reasoning_tokens: int = 0
+    tokens_from_usage: bool = False  # False = counted from chunks (fallback), flagged
+    finish_reason: str | None = None
+    error: str | None = None  # short reason for a failed outcome (server message, exception)
+    send_lag_s: float | None = None  # open loop: how late the request left vs its schedule
+    warmup: bool = False  # sent during a stage's warm-up: excluded from that stage's stats
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["outcome"] = self.outcome.value
+        return d

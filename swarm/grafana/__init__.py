@@ -1,0 +1,3 @@
+"""Grafana: the dashboards as code, the HTTP API (datasource, dashboards, annotations), and the
+`swarm dashboards` command. Imports only `swarm.core`.
+"""

@@ -1,0 +1,758 @@
+"""Grafana dashboards as code: three dashboards built with Grafana's own grafana-foundation-sdk.
+
+`swarm dashboards build` writes them to `dashboards/grafana/dashboards/*.json` (checked in,
+provisioned by docker-compose); tests/test_dashboards.py fails when those files are stale, and
+tests/test_promql.py runs every panel's query against a real Prometheus scraping a real run.
+
+- "LLM load test" (client side, `swarm_*` from the master's /metrics);
+- "vLLM server" (`vllm:*`, current names with a PromQL `or` fallback to the pre-0.12 names);
+- "Client vs server" (the two measured side by side, with ratios and gaps).
+
+Every selector uses regex matchers (`=~"$var"`) so the "All" value (`.*`) and multi-value
+selections work; every rate uses `$__rate_interval`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from grafana_foundation_sdk.builders import common as gcommon
+from grafana_foundation_sdk.builders import dashboard as gdash
+from grafana_foundation_sdk.builders import prometheus as gprom
+from grafana_foundation_sdk.builders import stat as gstat
+from grafana_foundation_sdk.builders import timeseries as gts
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as mcommon
+from grafana_foundation_sdk.models import dashboard as mdash
+
+from swarm.grafana.api import ANNOTATION_TAG
+
+# The provisioned Prometheus datasource (dashboards/grafana/provisioning/datasources/) and the
+# one `swarm grafana push` creates share this uid; every panel refers to it.
+DATASOURCE_UID = "prometheus"
+DATASOURCE_NAME = "llm-swarm Prometheus"
+DASHBOARD_DIR = Path("dashboards/grafana/dashboards")
+FOLDER_TITLE = "LLM swarm"
+
+PROM = mdash.DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
+GRAFANA = mdash.DataSourceRef(type_val="grafana", uid="-- Grafana --")
+
+# label selectors
+CLIENT = 'run_id=~"$run_id", workload=~"$workload", model_name=~"$model_name"'
+RUN = 'run_id=~"$run_id"'
+SERVER = 'model_name=~"$model_name"'
+RI = "$__rate_interval"
+TOKS = "suffix: tok/s"
+
+
+# ----------------------------------------------------------------------------- PromQL helpers
+
+
+def rate(metric: str, sel: str) -> str:
+    return f"rate({metric}{{{sel}}}[{RI}])"
+
+
+def rate_or(metric: str, legacy: str, sel: str) -> str:
+    """Current vLLM name, or the pre-0.12 one where only that exists (same labels)."""
+    return f"({rate(metric, sel)} or {rate(legacy, sel)})"
+
+
+def quantile(q: float, metric: str, sel: str, by: str = "", legacy: str | None = None) -> str:
+    """histogram_quantile over `metric`_bucket summed by le (and `by`)."""
+    inner = rate_or(metric + "_bucket", legacy + "_bucket", sel) if legacy else rate(metric + "_bucket", sel)
+    labels = f"le, {by}" if by else "le"
+    return f"histogram_quantile({q}, sum by ({labels}) ({inner}))"
+
+
+def mean(metric: str, sel: str) -> str:
+    return f"sum({rate(metric + '_sum', sel)}) / sum({rate(metric + '_count', sel)})"
+
+
+# ----------------------------------------------------------------------------- panel helpers
+
+
+@dataclass(frozen=True)
+class Q:
+    """One query of a panel: PromQL and its legend."""
+
+    expr: str
+    legend: str = ""
+
+
+class Layout:
+    """Builds one dashboard: panel ids in order (unique, rows included), 24-column grid."""
+
+    def __init__(self, builder: gdash.Dashboard) -> None:
+        self.builder = builder
+        self.next_id = 1
+
+    def _id(self) -> int:
+        i = self.next_id
+        self.next_id += 1
+        return i
+
+    def row(self, title: str) -> None:
+        self.builder.with_row(gdash.Row(title).id(self._id()))
+
+    def _targets(self, panel, queries: list[Q], instant: bool = False):
+        for ref, q in zip("ABCDEFGHIJ", queries, strict=False):
+            t = gprom.Dataquery().expr(q.expr).ref_id(ref).datasource(PROM)
+            if q.legend:
+                t = t.legend_format(q.legend)
+            panel = panel.with_target(t.instant() if instant else t.range())
+        return panel
+
+    def timeseries(
+        self,
+        title: str,
+        description: str,
+        queries: list[Q],
+        unit: str,
+        width: int = 8,
+        height: int = 8,
+        minimum: float | None = 0,
+        stack: bool = False,
+    ) -> None:
+        p = (
+            gts.Panel()
+            .id(self._id())
+            .title(title)
+            .description(description)
+            .datasource(PROM)
+            .unit(unit)
+            .span(width)
+            .height(height)
+            .line_width(1)
+            .fill_opacity(10)
+            .legend(
+                gcommon.VizLegendOptions()
+                .display_mode(mcommon.LegendDisplayMode.LIST)
+                .placement(mcommon.LegendPlacement.BOTTOM)
+                .show_legend(True)
+                .calcs([])
+            )
+            .tooltip(
+                gcommon.VizTooltipOptions()
+                .mode(mcommon.TooltipDisplayMode.MULTI)
+                .sort(mcommon.SortOrder.DESCENDING)
+            )
+        )
+        if minimum is not None:
+            p = p.min(minimum)
+        if stack:
+            p = p.stacking(gcommon.StackingConfig().mode(mcommon.StackingMode.NORMAL))
+        self.builder.with_panel(self._targets(p, queries))
+
+    def stat(
+        self,
+        title: str,
+        description: str,
+        queries: list[Q],
+        unit: str,
+        width: int = 4,
+        height: int = 4,
+        calc: str = "lastNotNull",
+        decimals: int | None = None,
+    ) -> None:
+        p = (
+            gstat.Panel()
+            .id(self._id())
+            .title(title)
+            .description(description)
+            .datasource(PROM)
+            .unit(unit)
+            .span(width)
+            .height(height)
+            .graph_mode(mcommon.BigValueGraphMode.AREA)
+            .color_mode(mcommon.BigValueColorMode.VALUE)
+            .text_mode(mcommon.BigValueTextMode.AUTO)
+            .reduce_options(gcommon.ReduceDataOptions().calcs([calc]).values(False))
+        )
+        if decimals is not None:
+            p = p.decimals(decimals)
+        self.builder.with_panel(self._targets(p, queries))
+
+
+def label_variable(name: str, label: str, query: str, include_all: bool = True) -> gdash.QueryVariable:
+    v = (
+        gdash.QueryVariable(name)
+        .label(label)
+        .datasource(PROM)
+        .query(query)  # a plain label_values(...) string: every Grafana version reads it
+        .refresh(mdash.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .multi(True)
+        .include_all(include_all)
+    )
+    if include_all:
+        v = v.all_value(".*").current(mdash.VariableOption(selected=True, text="All", value="$__all"))
+    else:
+        v = v.sort(mdash.VariableSort.ALPHABETICAL_DESC)  # run ids start with a timestamp: newest first
+    return v
+
+
+def base(uid: str, title: str, description: str, tags: list[str]) -> gdash.Dashboard:
+    return (
+        gdash.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(["llm-swarm", *tags])
+        .refresh("5s")
+        .time("now-30m", "now")
+        .timezone("browser")
+        .editable()
+        .tooltip(mdash.DashboardCursorSync.CROSSHAIR)
+        .annotation(
+            gdash.AnnotationQuery()
+            .name("Annotations & Alerts")
+            .datasource(GRAFANA)
+            .enable(True)
+            .hide(True)
+            .icon_color("rgba(0, 211, 255, 1)")
+            .type("dashboard")
+            .target(gdash.AnnotationTarget().type("dashboard").limit(100).match_any(False).tags([]))
+        )
+        .annotation(
+            gdash.AnnotationQuery()
+            .name("Swarm runs and stages")
+            .datasource(GRAFANA)
+            .enable(True)
+            .hide(False)
+            .icon_color("#FF9830")
+            .target(gdash.AnnotationTarget().type("tags").tags([ANNOTATION_TAG]).match_any(True).limit(500))
+        )
+    )
+
+
+# ----------------------------------------------------------------------------- dashboards
+
+
+def llm_load_test() -> gdash.Dashboard:
+    d = base(
+        "llm-swarm-load-test",
+        "LLM load test",
+        "Client-side view of a swarm run (master's /metrics): throughput, outcomes, latency "
+        "percentiles, token rates, users/workers/stage.",
+        ["client"],
+    )
+    d = (
+        d.with_variable(
+            label_variable("run_id", "run", "label_values(swarm_requests_total, run_id)", include_all=False)
+        )
+        .with_variable(
+            label_variable("workload", "workload", f"label_values(swarm_requests_total{{{RUN}}}, workload)")
+        )
+        .with_variable(
+            label_variable("model_name", "model", f"label_values(swarm_requests_total{{{RUN}}}, model_name)")
+        )
+    )
+    d = d.annotation(
+        gdash.AnnotationQuery()
+        .name("Stage changes (from metrics)")
+        .datasource(PROM)
+        .enable(True)
+        .hide(False)
+        .icon_color("#B877D9")
+        .expr(f"changes(max by (run_id) (swarm_stage{{{RUN}}})[1m:5s]) > 0")
+    )
+    lay = Layout(d)
+    req = "swarm_requests_total"
+    failed = CLIENT + ', outcome!="ok"'
+
+    lay.row("Overview")
+    lay.stat(
+        "Requests/s", "Finished requests per second, all outcomes.", [Q(f"sum({rate(req, CLIENT)})")], "reqps"
+    )
+    lay.stat(
+        "Error rate",
+        "Share of finished requests whose outcome is not ok.",
+        [Q(f"(sum({rate(req, failed)}) or vector(0)) / sum({rate(req, CLIENT)})")],
+        "percentunit",
+    )
+    lay.stat(
+        "TTFT p99",
+        "Time to first token (reasoning or answer), 99th percentile.",
+        [Q(quantile(0.99, "swarm_ttft_seconds", CLIENT))],
+        "s",
+    )
+    lay.stat(
+        "E2E p99",
+        "Request latency until [DONE], 99th percentile.",
+        [Q(quantile(0.99, "swarm_e2e_seconds", CLIENT))],
+        "s",
+    )
+    lay.stat(
+        "Output tok/s",
+        "Generated tokens (reasoning + answer) per second.",
+        [Q(f"sum({rate('swarm_output_tokens_total', CLIENT)})")],
+        TOKS,
+    )
+    lay.stat(
+        "Requests in range",
+        "Finished requests in the dashboard's time range.",
+        [Q(f"sum(increase({req}{{{CLIENT}}}[$__range]))")],
+        "short",
+        decimals=0,
+    )
+
+    lay.row("Throughput and outcomes")
+    lay.timeseries(
+        "Requests/s by workload",
+        "Finished requests per second, per workload (all outcomes).",
+        [Q(f"sum by (workload) ({rate(req, CLIENT)})", "{{workload}}")],
+        "reqps",
+        width=12,
+    )
+    lay.timeseries(
+        "Outcomes/s",
+        "Finished requests per second by outcome (ok, http_error, stream_error, "
+        "truncated, timeout, connect_error, bad_chunk).",
+        [Q(f"sum by (outcome) ({rate(req, CLIENT)})", "{{outcome}}")],
+        "reqps",
+        width=12,
+        stack=True,
+    )
+
+    lay.row("Latency (per workload)")
+    for metric, title, what in [
+        ("swarm_ttft_seconds", "TTFT", "Time to first token: the first chunk carrying a generated token."),
+        ("swarm_ttfa_seconds", "TTFA", "Time to first answer token (after any reasoning)."),
+        ("swarm_itl_seconds", "ITL", "Inter-token latency: gaps between token-carrying chunks."),
+        ("swarm_tpot_seconds", "TPOT", "Time per output token: (E2E - TTFT) / (output tokens - 1)."),
+        ("swarm_e2e_seconds", "E2E", "End-to-end request latency until [DONE]."),
+        (
+            "swarm_send_lag_seconds",
+            "Send lag",
+            "Open loop (--rate): how late requests left relative to their arrival schedule; client-side queueing.",
+        ),
+    ]:
+        lay.timeseries(
+            f"{title} p50 / p95 / p99",
+            what,
+            [
+                Q(quantile(q, metric, CLIENT, by="workload"), f"p{round(q * 100)} {{{{workload}}}}")
+                for q in (0.5, 0.95, 0.99)
+            ],
+            "s",
+            width=12 if title in ("TTFT", "TTFA") else 24 if title == "Send lag" else 8,
+        )
+
+    lay.row("Tokens")
+    lay.timeseries(
+        "Token throughput",
+        "Prompt, output (reasoning + answer) and reasoning tokens per second.",
+        [
+            Q(f"sum({rate('swarm_prompt_tokens_total', CLIENT)})", "prompt"),
+            Q(f"sum({rate('swarm_output_tokens_total', CLIENT)})", "output"),
+            Q(f"sum({rate('swarm_reasoning_tokens_total', CLIENT)})", "reasoning"),
+        ],
+        TOKS,
+        width=12,
+    )
+    lay.timeseries(
+        "Output tok/s by workload",
+        "Generated tokens per second, per workload.",
+        [Q(f"sum by (workload) ({rate('swarm_output_tokens_total', CLIENT)})", "{{workload}}")],
+        TOKS,
+        width=12,
+    )
+
+    lay.row("Load")
+    lay.timeseries(
+        "Users",
+        "Simulated users (concurrency) across all workers.",
+        [Q(f"sum by (run_id) (swarm_users{{{RUN}}})", "users {{run_id}}")],
+        "short",
+    )
+    lay.timeseries(
+        "Workers",
+        "Connected Locust workers, and workers lost during the run (missing heartbeat).",
+        [
+            Q(f"max by (run_id) (swarm_workers{{{RUN}}})", "workers {{run_id}}"),
+            Q(f"max by (run_id) (swarm_degraded_workers{{{RUN}}})", "lost {{run_id}}"),
+        ],
+        "short",
+    )
+    lay.timeseries(
+        "Stage",
+        "Index of the current load stage (0 without stages).",
+        [Q(f"max by (run_id) (swarm_stage{{{RUN}}})", "stage {{run_id}}")],
+        "short",
+    )
+    return d
+
+
+def vllm_server() -> gdash.Dashboard:
+    d = base(
+        "llm-swarm-vllm-server",
+        "vLLM server",
+        "The server's own /metrics (vLLM >= 0.12 names, falling back to the pre-0.12 ones): "
+        "latency, token throughput, scheduler and KV cache, prefix caching, speculative decoding.",
+        ["server", "vllm"],
+    )
+    d = d.with_variable(
+        label_variable("model_name", "model", "label_values(vllm:num_requests_running, model_name)")
+    )
+    lay = Layout(d)
+
+    lay.row("Latency")
+    lay.timeseries(
+        "TTFT p50 / p95 / p99",
+        "Server-side time to first token.",
+        [
+            Q(quantile(q, "vllm:time_to_first_token_seconds", SERVER), f"p{round(q * 100)}")
+            for q in (0.5, 0.95, 0.99)
+        ],
+        "s",
+    )
+    lay.timeseries(
+        "Inter-token latency p50 / p95",
+        "Server-side inter-token latency "
+        "(vllm:inter_token_latency_seconds; before 0.12 vllm:time_per_output_token_seconds).",
+        [
+            Q(
+                quantile(
+                    q, "vllm:inter_token_latency_seconds", SERVER, legacy="vllm:time_per_output_token_seconds"
+                ),
+                f"p{round(q * 100)}",
+            )
+            for q in (0.5, 0.95)
+        ],
+        "s",
+    )
+    lay.timeseries(
+        "E2E p50 / p95 / p99",
+        "Server-side request latency.",
+        [
+            Q(quantile(q, "vllm:e2e_request_latency_seconds", SERVER), f"p{round(q * 100)}")
+            for q in (0.5, 0.95, 0.99)
+        ],
+        "s",
+    )
+
+    lay.row("Throughput")
+    lay.timeseries(
+        "Tokens/s (in, out, total)",
+        "Prompt tokens processed and tokens generated per second. Plan capacity in tokens/s, not requests/s.",
+        [
+            Q(f"sum({rate('vllm:prompt_tokens_total', SERVER)})", "in (prompt)"),
+            Q(f"sum({rate('vllm:generation_tokens_total', SERVER)})", "out (generation)"),
+            Q(
+                f"sum({rate('vllm:prompt_tokens_total', SERVER)}) + "
+                f"sum({rate('vllm:generation_tokens_total', SERVER)})",
+                "total",
+            ),
+        ],
+        TOKS,
+        width=12,
+    )
+    lay.timeseries(
+        "Finish reasons",
+        "Finished requests per second by finish reason (stop, length, abort...).",
+        [
+            Q(
+                f"sum by (finished_reason) ({rate('vllm:request_success_total', SERVER)})",
+                "{{finished_reason}}",
+            )
+        ],
+        "reqps",
+        width=12,
+        stack=True,
+    )
+
+    lay.row("Scheduler and KV cache")
+    lay.timeseries(
+        "Running and waiting",
+        "Requests in the running batch and in the waiting queue. A full running "
+        "set with a growing queue is the capacity limit.",
+        [
+            Q(f"sum(vllm:num_requests_running{{{SERVER}}})", "running"),
+            Q(f"sum(vllm:num_requests_waiting{{{SERVER}}})", "waiting"),
+        ],
+        "short",
+    )
+    lay.timeseries(
+        "KV-cache usage",
+        "Fraction of KV-cache blocks in use (vllm:kv_cache_usage_perc; before 0.12 "
+        "vllm:gpu_cache_usage_perc). Near 100% means preemptions and rising TTFT.",
+        [
+            Q(
+                f"max(vllm:kv_cache_usage_perc{{{SERVER}}} or vllm:gpu_cache_usage_perc{{{SERVER}}})",
+                "KV cache used",
+            )
+        ],
+        "percentunit",
+    )
+    lay.timeseries(
+        "Batch size (tokens per engine step)",
+        "vllm:iteration_tokens_total: tokens scheduled per "
+        "engine iteration (prefill + decode), mean and p50/p95.",
+        [
+            Q(mean("vllm:iteration_tokens_total", SERVER), "mean"),
+            Q(quantile(0.5, "vllm:iteration_tokens_total", SERVER), "p50"),
+            Q(quantile(0.95, "vllm:iteration_tokens_total", SERVER), "p95"),
+        ],
+        "short",
+    )
+    lay.timeseries(
+        "Queue time p50 / p95",
+        "Time requests spent waiting before being scheduled.",
+        [
+            Q(quantile(q, "vllm:request_queue_time_seconds", SERVER), f"p{round(q * 100)}")
+            for q in (0.5, 0.95)
+        ],
+        "s",
+    )
+    lay.timeseries(
+        "Preemptions/s",
+        "Requests preempted (KV cache exhausted: evicted and recomputed later).",
+        [Q(f"sum({rate('vllm:num_preemptions_total', SERVER)})", "preemptions")],
+        "short",
+    )
+    lay.timeseries(
+        "Prefix-cache hit rate",
+        "Prefix-cache hits / queries, in tokens (vllm:prefix_cache_*; before 0.12 vllm:gpu_prefix_cache_*).",
+        [
+            Q(
+                f"sum{rate_or('vllm:prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits_total', SERVER)}"
+                f" / sum{rate_or('vllm:prefix_cache_queries_total', 'vllm:gpu_prefix_cache_queries_total', SERVER)}",
+                "hit rate",
+            )
+        ],
+        "percentunit",
+    )
+
+    lay.row("Speculative decoding (only when configured)")
+    acc = rate("vllm:spec_decode_num_accepted_tokens_total", SERVER)
+    lay.timeseries(
+        "Draft acceptance rate",
+        "Accepted draft tokens / proposed draft tokens.",
+        [
+            Q(
+                f"sum({acc}) / sum({rate('vllm:spec_decode_num_draft_tokens_total', SERVER)})",
+                "acceptance rate",
+            )
+        ],
+        "percentunit",
+    )
+    lay.timeseries(
+        "Mean acceptance length",
+        "1 + accepted tokens per draft.",
+        [
+            Q(
+                f"1 + sum({acc}) / sum({rate('vllm:spec_decode_num_drafts_total', SERVER)})",
+                "mean acceptance length",
+            )
+        ],
+        "short",
+    )
+    lay.timeseries(
+        "Acceptance by draft position",
+        "Accepted tokens per draft, by position in the draft.",
+        [
+            Q(
+                f"sum by (position) ({rate('vllm:spec_decode_num_accepted_tokens_per_pos_total', SERVER)}) "
+                f"/ scalar(sum({rate('vllm:spec_decode_num_drafts_total', SERVER)}))",
+                "position {{position}}",
+            )
+        ],
+        "percentunit",
+    )
+    return d
+
+
+def client_vs_server() -> gdash.Dashboard:
+    d = base(
+        "llm-swarm-client-vs-server",
+        "Client vs server",
+        "What the swarm measured next to what vLLM reports: TTFT and E2E p99 ratios and gaps "
+        "(network, client queueing, client CPU), request and token counts reconciled.",
+        ["client", "server", "vllm"],
+    )
+    d = d.with_variable(
+        label_variable("run_id", "run", "label_values(swarm_requests_total, run_id)", include_all=False)
+    ).with_variable(
+        label_variable("model_name", "model", f"label_values(swarm_requests_total{{{RUN}}}, model_name)")
+    )
+    lay = Layout(d)
+    c = 'run_id=~"$run_id", model_name=~"$model_name"'
+    ok = c + ', outcome="ok"'
+    client_ttft = quantile(0.99, "swarm_ttft_seconds", c)
+    server_ttft = quantile(0.99, "vllm:time_to_first_token_seconds", SERVER)
+    client_e2e = quantile(0.99, "swarm_e2e_seconds", c)
+    server_e2e = quantile(0.99, "vllm:e2e_request_latency_seconds", SERVER)
+
+    lay.row("Latency: client over server")
+    lay.timeseries(
+        "TTFT p99: client and server",
+        "Client TTFT p99 (swarm) and server TTFT p99 (vLLM).",
+        [Q(client_ttft, "client"), Q(server_ttft, "server")],
+        "s",
+    )
+    lay.timeseries(
+        "TTFT p99 ratio (client / server)",
+        "1.0 = the client sees what the server measures. Above: "
+        "network, client-side queueing or a CPU-bound client.",
+        [Q(f"{client_ttft} / {server_ttft}", "client / server")],
+        "short",
+        minimum=None,
+    )
+    lay.timeseries(
+        "TTFT p99 gap (client - server)",
+        "Latency the server does not see.",
+        [Q(f"{client_ttft} - {server_ttft}", "gap")],
+        "s",
+        minimum=None,
+    )
+    lay.timeseries(
+        "E2E p99: client and server",
+        "Client E2E p99 (swarm) and server E2E p99 (vLLM).",
+        [Q(client_e2e, "client"), Q(server_e2e, "server")],
+        "s",
+    )
+    lay.timeseries(
+        "E2E p99 ratio (client / server)",
+        "Client E2E p99 over server E2E p99.",
+        [Q(f"{client_e2e} / {server_e2e}", "client / server")],
+        "short",
+        minimum=None,
+    )
+    lay.timeseries(
+        "E2E p99 gap (client - server)",
+        "Client E2E p99 minus server E2E p99.",
+        [Q(f"{client_e2e} - {server_e2e}", "gap")],
+        "s",
+        minimum=None,
+    )
+
+    lay.row("Counts reconciled")
+    client_ok = f"sum({rate('swarm_requests_total', ok)})"
+    server_ok = f"sum({rate('vllm:request_success_total', SERVER)})"
+    client_out = f"sum({rate('swarm_output_tokens_total', c)})"
+    server_out = f"sum({rate('vllm:generation_tokens_total', SERVER)})"
+    client_in = f"sum({rate('swarm_prompt_tokens_total', c)})"
+    server_in = f"sum({rate('vllm:prompt_tokens_total', SERVER)})"
+    lay.timeseries(
+        "Requests/s: client ok vs server finished",
+        "Requests the swarm saw succeed and requests vLLM "
+        "finished. A gap: failures, other clients on the server, or aborted streams.",
+        [
+            Q(client_ok, "client ok"),
+            Q(server_ok, "server finished"),
+            Q(f"{server_ok} - {client_ok}", "gap (server - client)"),
+        ],
+        "reqps",
+        minimum=None,
+    )
+    lay.timeseries(
+        "Output tok/s: client vs server",
+        "Tokens the swarm counted (server usage) and vLLM generated.",
+        [
+            Q(client_out, "client output"),
+            Q(server_out, "server generation"),
+            Q(f"{server_out} - {client_out}", "gap (server - client)"),
+        ],
+        TOKS,
+        minimum=None,
+    )
+    lay.timeseries(
+        "Prompt tok/s: client vs server",
+        "Prompt tokens the swarm sent (server usage) and vLLM processed.",
+        [
+            Q(client_in, "client prompt"),
+            Q(server_in, "server prompt"),
+            Q(f"{server_in} - {client_in}", "gap (server - client)"),
+        ],
+        TOKS,
+        minimum=None,
+    )
+    for title, client_metric, server_expr, desc in [
+        (
+            "Requests in range: client ok / server",
+            "swarm_requests_total",
+            "vllm:request_success_total",
+            "Successful requests counted by the swarm over finished requests counted by vLLM, in the time range.",
+        ),
+        (
+            "Output tokens in range: client / server",
+            "swarm_output_tokens_total",
+            "vllm:generation_tokens_total",
+            "Output tokens counted by the swarm over tokens generated by vLLM, in the time range.",
+        ),
+        (
+            "Prompt tokens in range: client / server",
+            "swarm_prompt_tokens_total",
+            "vllm:prompt_tokens_total",
+            "Prompt tokens counted by the swarm over prompt tokens processed by vLLM, in the time range.",
+        ),
+    ]:
+        sel = ok if client_metric == "swarm_requests_total" else c
+        lay.stat(
+            title,
+            desc,
+            [
+                Q(
+                    f"sum(increase({client_metric}{{{sel}}}[$__range])) / "
+                    f"sum(increase({server_expr}{{{SERVER}}}[$__range]))"
+                )
+            ],
+            "percentunit",
+            width=8,
+            decimals=1,
+        )
+    return d
+
+
+DASHBOARDS = {
+    "llm-load-test.json": llm_load_test,
+    "vllm-server.json": vllm_server,
+    "client-vs-server.json": client_vs_server,
+}
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def build_all() -> dict[str, dict]:
+    """file name -> dashboard JSON model (plain dicts, as Grafana imports them)."""
+    return {name: json.loads(JSONEncoder().encode(make().build())) for name, make in DASHBOARDS.items()}
+
+
+def render(dashboard: dict) -> str:
+    return json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
+
+
+def write_all(out_dir: Path = DASHBOARD_DIR) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, model in build_all().items():
+        path = out_dir / name
+        path.write_text(render(model))
+        written.append(path)
+    return written
+
+
+def stale(out_dir: Path = DASHBOARD_DIR) -> list[str]:
+    """Names of the checked-in files that differ from what `build_all` makes now (or are missing)."""
+    return [
+        name
+        for name, model in build_all().items()
+        if not (out_dir / name).exists() or (out_dir / name).read_text() != render(model)
+    ]
+
+
+def iter_panels(dashboard: dict) -> Iterator[dict]:
+    """Every panel, rows and the panels inside collapsed rows included."""
+    for panel in dashboard.get("panels", []):
+        yield panel
+        yield from panel.get("panels", []) or []
+
+
+def panel_queries(dashboard: dict) -> Iterator[tuple[str, str, str]]:
+    """(panel title, refId, PromQL) for every query target."""
+    for panel in iter_panels(dashboard):
+        for target in panel.get("targets", []) or []:
+            if target.get("expr"):
+                yield panel["title"], target["refId"], target["expr"]

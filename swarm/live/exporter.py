@@ -1,0 +1,117 @@
+"""Prometheus text for the master's merged aggregate (a prometheus_client custom Collector).
+
+Series, all labelled `model_name` and `run_id`; the per-request ones also `workload`:
+- histograms `swarm_{ttft,ttfa,itl,tpot,e2e}_seconds`: exact counts on swarm.stats.aggregate.BUCKETS,
+  which contain every vLLM TTFT/ITL/E2E bucket boundary, so
+  `histogram_quantile(0.99, sum by (le) (rate(swarm_ttft_seconds_bucket[1m])))` and the same on
+  `vllm:time_to_first_token_seconds_bucket` compare bucket by bucket in one panel;
+- counters `swarm_requests_total{outcome}` (every outcome, zeros included),
+  `swarm_prompt_tokens_total`, `swarm_output_tokens_total`, `swarm_reasoning_tokens_total`;
+- gauges `swarm_users`, `swarm_workers`, `swarm_stage`, `swarm_degraded_workers`.
+
+Counters are the integer sums of what the workers sent, so they equal that sum exactly. Latency
+statistics cover successful, non-warm-up requests (see swarm/stats/aggregate.py). Nothing from a request
+(prompt, answer, error text, headers) and no option value other than the run id and model name is
+exposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from swarm.core.records import OUTCOMES
+from swarm.stats.aggregate import LATENCIES, Aggregate
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_HELP = {
+    "ttft": "Client-side time to first token (reasoning or answer), successful requests",
+    "ttfa": "Client-side time to first answer (content) token, successful requests",
+    "itl": "Client-side gap between token-carrying chunks, successful requests",
+    "tpot": "Client-side time per output token after the first, (e2e-ttft)/(output_tokens-1)",
+    "e2e": "Client-side end-to-end request latency until [DONE], successful requests",
+    "send_lag": "Open loop: how late each request left relative to its arrival schedule, all requests sent",
+}
+
+
+@dataclass
+class ExportState:
+    """What the master exposes; built fresh on each scrape."""
+
+    aggregate: Aggregate
+    run_id: str
+    model_name: str = "unknown"
+    users: int = 0
+    workers: int = 0
+    stage: int = 0
+    degraded_workers: int = 0
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+
+class SwarmCollector(Collector):
+    def __init__(self, state: Callable[[], ExportState]) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        st = self._state()
+        run = [st.model_name or "unknown", st.run_id]
+        wl_labels = ["workload", "model_name", "run_id"]
+        cells = {name: st.aggregate.combined(workload=name) for name in st.aggregate.workloads()}
+
+        for name in LATENCIES:
+            h = HistogramMetricFamily(f"swarm_{name}_seconds", _HELP[name], labels=wl_labels)
+            for workload, cell in cells.items():
+                s = cell.latencies[name]
+                buckets = [(floatToGoString(bound), count) for bound, count in s.cumulative_buckets()]
+                h.add_metric([workload, *run], buckets, sum_value=s.sum)
+            yield h
+
+        req = CounterMetricFamily(
+            "swarm_requests",
+            "Requests finished, by outcome (failed and warm-up included)",
+            labels=[*wl_labels, "outcome"],
+        )
+        for workload, cell in cells.items():
+            for o in OUTCOMES:
+                req.add_metric([workload, *run, o.value], cell.outcomes[o.value])
+        yield req
+        for attr, text in (
+            ("prompt_tokens", "Prompt tokens of finished requests (server usage)"),
+            ("output_tokens", "Output tokens (reasoning + answer) of finished requests"),
+            ("reasoning_tokens", "Reasoning tokens of finished requests"),
+        ):
+            c = CounterMetricFamily(f"swarm_{attr}", text, labels=wl_labels)
+            for workload, cell in cells.items():
+                c.add_metric([workload, *run], getattr(cell, attr))
+            yield c
+
+        for metric, text, value in (
+            ("swarm_users", "Concurrent simulated users", st.users),
+            ("swarm_workers", "Connected Locust workers", st.workers),
+            ("swarm_stage", "Index of the current load stage", st.stage),
+            (
+                "swarm_degraded_workers",
+                "Workers lost during the run (missing heartbeat)",
+                st.degraded_workers,
+            ),
+        ):
+            g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
+            g.add_metric(run, value)
+            yield g
+
+
+def registry_for(state: Callable[[], ExportState]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SwarmCollector(state))
+    return registry
+
+
+def render(state: ExportState | Callable[[], ExportState]) -> bytes:
+    """Prometheus text exposition of `state` (a snapshot or a callable returning one)."""
+    fn = state if callable(state) else (lambda: state)
+    return generate_latest(registry_for(fn))

@@ -1,0 +1,116 @@
+"""The "LLM" tab in Locust's web UI: per-workload latency, throughput and failure rows, live.
+
+Locust 2.4x's React UI renders extra tabs from template args (`extended_tabs`,
+`extended_tables`: a column structure per tab key) and fills them from the `extended_stats`
+list in the `/stats/requests` JSON it polls every couple of seconds; both sides' keys go
+through the same snake_case -> camelCase conversion. So the tab needs no template or JS of its
+own: a table structure and an `after_request` hook adding the rows.
+
+Latency columns are cumulative over the run (what summary.json will say); QPS and output tok/s
+are current rates over the last RATE_WINDOW_S seconds of reports. The "Client" column says
+whether the load generator itself was the bottleneck: "client-bound: results not trustworthy"
+with every stage where a worker process averaged more than 90% CPU (swarm/live/plugin.py), else the
+busiest worker's CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from swarm.stats.aggregate import Aggregate, Cell
+
+TAB_KEY = "llm"
+TAB = {"title": "LLM", "key": TAB_KEY}
+_MS_COLUMNS = (
+    ("ttft", "p50"),
+    ("ttft", "p99"),
+    ("ttfa", "p50"),
+    ("ttfa", "p99"),
+    ("tpot", "p50"),
+    ("itl", "p99"),
+    ("e2e", "p50"),
+    ("e2e", "p99"),
+)
+STRUCTURE: list[dict[str, str]] = [
+    {"key": "name", "title": "Workload"},
+    {"key": "requests", "title": "# Requests"},
+    {"key": "failed", "title": "# Failed"},
+    {"key": "qps", "title": "QPS"},
+    {"key": "output_tok_s", "title": "Output tok/s"},
+    *({"key": f"{lat}_{stat}_ms", "title": f"{lat.upper()} {stat} (ms)"} for lat, stat in _MS_COLUMNS),
+    {"key": "errors", "title": "Errors by outcome"},
+    {"key": "client", "title": "Client"},
+]
+CLIENT_BOUND = "client-bound: results not trustworthy"
+TABLE = {"key": TAB_KEY, "structure": STRUCTURE}
+_QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+
+
+def _ms(cell: Cell, latency: str, stat: str) -> float | str:
+    v = cell.latencies[latency].quantile(_QUANTILES[stat])
+    return "-" if v is None else round(v * 1000, 1)
+
+
+def client_status(
+    bound: Mapping[int, tuple[str, float]], busiest: float | None, multi_stage: bool = False
+) -> str:
+    """The "Client" column. `bound`: stage -> (worker, mean CPU %) where a worker exceeded 90%;
+    `busiest`: the highest mean CPU % of any worker in any stage (None: no samples yet)."""
+    if bound:
+        where = "; ".join(
+            f"{'stage ' + str(stage) + ': ' if multi_stage else ''}{worker} {pct:.0f}% CPU"
+            for stage, (worker, pct) in sorted(bound.items())
+        )
+        return f"{CLIENT_BOUND} ({where})"
+    return "-" if busiest is None else f"ok (worker CPU <= {busiest:.0f}%)"
+
+
+def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") -> dict[str, Any]:
+    qps, tok_s = rates
+    out: dict[str, Any] = {
+        "name": name,
+        "requests": cell.requests,
+        "failed": cell.failed,
+        "qps": round(qps, 2),
+        "output_tok_s": round(tok_s, 1),
+    }
+    for lat, stat in _MS_COLUMNS:
+        out[f"{lat}_{stat}_ms"] = _ms(cell, lat, stat)
+    out["errors"] = ", ".join(f"{k}={n}" for k, n in cell.failures.items() if n) or "-"
+    out["client"] = client
+    return out
+
+
+def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str = "-") -> list[dict[str, Any]]:
+    """One row per workload, then `Total`. `rates`: workload (and "total") -> (qps, output tok/s);
+    `client`: the "Client" column (`client_status`), the same on every row (the workers serve them all)."""
+    out = [
+        row(name, agg.combined(workload=name), rates.get(name, (0.0, 0.0)), client)
+        for name in agg.workloads()
+    ]
+    out.append(row("Total", agg.combined(), rates.get("total", (0.0, 0.0)), client))
+    return out
+
+
+def install(web_ui: Any, get_rows: Callable[[], list[dict[str, Any]]]) -> None:
+    """Add the LLM tab to a running Locust WebUI."""
+    from flask import request
+
+    args = web_ui.template_args
+    args["extended_tabs"] = [*args.get("extended_tabs", []), TAB]
+    args["extended_tables"] = [*args.get("extended_tables", []), TABLE]
+
+    @web_ui.app.after_request
+    def _add_llm_rows(response):
+        if (
+            not request.path.endswith("/stats/requests")
+            or response.status_code != 200
+            or not response.is_json
+        ):
+            return response
+        body = response.get_json()
+        body["extended_stats"] = [*body.get("extended_stats", []), {"key": TAB_KEY, "data": get_rows()}]
+        response.set_data(json.dumps(body))
+        return response

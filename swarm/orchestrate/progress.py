@@ -1,0 +1,127 @@
+"""Live progress line for `swarm run`, read from the master's own /metrics.
+
+Every `interval_s` it prints `stage n/N (U users) | elapsed/total | QPS | TTFT p99 | errors`,
+QPS and TTFT p99 over the last interval, from the master's histogram bucket deltas: the p99 is
+shown as the bucket that holds it ("80-100ms"), which is as much as buckets can say.
+The interval is a multiple of Locust's 3 s worker report interval, so each window holds the
+same number of reports and QPS does not swing with the report phase.
+It runs in a plain thread of the orchestrator; a scrape that fails is skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from swarm.analysis.server_metrics import quantile_bucket
+
+
+@dataclass
+class MasterSample:
+    requests: float = 0.0
+    failed: float = 0.0
+    users: float = 0.0
+    stage: int = 0
+    ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+
+
+def parse_master_metrics(text: str) -> MasterSample:
+    s = MasterSample()
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            if sample.name == "swarm_requests_total":
+                s.requests += sample.value
+                if sample.labels.get("outcome") != "ok":
+                    s.failed += sample.value
+            elif sample.name == "swarm_users":
+                s.users = sample.value
+            elif sample.name == "swarm_stage":
+                s.stage = int(sample.value)
+            elif sample.name == "swarm_ttft_seconds_bucket":
+                le = float(sample.labels["le"])
+                s.ttft_buckets[le] = s.ttft_buckets.get(le, 0.0) + sample.value
+    return s
+
+
+def _ms_span(lo: float, hi: float) -> str:
+    if math.isinf(hi):
+        return f">{lo * 1000:.0f}ms"
+    if lo >= 1.0:
+        return f"{lo:g}-{hi:g}s"
+    return f"{lo * 1000:.0f}-{hi * 1000:.0f}ms" if hi < 1.0 else f"{lo * 1000:.0f}ms-{hi:g}s"
+
+
+def window_line(
+    prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: float, total_s: float, stages: int
+) -> str:
+    """One progress line from two samples `dt` seconds apart (pure)."""
+    qps = (cur.requests - prev.requests) / dt if dt > 0 else 0.0
+    bounds = sorted(cur.ttft_buckets)
+    deltas = [cur.ttft_buckets[b] - prev.ttft_buckets.get(b, 0.0) for b in bounds]
+    span = quantile_bucket(0.99, bounds, deltas)
+    ttft = "-" if span is None else _ms_span(*span)
+    stage = f"stage {cur.stage + 1}/{stages} " if stages > 1 else ""
+    return (
+        f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
+        f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}"
+    )
+
+
+class Progress:
+    def __init__(
+        self,
+        metrics_url: str,
+        total_s: float,
+        stages: int = 1,
+        interval_s: float = 6.0,
+        out: TextIO = sys.stdout,
+        on_stage: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.url = metrics_url
+        self.on_stage = on_stage  # called with (stage index, users) when the master's stage changes
+        self.total_s = total_s
+        self.stages = stages
+        self.interval_s = interval_s
+        self.out = out
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+
+    def start(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _scrape(self) -> MasterSample | None:
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as r:
+                return parse_master_metrics(r.read().decode())
+        except (OSError, ValueError):  # master not up yet or gone: skip this tick
+            return None
+
+    def _loop(self) -> None:
+        t0 = time.monotonic()
+        prev, prev_t = MasterSample(), t0
+        while not self._stop.wait(self.interval_s):
+            cur, now = self._scrape(), time.monotonic()
+            if cur is None:
+                continue
+            if self.on_stage is not None and (cur.stage != prev.stage or prev_t == t0):
+                self.on_stage(cur.stage, int(cur.users))
+            print(
+                window_line(prev, cur, now - prev_t, now - t0, self.total_s, self.stages),
+                file=self.out,
+                flush=True,
+            )
+            prev, prev_t = cur, now

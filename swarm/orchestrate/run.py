@@ -1,0 +1,619 @@
+"""`swarm run`: one command for a distributed run on this machine.
+
+Starts (optionally) the embedded simulator, a Locust master and N Locust worker processes that
+talk over Locust's ZeroMQ transport exactly as on separate machines, waits for them, merges the
+workers' record parts into `DIR/requests.parquet` and prints the results table from
+`DIR/summary.json` (written by the master, see swarm/live/plugin.py).
+
+Ctrl-C (or SIGTERM) stops every process this command started, simulator included, and still
+writes what it has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swarm.core.errors import TargetError, UsageError
+from swarm.load.stages import parse_rates, parse_sweep, parse_timespan
+
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfile.py"
+DEFAULT_SIM_PROFILE = "rtx5090x4-qwen3.6-27b"
+START_TIMEOUT_S = 30.0
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator"
+    )
+    p.add_argument("--workload", default="mixed", help="NAME or NAME:WEIGHT,NAME:WEIGHT (default: mixed)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("-u", "--users", type=int, default=16, help="concurrent users in total (default 16)")
+    p.add_argument(
+        "-r", "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)"
+    )
+    p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
+    p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
+    p.add_argument(
+        "--sweep",
+        default="",
+        help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256 (replaces -u/-t)",
+    )
+    p.add_argument(
+        "--rate", default="", help="open-loop stages in requests/s, e.g. 5,10,20 (-u caps requests in flight)"
+    )
+    p.add_argument(
+        "--arrivals",
+        default="poisson",
+        choices=("poisson", "constant"),
+        help="open-loop arrival process (default poisson)",
+    )
+    p.add_argument("--stage-time", default="30s", help="duration of each --sweep stage (default 30s)")
+    p.add_argument("--warmup", default="0s", help="first seconds of each stage excluded from its statistics")
+    p.add_argument(
+        "--server-metrics",
+        default=None,
+        help="target /metrics URL to poll during the run (default: the target's own /metrics)",
+    )
+    p.add_argument(
+        "--grafana-url",
+        default=os.environ.get("GRAFANA_URL"),
+        help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)",
+    )
+    p.add_argument("--slo", help='objectives, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"')
+    p.add_argument("--model", help="model name (default: discovered from /v1/models)")
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="API key for the target (default: $OPENAI_API_KEY); sent only in the Authorization header",
+    )
+    p.add_argument(
+        "--sim-profile",
+        default=DEFAULT_SIM_PROFILE,
+        help=f"simulator profile when no --host is given (default {DEFAULT_SIM_PROFILE})",
+    )
+    p.add_argument(
+        "--sim-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the embedded simulator (repeatable), e.g. --sim-arg=--max-num-seqs=64",
+    )
+    p.add_argument(
+        "--prometheus-port", type=int, default=None, help="serve the master's /metrics on this port"
+    )
+    p.add_argument(
+        "--stop-timeout",
+        default="60s",
+        help="at the end, let in-flight requests finish for this long (default 60s) so none is lost",
+    )
+    p.add_argument("--run-id", default=None, help="run id for labels and annotations (default: generated)")
+    p.add_argument(
+        "locust_args",
+        nargs=argparse.REMAINDER,
+        help="after --: extra Locust options passed to master and workers (e.g. -- --max-tokens 64)",
+    )
+
+
+@dataclass
+class RunPlan:
+    host: str | None
+    workload: str
+    workers: int
+    users: int
+    spawn_rate: float
+    run_time_s: int
+    stop_timeout_s: int
+    out: Path
+    run_id: str
+    slo: str | None
+    model: str | None
+    sim_profile: str
+    sim_args: list[str]
+    prometheus_port: int | None
+    sweep: list[int] = field(default_factory=list)
+    rates: list[float] = field(default_factory=list)
+    arrivals: str = "poisson"
+    stage_time_s: int = 30
+    warmup_s: int = 0
+    server_metrics: str | None = None
+    grafana_url: str | None = None
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def expected_s(self) -> int:
+        """How long the load lasts (without the end's stop timeout)."""
+        stages = len(self.sweep) or len(self.rates)
+        return stages * self.stage_time_s if stages else self.run_time_s
+
+
+def _locust_option(args: list[str], name: str) -> str | None:
+    """The value of `name VALUE` / `name=VALUE` among the Locust options passed after --."""
+    for i, a in enumerate(args):
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def _check_sim_args(sim_args: list[str]) -> None:
+    """The embedded simulator's options (--sim-profile, --sim-arg), checked as `swarm sim` would."""
+    from swarm.sim.cli import build_config
+    from swarm.sim.cli import configure as configure_sim
+
+    parser = argparse.ArgumentParser(prog="swarm sim", exit_on_error=False, add_help=False)
+    configure_sim(parser)
+    try:
+        ns, unknown = parser.parse_known_args(sim_args)
+    except argparse.ArgumentError as e:
+        raise UsageError(f"--sim-arg: {e}") from None
+    if unknown:
+        raise UsageError(f"--sim-arg: unknown simulator option {' '.join(unknown)!r} (see swarm sim --help)")
+    build_config(ns)
+
+
+def plan_from_args(args: argparse.Namespace) -> RunPlan:
+    """Validate every option up front: one clear UsageError, before anything starts."""
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {args.workers})")
+    if args.users < 1:
+        raise UsageError(f"-u/--users must be at least 1 (got {args.users})")
+    if args.spawn_rate is not None and args.spawn_rate <= 0:
+        raise UsageError(f"-r/--spawn-rate must be > 0 (got {args.spawn_rate})")
+    run_time = parse_timespan(args.run_time)
+    if run_time <= 0:
+        raise UsageError("-t/--run-time must be > 0, e.g. 30s")
+    if args.host is not None and not re.match(r"^https?://[^\s/]+", args.host):
+        raise UsageError(f"--host {args.host!r} is not a URL: use e.g. http://127.0.0.1:8000")
+    from swarm.load.workloads import Knobs, parse_mix
+
+    if args.sweep and args.rate:
+        raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
+    sweep = parse_sweep(args.sweep) if args.sweep else []
+    rates = parse_rates(args.rate) if args.rate else []
+    stage_time = parse_timespan(args.stage_time)
+    warmup = parse_timespan(args.warmup)
+    if (sweep or rates) and stage_time <= 0:
+        raise UsageError("--stage-time must be > 0, e.g. 30s")
+    if (sweep or rates) and warmup >= stage_time:
+        raise UsageError(f"--warmup ({warmup}s) must be shorter than --stage-time ({stage_time}s)")
+    if args.server_metrics is not None and not re.match(r"^https?://[^\s/]+", args.server_metrics):
+        raise UsageError(
+            f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics"
+        )
+
+    # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --
+    parse_mix(args.workload, Knobs(prompt_file=_locust_option(list(args.locust_args), "--prompt-file")))
+    if args.slo:
+        from swarm.stats import slo
+
+        slo.parse(args.slo)
+    if args.grafana_url:
+        from swarm.grafana.api import Annotator
+
+        Annotator.from_env(args.grafana_url)  # validates the URL (UsageError); contacts nothing yet
+    if args.host is None:
+        _check_sim_args(["--profile", args.sim_profile, *args.sim_arg])
+    if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
+        raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
+    run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    if not re.match(r"^[A-Za-z0-9_.\-]+$", run_id):
+        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only")
+    extra = list(args.locust_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    return RunPlan(
+        host=args.host.rstrip("/") if args.host else None,
+        workload=args.workload,
+        workers=args.workers,
+        users=args.users,
+        spawn_rate=args.spawn_rate or float(args.users),
+        run_time_s=run_time,
+        stop_timeout_s=parse_timespan(args.stop_timeout),
+        out=Path(args.out or f"runs/{run_id}"),
+        run_id=run_id,
+        slo=args.slo,
+        model=args.model,
+        sim_profile=args.sim_profile,
+        sim_args=list(args.sim_arg),
+        prometheus_port=args.prometheus_port,
+        sweep=sweep,
+        rates=rates,
+        arrivals=args.arrivals,
+        stage_time_s=stage_time,
+        warmup_s=warmup,
+        server_metrics=args.server_metrics,
+        grafana_url=args.grafana_url or None,
+        extra=extra,
+    )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_target(host: str, api_key: str | None, timeout_s: float = 5.0) -> None:
+    """Fail fast with one line when the target does not answer at all (before any user spawns)."""
+    req = urllib.request.Request(host + "/v1/models")
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s):
+            return
+    except urllib.error.HTTPError:
+        return  # it answers; auth or routing problems are recorded per request with their reason
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise TargetError(f"target {host} is unreachable: {reason}") from None
+
+
+class Processes:
+    """The processes one run started; all of them are stopped on exit, whatever happens."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+
+    def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+        log = open(self.out / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        log.close()
+        self.procs.append((name, p))
+        return p
+
+    def log_tail(self, name: str, chars: int = 2000) -> str:
+        path = self.out / f"{name}.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    def stop_all(self, grace_s: float = 10.0) -> None:
+        for _, p in reversed(self.procs):
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for _, p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+
+
+class CpuSampler:
+    """Samples each worker process's CPU every `interval_s` into `client_cpu.jsonl`.
+
+    A load generator at >90% CPU measures its own queueing, not the server: the report flags
+    such stages as client-bound. Runs in a plain thread of this (non-gevent) process.
+    """
+
+    def __init__(self, path: Path, interval_s: float = 1.0) -> None:
+        self.path = path
+        self.interval_s = interval_s
+        self.workers: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
+
+    def watch(self, name: str, pid: int) -> None:
+        import psutil
+
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            proc.cpu_percent(None)  # prime: the first call always returns 0.0
+            self.workers[name] = proc
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        import psutil
+
+        with open(self.path, "a") as out:
+            while not self._stop.wait(self.interval_s):
+                ts = time.time()
+                for name, proc in list(self.workers.items()):
+                    try:
+                        cpu = proc.cpu_percent(None)
+                    except psutil.Error:  # the worker exited: stop watching it
+                        del self.workers[name]
+                        continue
+                    out.write(json.dumps({"ts": ts, "worker": name, "cpu_percent": cpu}) + "\n")
+                out.flush()
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def locust_common_args(plan: RunPlan, host: str) -> list[str]:
+    args = [
+        "--host",
+        host,
+        "--workload",
+        plan.workload,
+        "--swarm-out",
+        str(plan.out),
+        "--run-id",
+        plan.run_id,
+    ]
+    if plan.model:
+        args += ["--model", plan.model]
+    return args + plan.extra
+
+
+def execute(plan: RunPlan, api_key: str | None) -> int:
+    """Start everything, wait, collect. Returns the master's exit code."""
+    from swarm.analysis.server_metrics import ServerPoller, metrics_url
+    from swarm.grafana.api import Annotator
+    from swarm.orchestrate.progress import Progress
+
+    plan.out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key  # children read it from the environment, never argv
+    procs = Processes(plan.out)
+    cpu = CpuSampler(plan.out / "client_cpu.jsonl")
+    poller: ServerPoller | None = None
+    progress: Progress | None = None
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    annotator = Annotator.from_env(plan.grafana_url) if plan.grafana_url else None
+    master_code = 1
+    try:
+        with sigterm_as_interrupt():
+            host = plan.host
+            if host is None:
+                port = _free_port()
+                sim_cmd = [
+                    sys.executable,
+                    "-m",
+                    "swarm",
+                    "sim",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--profile",
+                    plan.sim_profile,
+                    "--trace",
+                    str(plan.out / "sim-trace.jsonl"),
+                    "--model",
+                    plan.model or "sim-model",
+                    *plan.sim_args,
+                ]
+                sim = procs.start("sim", sim_cmd, env)
+                host = f"http://127.0.0.1:{port}"
+                if not _wait_http(host + "/health", sim, START_TIMEOUT_S):
+                    raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
+                print(f"swarm: embedded simulator ({plan.sim_profile}) at {host}")
+            else:
+                check_target(host, api_key)
+            master_port = _free_port()
+            common = locust_common_args(plan, host)
+            master_cmd = [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(LOCUSTFILE),
+                "--master",
+                "--headless",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(master_port),
+                "--expect-workers",
+                str(plan.workers),
+                "--expect-workers-max-wait",
+                str(int(START_TIMEOUT_S)),
+                "-u",
+                str(plan.users),
+                "-r",
+                str(plan.spawn_rate),
+                "--stop-timeout",
+                f"{plan.stop_timeout_s}s",
+                "--csv",
+                str(plan.out / "locust"),
+                "--html",
+                str(plan.out / "locust.html"),
+                "--only-summary",
+                *common,
+            ]
+            if plan.sweep or plan.rates:
+                stages = (
+                    ["--sweep", ",".join(map(str, plan.sweep))]
+                    if plan.sweep
+                    else ["--rate", ",".join(f"{r:g}" for r in plan.rates), "--arrivals", plan.arrivals]
+                )
+                master_cmd += [
+                    *stages,
+                    "--stage-time",
+                    f"{plan.stage_time_s}s",
+                    "--warmup",
+                    f"{plan.warmup_s}s",
+                ]
+            else:
+                master_cmd += ["-t", f"{plan.run_time_s}s"]
+            if plan.slo:
+                master_cmd += ["--slo", plan.slo]
+            prom_port = plan.prometheus_port or _free_port()  # the progress line reads it too
+            master_cmd += ["--prometheus-port", str(prom_port)]
+            master = procs.start("master", master_cmd, env)
+            cpu.start()
+            for i in range(plan.workers):
+                worker = procs.start(
+                    f"worker-{i}",
+                    [
+                        sys.executable,
+                        "-m",
+                        "locust",
+                        "-f",
+                        str(LOCUSTFILE),
+                        "--worker",
+                        "--master-host",
+                        "127.0.0.1",
+                        "--master-port",
+                        str(master_port),
+                        *common,
+                    ],
+                    env,
+                )
+                cpu.watch(f"worker-{i}", worker.pid)
+            if plan.sweep:
+                load = f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s"
+            elif plan.rates:
+                load = (
+                    f"open loop {','.join(f'{r:g}' for r in plan.rates)} req/s ({plan.arrivals}) x "
+                    f"{plan.stage_time_s}s, at most {plan.users} in flight"
+                )
+            else:
+                load = f"{plan.users} users"
+            print(
+                f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
+                f"{plan.workload}, {plan.expected_s}s -> {plan.out}"
+            )
+            poller = ServerPoller(
+                plan.server_metrics or metrics_url(host),
+                plan.out / "server_metrics.jsonl",
+                interval_s=1.0,
+                model=plan.model,
+                headers=auth,
+            ).start()
+            if annotator is not None:
+                annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
+
+            def on_stage(index: int, users: int) -> None:
+                if annotator is not None and (plan.sweep or plan.rates):
+                    annotator.stage_started(plan.run_id, index, label=f"{users} users")
+
+            progress = Progress(
+                f"http://127.0.0.1:{prom_port}/metrics",
+                plan.expected_s,
+                stages=max(1, len(plan.sweep) or len(plan.rates)),
+                on_stage=on_stage,
+            ).start()
+            deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
+            while master.poll() is None:
+                if time.monotonic() > deadline:
+                    print("swarm: master did not finish in time; stopping it", file=sys.stderr)
+                    break
+                time.sleep(0.5)
+            master_code = master.poll() if master.poll() is not None else 1
+    except KeyboardInterrupt:
+        print("swarm: interrupted; stopping every process and writing what there is", file=sys.stderr)
+        master_code = 130
+    finally:
+        if progress is not None:
+            progress.stop()
+        if poller is not None:
+            poller.stop()  # a last scrape, so server counters cover the run's end
+        cpu.stop()
+        procs.stop_all()
+        if annotator is not None:
+            annotator.run_finished(plan.run_id, detail=f"exit {master_code}")
+    return finish(plan, master_code, procs)
+
+
+def _usage_error(log_tail: str) -> str | None:
+    """The complaint of a master that refused its options (exit 2): its last `...: error: ...` line."""
+    for line in reversed(log_tail.splitlines()):
+        head, sep, what = line.partition(": error: ")
+        if (
+            sep and "/" not in head and " " not in head.strip()
+        ):  # `locust`, `swarm`, `__main__.py`: no log line
+            return what.strip()
+    return None
+
+
+def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
+    """Merge record parts, print the table and SLO lines, say where everything is."""
+    from swarm.analysis.table import render
+    from swarm.live import recorder
+
+    records_dir = plan.out / "records"
+    n = 0
+    if recorder.part_files(records_dir):
+        table = recorder.read_table(records_dir)
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, plan.out / "requests.parquet")
+        n = table.num_rows
+    summary_path = plan.out / "summary.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        print(render(summary))
+        for line in summary.get("slo", []) or []:
+            print(line if isinstance(line, str) else line.get("text", ""))
+        if summary.get("target_unreachable_since"):
+            print(
+                f"swarm: the target went away at {summary['target_unreachable_since']}; "
+                "every later request failed to connect"
+            )
+    else:
+        why = _usage_error(procs.log_tail("master")) if master_code == 2 else None
+        if why:  # a Locust option after -- was refused: its one line, as for swarm run's own options
+            print(f"swarm run: error: {why} (an option given after --, for Locust)", file=sys.stderr)
+            return 2
+        print(
+            f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
+            f"{procs.log_tail('master')}",
+            file=sys.stderr,
+        )
+        return master_code or 1
+    from swarm.analysis.report import write_report
+
+    report = write_report(plan.out, slo=plan.slo)
+    print(
+        f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
+        f"report in {report}"
+    )
+    return master_code
+
+
+def main(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
+    return execute(plan, api_key)

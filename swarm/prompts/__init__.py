@@ -1,1 +1,0 @@
-"""Prompt sets that ship with the swarm (data files; see swarm/workloads.py and make_corpus.py)."""

@@ -1,0 +1,117 @@
+"""Service-level objectives for headless CI: parse `--slo` and check them against a summary.
+
+Syntax: comma-separated objectives `[WORKLOAD.]METRIC OP VALUE[UNIT]`, e.g.
+`ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%,short_qa.tpot_p50<=40ms,total.qps>=10`.
+METRIC is `<latency>_<stat>` with latency in ttft ttfa itl tpot e2e and stat in p50 p90 p95 p99
+mean max (seconds; units ms/s), or one of `error_rate` (fraction; unit %), `qps`,
+`output_tok_s`, `requests`. WORKLOAD defaults to `total`. OP is one of <= < >= >.
+The summary is the `summary.json` dict (see swarm/stats/summary.py).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from swarm.core.errors import UsageError
+
+LATENCIES = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")  # swarm.stats.aggregate.LATENCIES
+STATS = ("p50", "p90", "p95", "p99", "mean", "max")
+RATES = ("error_rate", "qps", "output_tok_s", "requests")
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
+_UNITS = {"ms": 1e-3, "s": 1.0, "%": 1e-2, "": 1.0}
+_RE = re.compile(
+    r"^\s*(?:(?P<wl>[A-Za-z0-9_\-]+)\.)?(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=|<|>)\s*"
+    r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>ms|s|%)?\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Objective:
+    workload: str
+    metric: str
+    op: str
+    threshold: float  # in base units: seconds, fraction, 1/s
+    text: str  # as the user wrote it
+
+    def measured(self, summary: Mapping[str, Any]) -> float | None:
+        """The summary's value for this objective, or None when the run has no such data."""
+        wl = summary.get(self.workload)
+        if wl is None:
+            return None
+        if self.metric == "error_rate":
+            n = wl.get("requests", 0)
+            failed = sum(wl.get("failures", {}).values())
+            return failed / n if n else None
+        if self.metric in RATES:
+            return wl.get(self.metric)
+        name, stat = self.metric.rsplit("_", 1)
+        return (wl.get(f"{name}_s") or {}).get(stat)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    objective: Objective
+    value: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None and _OPS[self.objective.op](self.value, self.objective.threshold)
+
+    def describe(self) -> str:
+        o = self.objective
+        status = "PASS" if self.ok else "FAIL"
+        measured = "no data" if self.value is None else _fmt(o.metric, self.value)
+        return f"SLO {status}: {o.workload}.{o.metric} {o.op} {_fmt(o.metric, o.threshold)} (measured {measured})"
+
+
+def _fmt(metric: str, v: float) -> str:
+    if metric == "error_rate":
+        return f"{v * 100:.2f}%"
+    if metric in RATES:
+        return f"{v:.2f}"
+    return f"{v * 1000:.1f}ms" if v < 1 else f"{v:.3f}s"
+
+
+def parse(text: str, workloads: set[str] | None = None) -> list[Objective]:
+    """Parse an `--slo` string. Raises UsageError naming the bad part and the expected form."""
+    objectives = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        m = _RE.match(part)
+        if not m:
+            raise UsageError(
+                f"bad SLO {part!r}: expected [WORKLOAD.]METRIC OP VALUE[ms|s|%], e.g. ttft_p99<=800ms"
+            )
+        metric, unit = m["metric"], m["unit"] or ""
+        is_latency = (
+            "_" in metric and metric.rsplit("_", 1)[0] in LATENCIES and metric.rsplit("_", 1)[1] in STATS
+        )
+        if not is_latency and metric not in RATES:
+            known = ", ".join([f"{lat}_{{{'|'.join(STATS)}}}" for lat in LATENCIES][:1] + list(RATES))
+            raise UsageError(
+                f"bad SLO {part!r}: unknown metric {metric!r} (known: {known}; latencies "
+                f"{'/'.join(LATENCIES)})"
+            )
+        if (unit == "%" and metric != "error_rate") or (unit in ("ms", "s") and not is_latency):
+            raise UsageError(f"bad SLO {part!r}: unit {unit!r} does not fit {metric}")
+        workload = m["wl"] or "total"
+        if workloads is not None and workload != "total" and workload not in workloads:
+            raise UsageError(
+                f"bad SLO {part!r}: no workload {workload!r} in this run ({', '.join(sorted(workloads))})"
+            )
+        objectives.append(Objective(workload, metric, m["op"], float(m["num"]) * _UNITS[unit], part))
+    if not objectives:
+        raise UsageError("empty --slo: give at least one objective, e.g. ttft_p99<=800ms")
+    return objectives
+
+
+def evaluate(objectives: list[Objective], summary: Mapping[str, Any]) -> list[Verdict]:
+    return [Verdict(o, o.measured(summary)) for o in objectives]

@@ -1,0 +1,166 @@
+"""summary.json from the master's merged aggregate (pure: an Aggregate and run facts in, a dict out).
+
+Layout (top level):
+- run metadata: `run_id`, `model_name`, `start_time`/`end_time` (ISO 8601 UTC), `start_s`/`end_s`
+  (time.time()), `duration_s`, `users` (most concurrent users seen), `workers` (most workers seen),
+  `degraded` (bool) and `degraded_workers` ([{worker, detected_at, last_report_at, reason}], plus
+  `reconnected_at` for a worker that went missing and came back: its reports still count once),
+  `workloads` (names, sorted), `slo` (verdict lines, when --slo was given), `notes`;
+- `errors`: failed outcome -> [{message, count}], the first ERROR_MESSAGES_MAX distinct messages
+  of each outcome (swarm/stats/aggregate.py), most frequent first;
+- `target_unreachable_since` (ISO) / `target_unreachable_since_s`: when the run ended with the
+  target refusing connections, the time it went away (the first `connect_error`, or the end of
+  the last response when connections had also failed before); null while it still answered;
+- `total` and one block per workload name (so `summary[name]` is what swarm.stats.slo reads);
+- `stages`: [{stage, duration_s, total, <workload>...}] per load-stage index.
+
+A block has exactly: requests, failures, prompt_tokens, output_tokens, reasoning_tokens, qps,
+output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s.
+- `requests`: every request sent and finished, failed and warm-up ones included.
+- `failures`: failed outcome -> count (every failure outcome, zeros included).
+- `qps` = requests / duration_s; `output_tok_s` = output_tokens / duration_s (output tokens count
+  reasoning + answer tokens). duration_s is the run's wall time from test start to stop on the
+  master; for a stage (or when the run's times are unknown) it is the stage's own window, from
+  its first request sent to its last request finished.
+- latencies in seconds: p50, p90, p95, p99 (nearest-rank-lower percentiles estimated by the
+  sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
+  when there is no such request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from swarm.stats import quantiles as metrics
+from swarm.stats.aggregate import LATENCIES, Aggregate, Cell
+
+BLOCK_KEYS: tuple[str, ...] = (
+    "requests",
+    "failures",
+    "prompt_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "qps",
+    "output_tok_s",
+    *(f"{name}_s" for name in LATENCIES),
+)
+NOTES = (
+    "requests counts every finished request (failed and warm-up included); qps and output_tok_s "
+    "divide by duration_s; latency percentiles are nearest-rank-lower over successful, "
+    "non-warm-up requests, from DDSketch (0.5% relative accuracy); mean and max are exact"
+)
+
+
+def block(cell: Cell, duration_s: float | None) -> dict[str, Any]:
+    """One workload's (or the total's) numbers: exactly BLOCK_KEYS."""
+    out: dict[str, Any] = {
+        "requests": cell.requests,
+        "failures": cell.failures,
+        "prompt_tokens": cell.prompt_tokens,
+        "output_tokens": cell.output_tokens,
+        "reasoning_tokens": cell.reasoning_tokens,
+        "qps": metrics.rate(cell.requests, duration_s),
+        "output_tok_s": metrics.rate(cell.output_tokens, duration_s),
+    }
+    for name in LATENCIES:
+        s = cell.latencies[name]
+        stats: dict[str, float | None] = {k: s.quantile(q) for k, q in metrics.PERCENTILES.items()}
+        stats["mean"] = s.mean
+        stats["max"] = s.max if s.count else None
+        out[f"{name}_s"] = stats
+    return out
+
+
+def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
+    """Failed outcome -> its kept messages with counts, most frequent first."""
+    return {
+        outcome: [{"message": m, "count": n} for m, n in sorted(msgs.items(), key=lambda kv: -kv[1])]
+        for outcome, msgs in sorted(cell.errors.items())
+        if msgs
+    }
+
+
+def target_unreachable_since(cell: Cell) -> float | None:
+    """When the target went away (time.time()), if the run ended with connections refused; else None."""
+    last_refused = cell.last_connect_error_s
+    if last_refused is None:
+        return None
+    answered = cell.last_response_s
+    if answered is not None and answered >= last_refused:
+        return None  # it answered again after its last refusal
+    first = cell.first_connect_error_s
+    return first if answered is None or first is None else max(first, answered)
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+
+
+def build(
+    agg: Aggregate,
+    *,
+    run_id: str,
+    model_name: str | None = None,
+    start_s: float | None = None,
+    end_s: float | None = None,
+    users: int = 0,
+    workers: int = 0,
+    degraded_workers: Sequence[Mapping[str, Any]] = (),
+    stage_windows: Mapping[int, tuple[float, float]] | None = None,
+) -> dict[str, Any]:
+    """The summary.json dict. `stage_windows`: stage -> (start_s, end_s) where the master saw them."""
+    total = agg.combined()
+    duration = end_s - start_s if start_s is not None and end_s is not None else total.window_s()
+    workloads = agg.workloads()
+    out: dict[str, Any] = {
+        "run_id": run_id,
+        "model_name": model_name,
+        "start_time": _iso(start_s),
+        "end_time": _iso(end_s),
+        "start_s": start_s,
+        "end_s": end_s,
+        "duration_s": duration,
+        "users": users,
+        "workers": workers,
+        "degraded": bool(degraded_workers),
+        "degraded_workers": [dict(d) for d in degraded_workers],
+        "workloads": workloads,
+        "notes": NOTES,
+        "errors": errors(total),
+        "target_unreachable_since": _iso(lost := target_unreachable_since(total)),
+        "target_unreachable_since_s": lost,
+        "total": block(total, duration),
+    }
+    for name in workloads:
+        out[name] = block(agg.combined(workload=name), duration)
+    stages = []
+    for stage in agg.stages():
+        cell = agg.combined(stage=stage)
+        window = (stage_windows or {}).get(stage)
+        stage_duration = window[1] - window[0] if window else cell.window_s()
+        entry: dict[str, Any] = {
+            "stage": stage,
+            "duration_s": stage_duration,
+            "total": block(cell, stage_duration),
+        }
+        for name in workloads:
+            wl = agg.combined(workload=name, stage=stage)
+            if wl.requests:
+                entry[name] = block(wl, stage_duration)
+        stages.append(entry)
+    out["stages"] = stages
+    return out
+
+
+def write(summary: Mapping[str, Any], path: Path) -> None:
+    """Write atomically (a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, path)
