@@ -2,7 +2,8 @@
 
 Each command module exposes `configure(parser)` and `main(args) -> int` and imports its heavy
 dependencies inside `main`, so `swarm sim` never imports Locust/gevent (which monkey-patches).
-Bad input raises `UsageError` (or argparse errors): one line on stderr, exit 2, no traceback.
+Bad input raises `UsageError` (or argparse errors): one line on stderr, exit 2, no traceback
+(swarm/core/errors.py `exit_code`, `one_line`: the one mapping for every command).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from swarm.core.errors import SwarmError, UsageError
+from swarm.core.errors import SwarmError, exit_code, one_line
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -66,12 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(importlib.import_module(args._module).main(args) or 0)
-    except UsageError as e:
-        print(f"swarm {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except SwarmError as e:
-        print(f"swarm {args.command}: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"swarm {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except (SwarmError, KeyboardInterrupt) as e:
+        print(one_line(f"swarm {args.command}", e), file=sys.stderr)
+        return exit_code(e)

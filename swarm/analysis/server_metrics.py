@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarm.stats.quantiles import PERCENTILES, bucket_width, histogram_quantile, quantile_bucket  # noqa: F401
+
 # normalised field -> source sample names, preferred first (the first one present wins)
 GAUGES: dict[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running", "llamacpp:requests_processing"),
@@ -57,7 +59,7 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "decode": ("vllm:request_decode_time_seconds",),
 }
 AVERAGED_GAUGES = frozenset({"kv_usage"})  # a fraction per engine: averaged, not summed
-QUANTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+SERVER_QUANTILES = ("p50", "p90", "p99")  # what a server histogram is summarised by (per stage)
 
 
 # ---------------------------------------------------------------------------------------- histograms
@@ -110,65 +112,6 @@ class Histogram:
 
 def _le_text(b: float) -> str:
     return "+Inf" if math.isinf(b) else repr(b)
-
-
-def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float]) -> float | None:
-    """Prometheus' `histogram_quantile`: linear interpolation inside the bucket holding rank q*n.
-
-    `bounds` ascending with +Inf last, `counts` cumulative. None where Prometheus gives NaN (no
-    observations, no +Inf bucket, fewer than two buckets). A rank in the +Inf bucket gives the
-    highest finite bound; the first bucket interpolates from 0 (from its bound when that is <= 0).
-    """
-    if q < 0:
-        return -math.inf
-    if q > 1:
-        return math.inf
-    if len(bounds) < 2 or not math.isinf(bounds[-1]) or len(bounds) != len(counts):
-        return None
-    cum, running = [], 0.0
-    for c in counts:  # like Prometheus: force monotonic counts (scrape races between buckets)
-        running = max(running, c)
-        cum.append(running)
-    total = cum[-1]
-    if total <= 0:
-        return None
-    rank = q * total
-    b = next((i for i in range(len(cum) - 1) if cum[i] >= rank), len(cum) - 1)
-    if b == len(cum) - 1:
-        return bounds[-2]
-    if b == 0 and bounds[0] <= 0:
-        return bounds[0]
-    start, end, count = 0.0, bounds[b], cum[b]
-    if b > 0:
-        start = bounds[b - 1]
-        count -= cum[b - 1]
-        rank -= cum[b - 1]
-    if count <= 0:
-        return end
-    return start + (end - start) * (rank / count)
-
-
-def quantile_bucket(
-    q: float, bounds: Sequence[float], cumulative: Sequence[float]
-) -> tuple[float, float] | None:
-    """The bucket (lower, upper bound) holding the q-quantile (0 <= q <= 1) of a cumulative
-    histogram: all that buckets can say of it (`histogram_quantile` interpolates inside it, a
-    guess). None without observations."""
-    if len(bounds) != len(cumulative) or not bounds or cumulative[-1] <= 0:
-        return None
-    rank = q * cumulative[-1]
-    i = next(i for i, c in enumerate(cumulative) if c >= rank)
-    return (bounds[i - 1] if i else 0.0), bounds[i]
-
-
-def bucket_width(bounds: Sequence[float], value: float | None) -> float | None:
-    """Width of the bucket `value` falls in: how finely a histogram percentile can resolve it."""
-    if value is None:
-        return None
-    for i, b in enumerate(bounds):
-        if value <= b:
-            return b - (bounds[i - 1] if i else 0.0)
-    return math.inf
 
 
 # ---------------------------------------------------------------------------------------- snapshots
@@ -371,7 +314,7 @@ def window_stats(
         out.requests = math.fsum(reasons.values())
     for key, hist in last.histograms.items():
         d = hist.delta(base.histograms.get(key))
-        stats: dict[str, float | None] = {k: d.quantile(q) for k, q in QUANTILES.items()}
+        stats: dict[str, float | None] = {k: d.quantile(PERCENTILES[k]) for k in SERVER_QUANTILES}
         stats["mean"], stats["count"] = d.mean, d.count
         stats["p50_width"] = bucket_width(d.bounds, stats["p50"])
         out.latency[key] = stats

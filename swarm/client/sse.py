@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from swarm.core.errors import EventTooLarge
+
 DONE = "[DONE]"
 """The data of the OpenAI-style end-of-stream event."""
 DONE_BYTES = b"[DONE]"
@@ -42,10 +44,6 @@ DONE_BYTES = b"[DONE]"
 
 MAX_EVENT_BYTES = 1 << 20
 """The longest SSE event read (1 MiB; a vLLM chunk is ~300 bytes): past it the stream is refused."""
-
-
-class EventTooLarge(ValueError):
-    """An SSE event grew past MAX_EVENT_BYTES without ending."""
 
 
 def _event_data(block: bytes) -> bytes | None:

@@ -1,84 +1,46 @@
-"""Step-load stages (closed-loop concurrency sweep) as a Locust `LoadTestShape`.
+"""Load stages as a Locust `LoadTestShape`: closed-loop sweeps and open-loop rates.
 
 `--sweep 10,30,64 --stage-time 30s [--warmup 5s]` runs each concurrency level for the stage
-time. The master (or local runner) owns the clock; on each stage change it sets
-`environment.swarm_stage` and broadcasts a `swarm_stage` message so every worker tags the
-records it sends with the stage index (`RequestRecord.stage`) and flags the first `--warmup`
-seconds of each stage (`RequestRecord.warmup`, excluded from that stage's statistics).
-The stage timeline lands in `environment.swarm_stages` for the summary.
+time (the plan: swarm/load/stages.py `StagePlan`). The master (or local runner) owns the clock;
+on each stage change it sets the stage in its state (`environment.swarm.stage`) and broadcasts a
+`swarm_stage` message so every worker tags the records it sends with the stage index
+(`RequestRecord.stage`) and flags the first `--warmup` seconds of each stage
+(`RequestRecord.warmup`, excluded from that stage's statistics). The stages as run are appended
+to the state's timeline, from which summary.json takes each stage's window.
 
 Open loop: `--rate 5,10,20 [--arrivals poisson|constant]` makes each stage a request rate
 instead of a user count (swarm/load/arrivals.py); `-u` then caps the requests in flight. The master
 splits each stage's rate evenly over the workers it has.
 
-Without `--sweep` or `--rate` the shape behaves like Locust's plain -u/-r/-t run (one stage, index 0), so
-every swarm locustfile can carry it.
+Without `--sweep` or `--rate` the shape behaves like Locust's plain -u/-r/-t run (one stage,
+index 0), so every swarm locustfile can carry it.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import gevent
-import gevent.lock
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
-from swarm.core.errors import UsageError
-from swarm.load.arrivals import ARRIVALS, ArrivalSchedule
-from swarm.load.stages import parse_rates, parse_sweep, parse_timespan
+from swarm.live.options import option
+from swarm.live.state import swarm_state
+from swarm.load.arrivals import ArrivalSchedule
+from swarm.load.stages import Stage, StagePlan
 
 STAGE_MESSAGE = "swarm_stage"
 
 
-@dataclass
-class Stage:
-    index: int
-    users: int
-    start_wall_s: float
-    end_wall_s: float | None = None
-    warmup_s: float = 0.0
-    rate: float | None = None  # open loop: offered requests/s in total
-
-
-def parse_seconds(text: str, option: str) -> float:
-    try:
-        return float(parse_timespan(str(text)))
-    except UsageError as e:
-        raise UsageError(f"{option}: {e}") from None
-
-
-@events.init_command_line_parser.add_listener
-def _add_options(parser: Any) -> None:
-    parser.add_argument(
-        "--sweep",
-        default="",
-        include_in_web_ui=True,
-        help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256",
-    )
-    parser.add_argument(
-        "--stage-time", default="30s", include_in_web_ui=True, help="duration of each stage (default 30s)"
-    )
-    parser.add_argument(
-        "--rate",
-        default="",
-        include_in_web_ui=True,
-        help="open-loop stages: requests/s, e.g. 5,10,20 (each lasts --stage-time; -u caps in-flight)",
-    )
-    parser.add_argument(
-        "--arrivals",
-        default="poisson",
-        choices=ARRIVALS,
-        include_in_web_ui=True,
-        help="open-loop arrival process (default poisson)",
-    )
-    parser.add_argument(
-        "--warmup",
-        default="0s",
-        include_in_web_ui=True,
-        help="seconds at the start of each stage whose requests are excluded from its statistics",
+def stage_plan(environment: Any) -> StagePlan:
+    """The plan of this environment's options (raises UsageError)."""
+    return StagePlan.parse(
+        option(environment, "sweep"),
+        option(environment, "rate"),
+        option(environment, "stage_time") or "30s",
+        option(environment, "warmup") or "0s",
     )
 
 
@@ -87,25 +49,22 @@ def _set_stage(
 ) -> None:
     """Worker/local side: tag requests from now on; clear the warm-up flag after warmup_s;
     in open loop, pace this process's users at `rate_per_s`."""
-    environment.swarm_arrivals = ArrivalSchedule(rate_per_s, arrivals) if rate_per_s else None
-    environment.swarm_stage = index
-    environment.swarm_warmup = warmup_s > 0
+    state = swarm_state(environment)
+    state.arrivals = ArrivalSchedule(rate_per_s, arrivals) if rate_per_s else None
+    state.stage.index = index
+    state.stage.warmup = warmup_s > 0
     if warmup_s > 0:
 
         def clear() -> None:
-            if getattr(environment, "swarm_stage", None) == index:
-                environment.swarm_warmup = False
+            if state.stage.index == index:
+                state.stage.warmup = False
 
         gevent.spawn_later(warmup_s, clear)
 
 
 @events.init.add_listener
 def _on_init(environment: Any, **_kwargs: Any) -> None:
-    environment.swarm_stage = 0
-    environment.swarm_warmup = False
-    environment.swarm_stages = []
-    environment.swarm_arrivals = None
-    environment.swarm_arrival_gate = gevent.lock.Semaphore()  # see LLMUser.llm_request
+    swarm_state(environment)
     if isinstance(environment.runner, WorkerRunner):
         environment.runner.register_message(
             STAGE_MESSAGE,
@@ -128,37 +87,22 @@ class SwarmShape(LoadTestShape):
         super().__init__()
         self._current: int | None = None
 
-    def _options(self) -> tuple[list[int], list[float], float, float]:
-        """(user levels, rate levels, stage seconds, warm-up seconds); at most one list is non-empty."""
-        opts = self.runner.environment.parsed_options
-        sweep, rate = getattr(opts, "sweep", ""), getattr(opts, "rate", "")
-        if sweep and rate:
-            raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
-        if not sweep and not rate:
-            return [], [], 0.0, 0.0
-        stage_s, warmup_s = (
-            parse_seconds(opts.stage_time, "--stage-time"),
-            parse_seconds(opts.warmup, "--warmup"),
-        )
-        if rate:
-            return [], parse_rates(rate), stage_s, warmup_s
-        return parse_sweep(sweep), [], stage_s, warmup_s
-
     def reset_time(self) -> None:
         super().reset_time()
         self._current = None
 
     def _enter(self, index: int, users: int, warmup_s: float, rate: float | None = None) -> None:
         env = self.runner.environment
+        timeline = swarm_state(env).stage.timeline
         self._current = index
-        last = env.swarm_stages[-1] if env.swarm_stages else None
+        last = timeline[-1] if timeline else None
         if last is not None and last.index == index and last.end_wall_s is None:
             return  # Locust resets the shape's clock after the first tick: same stage, keep its start
         now = time.time()
         if last is not None:
             last.end_wall_s = now
-        env.swarm_stages.append(Stage(index, users, now, None, warmup_s, rate))
-        arrivals = getattr(env.parsed_options, "arrivals", "poisson")
+        timeline.append(Stage(index, users, now, None, warmup_s, rate))
+        arrivals = option(env, "arrivals") or "poisson"
         if isinstance(self.runner, MasterRunner):
             per_worker = rate / max(1, self.runner.worker_count) if rate else None
             _set_stage(env, index, warmup_s)
@@ -176,24 +120,24 @@ class SwarmShape(LoadTestShape):
             _set_stage(env, index, warmup_s, rate, arrivals)
 
     def _close(self) -> None:
-        stages = self.runner.environment.swarm_stages
-        if stages and stages[-1].end_wall_s is None:
-            stages[-1].end_wall_s = time.time()
+        timeline = swarm_state(self.runner.environment).stage.timeline
+        if timeline and timeline[-1].end_wall_s is None:
+            timeline[-1].end_wall_s = time.time()
 
     def tick(self) -> tuple[int, float] | None:
-        levels, rates, stage_s, warmup_s = self._options()
+        plan = stage_plan(self.runner.environment)
         t = self.get_run_time()
         opts = self.runner.environment.parsed_options
-        if rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
-            index = int(t // stage_s) if stage_s > 0 else len(rates)
-            if index >= len(rates):
+        if plan.rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
+            index = int(t // plan.stage_s)
+            if index >= len(plan.rates):
                 self._close()
                 return None
             users = int(opts.num_users or 1)
             if index != self._current:
-                self._enter(index, users, warmup_s, rates[index])
+                self._enter(index, users, plan.warmup_s, plan.rates[index])
             return users, float(opts.spawn_rate or users)
-        if not levels:  # plain run: one stage at -u users
+        if not plan.levels:  # plain run: one stage at -u users
             users = int(opts.num_users or 1)
             if self._current is None:
                 self._enter(0, users, 0.0)
@@ -201,18 +145,16 @@ class SwarmShape(LoadTestShape):
                 self._close()
                 return None
             return users, float(opts.spawn_rate or users)
-        if stage_s <= 0:
-            raise UsageError("--stage-time must be > 0, e.g. 30s")
-        index = int(t // stage_s)
-        if index >= len(levels):
+        index = int(t // plan.stage_s)
+        if index >= len(plan.levels):
             self._close()
             return None
         if index != self._current:
-            self._enter(index, levels[index], warmup_s)
-        users = levels[index]
+            self._enter(index, plan.levels[index], plan.warmup_s)
+        users = plan.levels[index]
         return users, float(max(users, opts.spawn_rate or 0))
 
 
 def stage_timeline(environment: Any) -> list[dict[str, Any]]:
     """The stages run so far, as plain dicts (for summary.json)."""
-    return [asdict(s) for s in getattr(environment, "swarm_stages", [])]
+    return [asdict(s) for s in swarm_state(environment).stage.timeline]

@@ -1,23 +1,21 @@
-"""Pure parsers for load-stage options (no Locust import: the orchestrator uses them too)."""
+"""Load stages: the plan (--sweep / --rate, --stage-time, --warmup), the stages as run, their windows.
+
+Pure (no Locust): `swarm run` checks the plan with `StagePlan.parse` before it starts anything,
+and the load shape (swarm/live/shape.py) runs the same plan. The shape appends a `Stage` to the
+timeline as each one starts; `stage_windows` is the one place that turns that timeline (or a
+run without stages: stage 0 from start to stop) into each stage's (start, end) window, which
+summary.json's per-stage rates divide by.
+"""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from swarm.core.errors import UsageError
+from swarm.core.units import parse_timespan
 
-_TIMESPAN = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
-
-
-def parse_timespan(text: str) -> int:
-    """Locust's time format: 20, 20s, 3m, 1h20m, 3h30m10s. Raises UsageError."""
-    text = str(text).strip()
-    if text.isdigit():
-        return int(text)
-    m = _TIMESPAN.match(text)
-    if not text or not m or not any(m.groupdict().values()):
-        raise UsageError(f"bad time {text!r}: use e.g. 30s, 5m, 1h30m")
-    return int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0)
+__all__ = ["Stage", "StagePlan", "parse_rates", "parse_sweep", "parse_timespan", "stage_windows"]
 
 
 def parse_sweep(text: str) -> list[int]:
@@ -40,3 +38,88 @@ def parse_rates(text: str) -> list[float]:
     if not rates or any(not r > 0 for r in rates):
         raise UsageError(f"bad --rate {text!r}: every rate must be > 0 requests/s, e.g. 5,10,20")
     return rates
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """The stages asked for: closed-loop user levels or open-loop rates (at most one), each
+    `stage_s` long with its first `warmup_s` left out of its statistics. Neither: a plain run."""
+
+    levels: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    stage_s: float = 0.0
+    warmup_s: float = 0.0
+
+    @classmethod
+    def parse(cls, sweep: str | None, rate: str | None, stage_time: str, warmup: str) -> StagePlan:
+        """From the options' text. Raises UsageError on bad or contradictory values."""
+        if sweep and rate:
+            raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
+        if not sweep and not rate:
+            return cls()
+        stage_s = float(parse_timespan(stage_time, "--stage-time"))
+        warmup_s = float(parse_timespan(warmup, "--warmup"))
+        if stage_s <= 0:
+            raise UsageError("--stage-time must be > 0, e.g. 30s")
+        if warmup_s >= stage_s:
+            raise UsageError(f"--warmup ({warmup_s:g}s) must be shorter than --stage-time ({stage_s:g}s)")
+        if rate:
+            return cls((), tuple(parse_rates(rate)), stage_s, warmup_s)
+        return cls(tuple(parse_sweep(sweep or "")), (), stage_s, warmup_s)
+
+    @property
+    def staged(self) -> bool:
+        return bool(self.levels or self.rates)
+
+    @property
+    def count(self) -> int:
+        return len(self.levels) or len(self.rates)
+
+
+@dataclass
+class Stage:
+    """One stage as it ran (summary.json `stage_timeline`)."""
+
+    index: int
+    users: int
+    start_wall_s: float
+    end_wall_s: float | None = None
+    warmup_s: float = 0.0
+    rate: float | None = None  # open loop: offered requests/s in total
+
+
+@dataclass(frozen=True)
+class Window:
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_s - self.start_s)
+
+
+def stage_windows(
+    timeline: Sequence[Stage], run_start_s: float | None, run_end_s: float | None
+) -> dict[int, Window]:
+    """Each stage's (start, end): the timeline's own boundaries (a stage still running ends at
+    `run_end_s`); without a timeline, stage 0 is the run from start to stop. Empty when unknown."""
+    out: dict[int, Window] = {}
+    for s in timeline:
+        end = s.end_wall_s if s.end_wall_s is not None else run_end_s
+        if end is not None:
+            out[s.index] = Window(s.start_wall_s, end)
+    if not timeline and run_start_s is not None and run_end_s is not None:
+        out[0] = Window(run_start_s, run_end_s)
+    return out
+
+
+@dataclass
+class StageState:
+    """The current stage of one process (the shape sets it; each request copies it at send)."""
+
+    index: int = 0
+    warmup: bool = False
+    timeline: list[Stage] = field(default_factory=list)  # master/local: the stages run so far
+
+    def windows(self, run_start_s: float | None, run_end_s: float | None) -> Mapping[int, Window]:
+        return stage_windows(self.timeline, run_start_s, run_end_s)

@@ -10,7 +10,6 @@ It runs in a plain thread of the orchestrator; a scrape that fails is skipped, n
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
@@ -21,7 +20,8 @@ from typing import TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from swarm.analysis.server_metrics import quantile_bucket
+from swarm.core.units import seconds_span
+from swarm.stats.quantiles import quantile_bucket
 
 
 @dataclass
@@ -51,14 +51,6 @@ def parse_master_metrics(text: str) -> MasterSample:
     return s
 
 
-def _ms_span(lo: float, hi: float) -> str:
-    if math.isinf(hi):
-        return f">{lo * 1000:.0f}ms"
-    if lo >= 1.0:
-        return f"{lo:g}-{hi:g}s"
-    return f"{lo * 1000:.0f}-{hi * 1000:.0f}ms" if hi < 1.0 else f"{lo * 1000:.0f}ms-{hi:g}s"
-
-
 def window_line(
     prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: float, total_s: float, stages: int
 ) -> str:
@@ -67,7 +59,7 @@ def window_line(
     bounds = sorted(cur.ttft_buckets)
     deltas = [cur.ttft_buckets[b] - prev.ttft_buckets.get(b, 0.0) for b in bounds]
     span = quantile_bucket(0.99, bounds, deltas)
-    ttft = "-" if span is None else _ms_span(*span)
+    ttft = "-" if span is None else seconds_span(*span)
     stage = f"stage {cur.stage + 1}/{stages} " if stages > 1 else ""
     return (
         f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "

@@ -12,25 +12,22 @@ writes what it has.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
-import secrets
-import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from swarm.core.errors import TargetError, UsageError
-from swarm.load.stages import parse_rates, parse_sweep, parse_timespan
+from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
+from swarm.core.options import add_run_options
+from swarm.core.units import check_run_id, new_run_id, parse_timespan
+from swarm.load.stages import StagePlan
+from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfile.py"
 DEFAULT_SIM_PROFILE = "rtx5090x4-qwen3.6-27b"
@@ -38,10 +35,11 @@ START_TIMEOUT_S = 30.0
 
 
 def configure(p: argparse.ArgumentParser) -> None:
+    from swarm.load.workloads import WORKLOADS
+
     p.add_argument(
         "--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator"
     )
-    p.add_argument("--workload", default="mixed", help="NAME or NAME:WEIGHT,NAME:WEIGHT (default: mixed)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("-u", "--users", type=int, default=16, help="concurrent users in total (default 16)")
     p.add_argument(
@@ -49,22 +47,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
     p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
-    p.add_argument(
-        "--sweep",
-        default="",
-        help="closed-loop concurrency stages, e.g. 10,30,64,128,200,256 (replaces -u/-t)",
-    )
-    p.add_argument(
-        "--rate", default="", help="open-loop stages in requests/s, e.g. 5,10,20 (-u caps requests in flight)"
-    )
-    p.add_argument(
-        "--arrivals",
-        default="poisson",
-        choices=("poisson", "constant"),
-        help="open-loop arrival process (default poisson)",
-    )
-    p.add_argument("--stage-time", default="30s", help="duration of each --sweep stage (default 30s)")
-    p.add_argument("--warmup", default="0s", help="first seconds of each stage excluded from its statistics")
+    add_run_options(
+        p, WORKLOADS
+    )  # --workload, --model, --api-key, stages, --slo, --prometheus-port, --run-id
     p.add_argument(
         "--server-metrics",
         default=None,
@@ -74,13 +59,6 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--grafana-url",
         default=os.environ.get("GRAFANA_URL"),
         help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)",
-    )
-    p.add_argument("--slo", help='objectives, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"')
-    p.add_argument("--model", help="model name (default: discovered from /v1/models)")
-    p.add_argument(
-        "--api-key",
-        default=None,
-        help="API key for the target (default: $OPENAI_API_KEY); sent only in the Authorization header",
     )
     p.add_argument(
         "--sim-profile",
@@ -95,14 +73,10 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="extra argument for the embedded simulator (repeatable), e.g. --sim-arg=--max-num-seqs=64",
     )
     p.add_argument(
-        "--prometheus-port", type=int, default=None, help="serve the master's /metrics on this port"
-    )
-    p.add_argument(
         "--stop-timeout",
         default="60s",
         help="at the end, let in-flight requests finish for this long (default 60s) so none is lost",
     )
-    p.add_argument("--run-id", default=None, help="run id for labels and annotations (default: generated)")
     p.add_argument(
         "locust_args",
         nargs=argparse.REMAINDER,
@@ -176,23 +150,14 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         raise UsageError(f"-u/--users must be at least 1 (got {args.users})")
     if args.spawn_rate is not None and args.spawn_rate <= 0:
         raise UsageError(f"-r/--spawn-rate must be > 0 (got {args.spawn_rate})")
-    run_time = parse_timespan(args.run_time)
+    run_time = parse_timespan(args.run_time, "-t/--run-time")
     if run_time <= 0:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
     if args.host is not None and not re.match(r"^https?://[^\s/]+", args.host):
         raise UsageError(f"--host {args.host!r} is not a URL: use e.g. http://127.0.0.1:8000")
     from swarm.load.workloads import Knobs, parse_mix
 
-    if args.sweep and args.rate:
-        raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
-    sweep = parse_sweep(args.sweep) if args.sweep else []
-    rates = parse_rates(args.rate) if args.rate else []
-    stage_time = parse_timespan(args.stage_time)
-    warmup = parse_timespan(args.warmup)
-    if (sweep or rates) and stage_time <= 0:
-        raise UsageError("--stage-time must be > 0, e.g. 30s")
-    if (sweep or rates) and warmup >= stage_time:
-        raise UsageError(f"--warmup ({warmup}s) must be shorter than --stage-time ({stage_time}s)")
+    stages = StagePlan.parse(args.sweep, args.rate, args.stage_time, args.warmup)
     if args.server_metrics is not None and not re.match(r"^https?://[^\s/]+", args.server_metrics):
         raise UsageError(
             f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics"
@@ -212,9 +177,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         _check_sim_args(["--profile", args.sim_profile, *args.sim_arg])
     if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
         raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
-    run_id = args.run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    if not re.match(r"^[A-Za-z0-9_.\-]+$", run_id):
-        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only")
+    run_id = check_run_id(args.run_id) if args.run_id else new_run_id()
     extra = list(args.locust_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -225,7 +188,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         users=args.users,
         spawn_rate=args.spawn_rate or float(args.users),
         run_time_s=run_time,
-        stop_timeout_s=parse_timespan(args.stop_timeout),
+        stop_timeout_s=parse_timespan(args.stop_timeout, "--stop-timeout"),
         out=Path(args.out or f"runs/{run_id}"),
         run_id=run_id,
         slo=args.slo,
@@ -233,23 +196,15 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         sim_profile=args.sim_profile,
         sim_args=list(args.sim_arg),
         prometheus_port=args.prometheus_port,
-        sweep=sweep,
-        rates=rates,
+        sweep=list(stages.levels),
+        rates=list(stages.rates),
         arrivals=args.arrivals,
-        stage_time_s=stage_time,
-        warmup_s=warmup,
+        stage_time_s=int(stages.stage_s) or 30,
+        warmup_s=int(stages.warmup_s),
         server_metrics=args.server_metrics,
         grafana_url=args.grafana_url or None,
         extra=extra,
     )
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check_target(host: str, api_key: str | None, timeout_s: float = 5.0) -> None:
@@ -265,108 +220,6 @@ def check_target(host: str, api_key: str | None, timeout_s: float = 5.0) -> None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise TargetError(f"target {host} is unreachable: {reason}") from None
-
-
-class Processes:
-    """The processes one run started; all of them are stopped on exit, whatever happens."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.procs: list[tuple[str, subprocess.Popen]] = []
-
-    def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
-        log = open(self.out / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        log.close()
-        self.procs.append((name, p))
-        return p
-
-    def log_tail(self, name: str, chars: int = 2000) -> str:
-        path = self.out / f"{name}.log"
-        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
-
-    def stop_all(self, grace_s: float = 10.0) -> None:
-        for _, p in reversed(self.procs):
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        for _, p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=5)
-
-
-class CpuSampler:
-    """Samples each worker process's CPU every `interval_s` into `client_cpu.jsonl`.
-
-    A load generator at >90% CPU measures its own queueing, not the server: the report flags
-    such stages as client-bound. Runs in a plain thread of this (non-gevent) process.
-    """
-
-    def __init__(self, path: Path, interval_s: float = 1.0) -> None:
-        self.path = path
-        self.interval_s = interval_s
-        self.workers: dict[str, Any] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
-
-    def watch(self, name: str, pid: int) -> None:
-        import psutil
-
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
-            proc.cpu_percent(None)  # prime: the first call always returns 0.0
-            self.workers[name] = proc
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        import psutil
-
-        with open(self.path, "a") as out:
-            while not self._stop.wait(self.interval_s):
-                ts = time.time()
-                for name, proc in list(self.workers.items()):
-                    try:
-                        cpu = proc.cpu_percent(None)
-                    except psutil.Error:  # the worker exited: stop watching it
-                        del self.workers[name]
-                        continue
-                    out.write(json.dumps({"ts": ts, "worker": name, "cpu_percent": cpu}) + "\n")
-                out.flush()
-
-
-def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return True
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.1)
-    return False
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def locust_common_args(plan: RunPlan, host: str) -> list[str]:
@@ -396,7 +249,6 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     if api_key:
         env["OPENAI_API_KEY"] = api_key  # children read it from the environment, never argv
     procs = Processes(plan.out)
-    cpu = CpuSampler(plan.out / "client_cpu.jsonl")
     poller: ServerPoller | None = None
     progress: Progress | None = None
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
@@ -406,7 +258,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
         with sigterm_as_interrupt():
             host = plan.host
             if host is None:
-                port = _free_port()
+                port = free_port()
                 sim_cmd = [
                     sys.executable,
                     "-m",
@@ -426,12 +278,12 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 ]
                 sim = procs.start("sim", sim_cmd, env)
                 host = f"http://127.0.0.1:{port}"
-                if not _wait_http(host + "/health", sim, START_TIMEOUT_S):
+                if not wait_http(host + "/health", sim, START_TIMEOUT_S):
                     raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
                 print(f"swarm: embedded simulator ({plan.sim_profile}) at {host}")
             else:
                 check_target(host, api_key)
-            master_port = _free_port()
+            master_port = free_port()
             common = locust_common_args(plan, host)
             master_cmd = [
                 sys.executable,
@@ -479,12 +331,11 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 master_cmd += ["-t", f"{plan.run_time_s}s"]
             if plan.slo:
                 master_cmd += ["--slo", plan.slo]
-            prom_port = plan.prometheus_port or _free_port()  # the progress line reads it too
+            prom_port = plan.prometheus_port or free_port()  # the progress line reads it too
             master_cmd += ["--prometheus-port", str(prom_port)]
             master = procs.start("master", master_cmd, env)
-            cpu.start()
             for i in range(plan.workers):
-                worker = procs.start(
+                procs.start(
                     f"worker-{i}",
                     [
                         sys.executable,
@@ -501,7 +352,6 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                     ],
                     env,
                 )
-                cpu.watch(f"worker-{i}", worker.pid)
             if plan.sweep:
                 load = f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s"
             elif plan.rates:
@@ -550,22 +400,29 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             progress.stop()
         if poller is not None:
             poller.stop()  # a last scrape, so server counters cover the run's end
-        cpu.stop()
         procs.stop_all()
         if annotator is not None:
             annotator.run_finished(plan.run_id, detail=f"exit {master_code}")
     return finish(plan, master_code, procs)
 
 
-def _usage_error(log_tail: str) -> str | None:
-    """The complaint of a master that refused its options (exit 2): its last `...: error: ...` line."""
-    for line in reversed(log_tail.splitlines()):
-        head, sep, what = line.partition(": error: ")
-        if (
-            sep and "/" not in head and " " not in head.strip()
-        ):  # `locust`, `swarm`, `__main__.py`: no log line
-            return what.strip()
-    return None
+def check_locust_args(extra: list[str], common: list[str]) -> None:
+    """The options given after `--`, checked by Locust's own parser with the swarm's options, in a
+    process of its own (swarm/live/argcheck.py): one line and exit 2 before anything starts."""
+    if not extra:
+        return
+    proc = subprocess.run(
+        [sys.executable, "-m", "swarm.live.argcheck", *common, *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    if proc.returncode == EXIT_USAGE:
+        why = (proc.stdout.strip().splitlines() or ["refused"])[-1]
+        raise UsageError(f"{why} (an option given after --, for Locust)")
+    if proc.returncode != 0:
+        raise UsageError(f"the options after -- could not be checked: {(proc.stderr or proc.stdout)[-300:]}")
 
 
 def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
@@ -593,10 +450,6 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
                 "every later request failed to connect"
             )
     else:
-        why = _usage_error(procs.log_tail("master")) if master_code == 2 else None
-        if why:  # a Locust option after -- was refused: its one line, as for swarm run's own options
-            print(f"swarm run: error: {why} (an option given after --, for Locust)", file=sys.stderr)
-            return 2
         print(
             f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
             f"{procs.log_tail('master')}",
@@ -615,5 +468,6 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
 
 def main(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
+    check_locust_args(plan.extra, ["--workload", plan.workload])
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
     return execute(plan, api_key)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError, UsageError
-from swarm.orchestrate.run import sigterm_as_interrupt
+from swarm.orchestrate.processes import sigterm_as_interrupt
 
 MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "tiny-qwen2"
 SERVED_MODEL = "tiny-qwen2"

@@ -15,20 +15,21 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from swarm.core.buckets import (
+    VLLM_E2E_BUCKETS,
+    VLLM_ITERATION_TOKEN_BUCKETS,
+    VLLM_ITL_BUCKETS,
+    VLLM_TTFT_BUCKETS,
+)
 from swarm.sim.engine import Engine, Sequence
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENGINE_LABEL = "0"
 
-# fmt: off
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-               20.0, 40.0, 80.0)
-REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                           60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-# fmt: on
+TTFT_BUCKETS = VLLM_TTFT_BUCKETS
+ITL_BUCKETS = VLLM_ITL_BUCKETS
+REQUEST_LATENCY_BUCKETS = VLLM_E2E_BUCKETS
+ITERATION_TOKEN_BUCKETS = VLLM_ITERATION_TOKEN_BUCKETS
 FINISH_REASONS = ("stop", "length")
 
 

@@ -25,6 +25,9 @@ output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s.
 - latencies in seconds: p50, p90, p95, p99 (nearest-rank-lower percentiles estimated by the
   sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
   when there is no such request.
+
+The shapes are typed below (`Summary`, `Block`, `StageEntry`, ...): the master writes them and
+every reader (report, table, SLOs, compare, diagnosis) reads through them.
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
-from swarm.stats import quantiles as metrics
+from swarm.stats import quantiles
 from swarm.stats.aggregate import LATENCIES, Aggregate, Cell
 
 BLOCK_KEYS: tuple[str, ...] = (
@@ -56,7 +59,123 @@ NOTES = (
 )
 
 
-def block(cell: Cell, duration_s: float | None) -> dict[str, Any]:
+class LatencyBlock(TypedDict):
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    mean: float | None
+    max: float | None
+
+
+class Block(TypedDict):
+    """One workload's (or the total's) numbers: exactly BLOCK_KEYS."""
+
+    requests: int
+    failures: dict[str, int]
+    prompt_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    qps: float
+    output_tok_s: float
+    ttft_s: LatencyBlock
+    ttfa_s: LatencyBlock
+    itl_s: LatencyBlock
+    tpot_s: LatencyBlock
+    e2e_s: LatencyBlock
+    send_lag_s: LatencyBlock
+
+
+class StageEntry(TypedDict):
+    """One load stage: its window's numbers (`total`, and a Block per workload name that sent in it)."""
+
+    stage: int
+    duration_s: float | None
+    total: Block
+    users: NotRequired[int]  # from the stage timeline (the shape), when there is one
+    start_s: NotRequired[float]
+    end_s: NotRequired[float | None]
+    warmup_s: NotRequired[float]
+    rate: NotRequired[float | None]
+
+
+class StageTimelineEntry(TypedDict):
+    """A stage as the load shape ran it (swarm/load/stages.py `Stage`)."""
+
+    index: int
+    users: int
+    start_wall_s: float
+    end_wall_s: float | None
+    warmup_s: float
+    rate: float | None
+
+
+class DegradedWorker(TypedDict):
+    worker: str
+    detected_at: str | None
+    last_report_at: str | None
+    reason: str
+    reconnected_at: NotRequired[str]
+
+
+class ClientBound(TypedDict):
+    stage: int
+    worker: str
+    cpu_percent: float
+
+
+class VerdictEntry(TypedDict):
+    text: str
+    ok: bool
+    objective: str
+    workload: str
+    metric: str
+    value: float | None
+
+
+class ErrorEntry(TypedDict):
+    message: str
+    count: int
+
+
+class Summary(TypedDict):
+    """summary.json. Besides these keys, one `Block` per workload name (`workload_block`)."""
+
+    run_id: str
+    model_name: str | None
+    start_time: str | None
+    end_time: str | None
+    start_s: float | None
+    end_s: float | None
+    duration_s: float | None
+    users: int
+    workers: int
+    degraded: bool
+    degraded_workers: list[DegradedWorker]
+    workloads: list[str]
+    notes: str
+    errors: dict[str, list[ErrorEntry]]
+    target_unreachable_since: str | None
+    target_unreachable_since_s: float | None
+    total: Block
+    stages: list[StageEntry]
+    stage_timeline: NotRequired[list[StageTimelineEntry]]
+    client_bound: NotRequired[list[ClientBound]]
+    slo: NotRequired[list[VerdictEntry]]
+
+
+def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:
+    """The Block of workload `name` (or "total") in a summary or a stage entry; None if absent."""
+    block = summary.get(name)
+    return cast(Block, block) if isinstance(block, Mapping) else None
+
+
+def load(path: Path) -> Summary:
+    """Read a summary.json."""
+    return cast(Summary, json.loads(Path(path).read_text()))
+
+
+def block(cell: Cell, duration_s: float | None) -> Block:
     """One workload's (or the total's) numbers: exactly BLOCK_KEYS."""
     out: dict[str, Any] = {
         "requests": cell.requests,
@@ -64,16 +183,12 @@ def block(cell: Cell, duration_s: float | None) -> dict[str, Any]:
         "prompt_tokens": cell.prompt_tokens,
         "output_tokens": cell.output_tokens,
         "reasoning_tokens": cell.reasoning_tokens,
-        "qps": metrics.rate(cell.requests, duration_s),
-        "output_tok_s": metrics.rate(cell.output_tokens, duration_s),
+        "qps": quantiles.rate(cell.requests, duration_s),
+        "output_tok_s": quantiles.rate(cell.output_tokens, duration_s),
     }
     for name in LATENCIES:
-        s = cell.latencies[name]
-        stats: dict[str, float | None] = {k: s.quantile(q) for k, q in metrics.PERCENTILES.items()}
-        stats["mean"] = s.mean
-        stats["max"] = s.max if s.count else None
-        out[f"{name}_s"] = stats
-    return out
+        out[f"{name}_s"] = quantiles.sketch_stats(cell.latencies[name])
+    return cast(Block, out)
 
 
 def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
@@ -112,7 +227,7 @@ def build(
     workers: int = 0,
     degraded_workers: Sequence[Mapping[str, Any]] = (),
     stage_windows: Mapping[int, tuple[float, float]] | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """The summary.json dict. `stage_windows`: stage -> (start_s, end_s) where the master saw them."""
     total = agg.combined()
     duration = end_s - start_s if start_s is not None and end_s is not None else total.window_s()
@@ -154,7 +269,7 @@ def build(
                 entry[name] = block(wl, stage_duration)
         stages.append(entry)
     out["stages"] = stages
-    return out
+    return cast(Summary, out)
 
 
 def write(summary: Mapping[str, Any], path: Path) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from swarm.stats.aggregate import Aggregate, Cell
+from swarm.stats.quantiles import PERCENTILES
 
 TAB_KEY = "llm"
 TAB = {"title": "LLM", "key": TAB_KEY}
@@ -45,11 +46,10 @@ STRUCTURE: list[dict[str, str]] = [
 ]
 CLIENT_BOUND = "client-bound: results not trustworthy"
 TABLE = {"key": TAB_KEY, "structure": STRUCTURE}
-_QUANTILES = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99}
 
 
 def _ms(cell: Cell, latency: str, stat: str) -> float | str:
-    v = cell.latencies[latency].quantile(_QUANTILES[stat])
+    v = cell.latencies[latency].quantile(PERCENTILES[stat])
     return "-" if v is None else round(v * 1000, 1)
 
 

@@ -1,0 +1,233 @@
+"""The swarm's options: one table that Locust's parser and `swarm run` both read.
+
+Each `Option` is declared once here. swarm/live/options.py registers every one with Locust
+(`init_command_line_parser`: command line, environment variable, config file, web UI), and
+`swarm run` (swarm/orchestrate/run.py) adds those marked `run=True` to its own parser with the
+same flag, meaning and help, then hands them on to its Locust processes. Validation of the
+values lives with the code that uses them (live/options.py `LLMOptions`, load/stages.py
+`StagePlan`, stats/slo.py); this table only names and describes.
+
+Names of choices are declared here too (`ENDPOINT_NAMES`, `DIALECT_NAMES`, `ARRIVALS`): the
+client and load layers implement them and import the names from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+ENDPOINT_NAMES = ("chat", "completions")
+DIALECT_NAMES = ("auto", "vllm", "llamacpp", "openai")
+ARRIVALS = ("poisson", "constant")
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
+DEFAULT_REQUEST_DEADLINE_S = 600.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. `help` may hold `{workloads}` (filled in with the workload names)."""
+
+    flag: str
+    help: str
+    group: str  # "workload" (what to send), "stages" (when), "statistics" (what to keep)
+    default: Any = None
+    type: Any = None  # int, float; None: a string
+    choices: tuple[str, ...] | None = None
+    flag_action: bool = False  # a switch (store_true)
+    env_var: str | None = None  # Locust reads it (swarm run passes values on explicitly)
+    web_ui: bool = True  # shown in Locust's web UI start form
+    secret: bool = False  # never shown (web UI, --help defaults, logs)
+    metavar: str | None = None
+    run: bool = False  # also an option of `swarm run`
+    run_default: Any = None  # swarm run's default where it differs (None: the same)
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def argparse_kwargs(self, workloads: Iterable[str] = (), *, for_run: bool = False) -> dict[str, Any]:
+        """Keyword arguments of `parser.add_argument(self.flag, **...)` (plain argparse ones)."""
+        default = self.run_default if for_run and self.run_default is not None else self.default
+        kw: dict[str, Any] = {"help": self.help.format(workloads=", ".join(workloads))}
+        if self.flag_action:
+            kw.update(action="store_true", default=bool(default))
+            return kw
+        kw["default"] = default
+        if self.type is not None:
+            kw["type"] = self.type
+        if self.choices is not None:
+            kw["choices"] = list(self.choices)
+        if self.metavar is not None:
+            kw["metavar"] = self.metavar
+        return kw
+
+
+OPTIONS: tuple[Option, ...] = (
+    # -- workload: what each request is
+    Option(
+        "--workload",
+        "workload NAME or a weighted mix NAME:W,NAME:W (e.g. short_qa:3,chat:1); names: {workloads}. "
+        "Default: the locustfile's",
+        "workload",
+        run=True,
+        run_default="mixed",
+    ),
+    Option(
+        "--model",
+        "model name sent in requests (default: the first model of /v1/models)",
+        "workload",
+        run=True,
+    ),
+    Option(
+        "--api-key",
+        "API key sent as 'Authorization: Bearer' (default: $OPENAI_API_KEY); never printed",
+        "workload",
+        env_var="OPENAI_API_KEY",
+        web_ui=False,
+        secret=True,
+        run=True,
+    ),
+    Option(
+        "--endpoint",
+        "chat = /v1/chat/completions, completions = /v1/completions (default chat)",
+        "workload",
+        default="chat",
+        choices=ENDPOINT_NAMES,
+    ),
+    Option(
+        "--dialect",
+        "server dialect (default auto: from /v1/models owned_by)",
+        "workload",
+        "auto",
+        None,
+        DIALECT_NAMES,
+    ),
+    Option(
+        "--request-timeout",
+        "seconds without a byte from the server before a request ends as 'timeout' (default 60)",
+        "workload",
+        DEFAULT_REQUEST_TIMEOUT_S,
+        float,
+    ),
+    Option(
+        "--request-deadline",
+        "seconds a whole request may take before it ends as 'timeout', even while bytes trickle "
+        f"in (default {DEFAULT_REQUEST_DEADLINE_S:g}; 0: none)",
+        "workload",
+        DEFAULT_REQUEST_DEADLINE_S,
+        float,
+    ),
+    Option(
+        "--ignore-eos",
+        "send ignore_eos so every answer runs to max_tokens (vLLM, llama.cpp)",
+        "workload",
+        False,
+        flag_action=True,
+    ),
+    Option(
+        "--thinking-ratio",
+        "share of requests with thinking on (default: mixed 0.2, other workloads 0)",
+        "workload",
+        type=float,
+    ),
+    Option("--max-tokens", "override every workload's max_tokens", "workload", type=int),
+    Option("--rag-passages", "rag: retrieved passages per prompt (default 4)", "workload", 4, int),
+    Option(
+        "--rag-prefix-share",
+        "rag: share of each prompt that is a prefix common to all prompts, 0-0.9 (default 0.5)",
+        "workload",
+        0.5,
+        float,
+    ),
+    Option(
+        "--rag-tokens",
+        "rag: prompt size in tokens, N or MIN-MAX (default 2000-3000)",
+        "workload",
+        "2000-3000",
+    ),
+    Option(
+        "--prompt-file",
+        "custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row",
+        "workload",
+    ),
+    # -- stages: when requests are sent
+    Option("--sweep", "closed-loop concurrency stages, e.g. 10,30,64,128,200,256", "stages", "", run=True),
+    Option(
+        "--rate",
+        "open-loop stages: requests/s, e.g. 5,10,20 (each lasts --stage-time; -u caps in-flight)",
+        "stages",
+        "",
+        run=True,
+    ),
+    Option(
+        "--arrivals",
+        "open-loop arrival process (default poisson)",
+        "stages",
+        "poisson",
+        None,
+        ARRIVALS,
+        run=True,
+    ),
+    Option("--stage-time", "duration of each stage (default 30s)", "stages", "30s", run=True),
+    Option(
+        "--warmup",
+        "seconds at the start of each stage whose requests are excluded from its statistics",
+        "stages",
+        "0s",
+        run=True,
+    ),
+    # -- statistics: what is kept and where
+    Option(
+        "--swarm-out",
+        "write summary.json (master/local) and per-request records (workers) under DIR",
+        "statistics",
+        env_var="SWARM_OUT",
+        web_ui=False,
+        metavar="DIR",
+    ),
+    Option(
+        "--prometheus-port",
+        "serve the master's /metrics on this port (the web UI serves it at /metrics too)",
+        "statistics",
+        type=int,
+        env_var="SWARM_PROMETHEUS_PORT",
+        web_ui=False,
+        metavar="PORT",
+        run=True,
+    ),
+    Option(
+        "--slo",
+        'objectives checked at the end, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"; '
+        "the exit code is non-zero when one fails",
+        "statistics",
+        env_var="SWARM_SLO",
+        web_ui=False,
+        metavar="SPEC",
+        run=True,
+    ),
+    Option(
+        "--run-id",
+        "run id for /metrics labels and summary.json (default: generated)",
+        "statistics",
+        env_var="SWARM_RUN_ID",
+        web_ui=False,
+        metavar="ID",
+        run=True,
+    ),
+)
+BY_FLAG: dict[str, Option] = {o.flag: o for o in OPTIONS}
+GROUP_TITLES = {
+    "workload": "llm-swarm workload",
+    "stages": "llm-swarm stages",
+    "statistics": "llm-swarm statistics",
+}
+
+
+def add_run_options(parser: argparse.ArgumentParser, workloads: Iterable[str]) -> None:
+    """Add the options marked `run=True` to `swarm run`'s parser (plain argparse)."""
+    names = list(workloads)
+    for opt in OPTIONS:
+        if opt.run:
+            parser.add_argument(opt.flag, **opt.argparse_kwargs(names, for_run=True))

@@ -1,0 +1,79 @@
+"""Units: time spans in and durations out, and run ids. Pure; every layer formats through here.
+
+- `parse_timespan("1h20m")`: Locust's time format, to whole seconds;
+- `seconds_text(0.085)` -> "85ms" (below `switch_s`, milliseconds; above, seconds), with the
+  separator and digits each caller's context wants ("85 ms" in prose, "85.0ms" in SLO lines);
+- `seconds_span(0.08, 0.1)` -> "80-100ms": a histogram bucket, the most a bucket can say;
+- `ms_number(0.0853)` -> "85": a table cell whose column header carries the unit;
+- `percent_text(0.5)` -> "50%";
+- `new_run_id()` / `check_run_id(text)`: the run id that labels /metrics and names run directories.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+import time
+
+from swarm.core.errors import UsageError
+
+_TIMESPAN = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def parse_timespan(text: str | int, option: str | None = None) -> int:
+    """Locust's time format: 20, 20s, 3m, 1h20m, 3h30m10s -> seconds. Raises UsageError
+    (prefixed with `option` when given)."""
+    text = str(text).strip()
+    if text.isdigit():
+        return int(text)
+    m = _TIMESPAN.match(text)
+    if not text or not m or not any(m.groupdict().values()):
+        where = f"{option}: " if option else ""
+        raise UsageError(f"{where}bad time {text!r}: use e.g. 30s, 5m, 1h30m")
+    return int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0)
+
+
+def seconds_text(
+    v: float | None, *, sep: str = "", ms_digits: int = 0, s_digits: int = 1, switch_s: float = 10.0
+) -> str:
+    """A duration in seconds as text: milliseconds below `switch_s`, seconds from there; "-" for None."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if v < switch_s:
+        return f"{v * 1000:.{ms_digits}f}{sep}ms"
+    return f"{v:.{s_digits}f}{sep}s"
+
+
+def seconds_span(lo: float, hi: float) -> str:
+    """A bucket (lo, hi] as text: "80-100ms", "1-2.5s", "500ms-1s", ">2560000ms" for the last one."""
+    if math.isinf(hi):
+        return f">{lo * 1000:.0f}ms"
+    if lo >= 1.0:
+        return f"{lo:g}-{hi:g}s"
+    return f"{lo * 1000:.0f}-{hi * 1000:.0f}ms" if hi < 1.0 else f"{lo * 1000:.0f}ms-{hi:g}s"
+
+
+def ms_number(v: float | None, *, thousands: bool = True) -> str:
+    """Seconds as a whole number of milliseconds, for a cell under an "(ms)" header; "-" for None/NaN."""
+    if v is None or v != v:
+        return "-"
+    return f"{v * 1000:,.0f}" if thousands else f"{v * 1000:.0f}"
+
+
+def percent_text(v: float | None, digits: int = 0) -> str:
+    """A fraction as a percentage: 0.5 -> "50%"; "-" for None/NaN."""
+    return "-" if v is None or v != v else f"{v * 100:.{digits}f}%"
+
+
+def new_run_id() -> str:
+    """YYYYmmdd-HHMMSS-xxxx: sorts by start time, unique enough across a team's runs."""
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id given by the user: it becomes a label value and a directory name."""
+    if not _RUN_ID.match(run_id):
+        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only")
+    return run_id

@@ -1,0 +1,440 @@
+"""The master side of the swarm's statistics: merge, watch the workers, serve, summarise, judge.
+
+On a master (and a local runner): merges every worker's `WorkerReport` delta (swarm/stats/wire.py)
+into one `Aggregate`; watches Locust's heartbeat state and records every worker that goes
+missing (or never sends its final report) as degraded, with the time, instead of waiting for
+it; adds each report's CPU entries to a `ClientLoad` (swarm/stats/cpu.py: a stage in which a
+worker averaged more than 90% of a core is client-bound, logged once, shown in the LLM tab and
+listed in summary.json as `client_bound`) and, with --swarm-out, to DIR/client_cpu.jsonl; serves
+/metrics on the web UI and on --prometheus-port; adds the LLM tab.
+
+At `quitting`: waits up to FINAL_REPORT_WAIT_S (after --stop-timeout) for workers' final
+reports, writes DIR/summary.json, prints one line per SLO and, when --slo is given, sets the
+process exit code: 0 when every objective holds, 1 otherwise (Locust's own error exit is
+overridden then: the objectives decide).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import gevent
+from locust.runners import STATE_MISSING
+
+from swarm.core.units import new_run_id
+from swarm.live import webui
+from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
+from swarm.live.options import option
+from swarm.live.shape import stage_timeline
+from swarm.live.state import swarm_state
+from swarm.live.worker import WorkerStats
+from swarm.stats import slo, summary
+from swarm.stats.aggregate import Aggregate
+from swarm.stats.cpu import ClientLoad
+from swarm.stats.summary import ClientBound, DegradedWorker, Summary, VerdictEntry
+from swarm.stats.wire import WIRE_KEY, WorkerReport
+
+logger = logging.getLogger(__name__)
+
+TICK_S = 1.0  # bookkeeping: users, workers, degraded workers, rates, a local runner's delta
+RATE_WINDOW_S = 10.0  # web UI "current" QPS and tok/s
+FINAL_REPORT_WAIT_S = 5.0  # at quit: wait this long (after --stop-timeout) for the workers' last deltas
+SUMMARY_AFTER_STOP_S = 4.0  # write summary.json this long after a test stops, too
+CLIENT_CPU_FILE = "client_cpu.jsonl"
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+
+
+class MasterStats:
+    """The run's statistics as the master (or a local runner) sees them."""
+
+    def __init__(self, environment: Any, runner: Any, role: str, local: WorkerStats | None = None) -> None:
+        self.environment = environment
+        self.runner = runner
+        self.role = role  # "master" or "local"
+        self.local = local  # a local runner's own WorkerStats, pulled every tick
+        self.state = swarm_state(environment)
+        out = option(environment, "swarm_out")
+        self.out_dir = Path(out) if out else None
+        self.run_id = option(environment, "run_id") or new_run_id()
+        slo_text = option(environment, "slo")
+        self.objectives = slo.parse(slo_text) if slo_text else None
+        self.aggregate = Aggregate()
+        self.model_name: str | None = option(environment, "model")
+        self.start_s: float | None = None
+        self.end_s: float | None = None
+        self.max_users = 0
+        self.max_workers = 0
+        self.known_workers: dict[str, float] = {}  # id -> connected at
+        self.last_report: dict[str, float] = {}
+        self.worker_stopped: dict[str, bool] = {}
+        self.degraded: dict[str, DegradedWorker] = {}
+        self.verdicts: list[slo.Verdict] = []
+        self.client_load = ClientLoad()
+        self._flagged: set[int] = set()  # stages already logged as client-bound
+        self._cpu_file: TextIO | None = None
+        self._rate_history: deque[tuple[float, dict[str, tuple[int, int]]]] = deque()
+        self._summary_writer: Any = None
+        self._closed = False
+        ev = environment.events
+        ev.test_start.add_listener(self._on_test_start)
+        ev.test_stop.add_listener(self._on_test_stop)
+        ev.reset_stats.add_listener(self._on_reset_stats)
+        if role == "master":
+            ev.worker_report.add_listener(self._on_worker_report)
+            ev.worker_connect.add_listener(self._on_worker_connect)
+        self._registry = registry_for(self.export_state)
+        self._ticker = gevent.spawn(self._tick_forever)
+        self._sigterm: Any = None
+        if environment.shape_class is not None and option(environment, "headless"):
+            self._sigterm = gevent.signal_handler(signal.SIGTERM, self._on_sigterm_during_shape)
+
+    def _on_sigterm_during_shape(self) -> None:
+        """Locust 2.47 installs its SIGTERM handler only after a headless shape run (swarm/live/shape.py)
+        has ended, so until then SIGTERM killed the master outright: no quit for the workers (they
+        ran on for a minute), no summary.json. This ends the shape instead; Locust's own path then
+        quits the workers, collects their last reports and writes everything."""
+        shape = getattr(self.runner, "shape_greenlet", None)
+        if shape is not None and not shape.dead:
+            logger.info("swarm: got SIGTERM: ending the run")
+            shape.kill(block=False)
+            return
+        self._sigterm.cancel()  # before the run started: what SIGTERM did before
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    # ---- reports in ------------------------------------------------------------------------
+    def _on_worker_connect(self, client_id: str, **_: Any) -> None:
+        self.known_workers.setdefault(client_id, time.time())
+
+    def _on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        payload = data.get(WIRE_KEY)
+        if payload is None:
+            return
+        self.last_report[client_id] = time.time()
+        self.known_workers.setdefault(client_id, time.time())
+        lost = self.degraded.get(client_id)
+        if lost is not None and "reconnected_at" not in lost:  # missing, not dead: its deltas count once
+            lost["reconnected_at"] = _iso(time.time()) or ""
+            logger.warning(
+                "swarm: worker %s is back and reports again; nothing it sends is lost or counted twice",
+                client_id,
+            )
+        self.merge_report(client_id, payload)
+
+    def merge_report(self, client_id: str, payload: WorkerReport) -> None:
+        """One worker's delta (or a local runner's own) into the run's statistics."""
+        try:
+            self.aggregate.merge(Aggregate.from_wire(payload))
+        except (ValueError, KeyError, TypeError) as e:
+            logger.error("swarm: ignoring a report from worker %s: %s", client_id, e)
+            return
+        self.worker_stopped[client_id] = bool(payload.get("stopped"))
+        with contextlib.suppress(ValueError, TypeError):
+            entries = payload.get("cpu") or []
+            self.client_load.add(client_id, entries)
+            self._write_cpu(client_id, entries)
+        if not self.model_name and payload.get("model_name"):
+            self.model_name = str(payload["model_name"])
+
+    def _write_cpu(self, worker: str, entries: list[list[float]]) -> None:
+        if self.out_dir is None or not entries or self._closed:
+            return
+        if self._cpu_file is None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._cpu_file = open(self.out_dir / CLIENT_CPU_FILE, "a")  # noqa: SIM115 - closed in close()
+        for line in ClientLoad.lines(worker, entries, time.time()):
+            self._cpu_file.write(json.dumps(line) + "\n")
+        self._cpu_file.flush()
+
+    def _pull_local(self) -> None:
+        if self.local is not None and not self._closed:
+            self.merge_report("local", self.local.take_report())
+
+    def current_model(self) -> str | None:
+        """--model, else what the workers discovered from the target's /v1/models."""
+        if self.local is not None:
+            return self.model_name or self.local.model_name()
+        return self.model_name
+
+    # ---- degraded workers --------------------------------------------------------------------
+    def _mark_degraded(self, worker: str, reason: str) -> None:
+        if worker in self.degraded:
+            return
+        last = self.last_report.get(worker)
+        entry: DegradedWorker = {
+            "worker": worker,
+            "detected_at": _iso(time.time()),
+            "last_report_at": _iso(last),
+            "reason": reason,
+        }
+        self.degraded[worker] = entry
+        logger.warning(
+            "swarm: run degraded: worker %s %s (last report %s); its unsent interval is lost",
+            worker,
+            reason,
+            entry["last_report_at"],
+        )
+
+    def _check_workers(self) -> None:
+        for client in list(self.runner.clients.values()):
+            if client.state == STATE_MISSING:
+                self._mark_degraded(client.id, "missed heartbeats")
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+    def _tick_forever(self) -> None:
+        while True:
+            try:
+                self._tick()
+            except Exception:  # bookkeeping must never take the run down
+                logger.exception("swarm: bookkeeping failed")
+            gevent.sleep(TICK_S)
+
+    def _tick(self) -> None:
+        now = time.time()
+        self._pull_local()
+        self.max_users = max(self.max_users, self.runner.user_count)
+        if self.role == "master":
+            self.max_workers = max(self.max_workers, self.runner.worker_count)
+            self._check_workers()
+        for bound_stage, (worker, pct) in sorted(self.client_load.bound().items()):
+            if bound_stage not in self._flagged:
+                self._flagged.add(bound_stage)
+                logger.warning(
+                    "swarm: client-bound: %s averaged %.0f%% CPU in stage %d; results not trustworthy "
+                    "(add workers or cores)",
+                    worker,
+                    pct,
+                    bound_stage,
+                )
+        counts: dict[str, tuple[int, int]] = {}
+        for cell in self.aggregate:
+            for key in (cell.workload, "total"):
+                r, t = counts.get(key, (0, 0))
+                counts[key] = (r + cell.requests, t + cell.output_tokens)
+        self._rate_history.append((now, counts))
+        while len(self._rate_history) > 2 and self._rate_history[1][0] <= now - RATE_WINDOW_S:
+            self._rate_history.popleft()
+
+    def current_rates(self) -> dict[str, tuple[float, float]]:
+        """workload -> (requests/s, output tokens/s) over the last RATE_WINDOW_S seconds."""
+        if len(self._rate_history) < 2:
+            return {}
+        (t0, c0), (t1, c1) = self._rate_history[0], self._rate_history[-1]
+        dt = t1 - t0
+        if dt <= 0:
+            return {}
+        return {
+            k: ((r - c0.get(k, (0, 0))[0]) / dt, (t - c0.get(k, (0, 0))[1]) / dt) for k, (r, t) in c1.items()
+        }
+
+    @property
+    def stage(self) -> int:
+        return self.state.stage.index
+
+    def _on_test_start(self, **_: Any) -> None:
+        if self.end_s is not None:  # a new test in the same web UI session: start afresh
+            self._pull_local()
+            self.aggregate = Aggregate()
+            self.degraded.clear()
+            self.client_load = ClientLoad()
+            self._flagged.clear()
+            self.state.stage.timeline.clear()
+            self.end_s = None
+        self.start_s = time.time()
+        shape = getattr(self.runner, "shape_greenlet", None)
+        if self._sigterm is not None and shape is not None:  # Locust's handler takes over after the shape
+            shape.link(lambda _: self._sigterm.cancel())
+
+    def _on_test_stop(self, **_: Any) -> None:
+        if self.start_s is None:
+            return
+        self.end_s = time.time()
+        if self.out_dir is not None:  # late deltas land in the final write at quit
+            self._summary_writer = gevent.spawn_later(SUMMARY_AFTER_STOP_S, self._write_summary_quietly)
+
+    def _on_reset_stats(self, **_: Any) -> None:
+        self.aggregate = Aggregate()
+
+    # ---- out -------------------------------------------------------------------------------
+    def export_state(self) -> ExportState:
+        self._pull_local()
+        return ExportState(
+            aggregate=self.aggregate,
+            run_id=self.run_id,
+            model_name=self.current_model() or "unknown",
+            users=self.runner.user_count,
+            workers=self.runner.worker_count if self.role == "master" else 1,
+            stage=self.stage,
+            degraded_workers=len(self.degraded),
+        )
+
+    def build_summary(self) -> Summary:
+        self._pull_local()
+        end = self.end_s if self.end_s is not None else (time.time() if self.start_s is not None else None)
+        windows = self.state.stage.windows(self.start_s, end)
+        timeline = stage_timeline(self.environment)
+        s = summary.build(
+            self.aggregate,
+            run_id=self.run_id,
+            model_name=self.current_model(),
+            start_s=self.start_s,
+            end_s=end,
+            users=self.max_users,
+            workers=self.max_workers if self.role == "master" else 1,
+            degraded_workers=list(self.degraded.values()),
+            stage_windows={k: (w.start_s, w.end_s) for k, w in windows.items()},
+        )
+        if timeline:
+            s["stage_timeline"] = timeline  # type: ignore[typeddict-item]
+            by_index = {t["index"]: t for t in timeline}
+            for entry in s["stages"]:
+                t = by_index.get(entry["stage"])
+                if t is not None:
+                    entry.update(
+                        users=t["users"],
+                        start_s=t["start_wall_s"],
+                        end_s=t["end_wall_s"],
+                        warmup_s=t["warmup_s"],
+                        rate=t["rate"],
+                    )
+        bound = self.client_load.bound()
+        if bound:
+            s["client_bound"] = [
+                ClientBound(stage=stage, worker=worker, cpu_percent=round(pct, 1))
+                for stage, (worker, pct) in sorted(bound.items())
+            ]
+        if self.verdicts:
+            s["slo"] = [
+                VerdictEntry(
+                    text=v.describe(),
+                    ok=v.ok,
+                    objective=v.objective.text,
+                    workload=v.objective.workload,
+                    metric=v.objective.metric,
+                    value=v.value,
+                )
+                for v in self.verdicts
+            ]
+        return s
+
+    def _write_summary_quietly(self) -> None:
+        try:
+            assert self.out_dir is not None
+            summary.write(self.build_summary(), self.out_dir / "summary.json")
+        except Exception:
+            logger.exception("swarm: could not write summary.json")
+
+    # ---- the end ---------------------------------------------------------------------------
+    def finish(self) -> None:
+        """At quit: the last reports, the summary, the SLO verdicts and the exit code."""
+        if self._closed:
+            return
+        if self.role == "master":
+            self._collect_final_reports()
+        if self.start_s is not None and self.end_s is None:
+            self._on_test_stop()
+        if self._summary_writer is not None:
+            self._summary_writer.kill(block=False)
+        self._tick()
+        if self.objectives is not None:
+            self.verdicts = slo.evaluate(self.objectives, self.build_summary())
+        if self.out_dir is not None:
+            summary.write(self.build_summary(), self.out_dir / "summary.json")
+        self.close()
+        for d in self.degraded.values():
+            back = f", back at {d['reconnected_at']}" if d.get("reconnected_at") else ""
+            print(
+                f"swarm: run degraded: worker {d['worker']} {d['reason']} at {d['detected_at']} "
+                f"(last report {d['last_report_at']}{back})",
+                flush=True,
+            )
+        if self.objectives is not None:
+            for v in self.verdicts:
+                print(v.describe(), flush=True)
+            code = 0 if all(v.ok for v in self.verdicts) else 1
+            previous = self.environment.process_exit_code
+            self.environment.process_exit_code = max(code, previous) if previous else code
+
+    def _collect_final_reports(self) -> None:
+        """Take in the last deltas of workers that are still alive, then stop listening.
+
+        Headless, Locust's master has already told the workers to quit and stopped its receiving
+        greenlet (after only 0.5 s); after a signal, it has done neither yet. Either way, read the
+        remaining reports here, and mark a worker that sends none in time as degraded.
+        """
+        runner = self.runner
+        if len(runner.greenlet):  # still listening (SIGTERM / Ctrl-C path): let Locust quit first
+            runner.quit()
+        self._check_workers()
+        waiting = {
+            w
+            for w in self.known_workers
+            if (w not in self.degraded or self.degraded[w].get("reconnected_at"))
+            and not self.worker_stopped.get(w)
+        }
+        # Workers let in-flight requests finish for up to --stop-timeout before their last report.
+        deadline = time.monotonic() + FINAL_REPORT_WAIT_S + float(self.environment.stop_timeout or 0)
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            received = None
+            with gevent.Timeout(left, False):
+                received = runner.server.recv_from_client()
+            if received is None:
+                break
+            _, msg = received
+            if msg.type == "stats":
+                self.environment.events.worker_report.fire(client_id=msg.node_id, data=msg.data)
+                if self.worker_stopped.get(msg.node_id):
+                    waiting.discard(msg.node_id)
+        for w in sorted(waiting):
+            self._mark_degraded(w, "sent no final report")
+
+    def close(self) -> None:
+        self._closed = True
+        self._ticker.kill(block=False)
+        if self._cpu_file is not None:
+            self._cpu_file.close()
+            self._cpu_file = None
+
+    # ---- serving ---------------------------------------------------------------------------
+    def install_web_ui(self, web_ui: Any) -> None:
+        from flask import Response
+        from prometheus_client import generate_latest
+
+        def metrics() -> Response:
+            return Response(generate_latest(self._registry), mimetype=None, content_type=CONTENT_TYPE)
+
+        web_ui.app.add_url_rule("/metrics", "swarm_metrics", metrics)
+        if getattr(web_ui, "web_login", False):  # Locust's --web-login, made usable (swarm/live/webauth.py)
+            from swarm.live import webauth
+
+            webauth.install(web_ui)
+        webui.install(web_ui, lambda: webui.rows(self.aggregate, self.current_rates(), self.client_status()))
+
+    def client_status(self) -> str:
+        """The LLM tab's "Client" column: client-bound stages, or the busiest worker's CPU."""
+        return webui.client_status(
+            self.client_load.bound(),
+            self.client_load.busiest(),
+            multi_stage=bool(stage_timeline(self.environment)),
+        )
+
+    def start_prometheus_server(self, port: int) -> None:
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(port, registry=self._registry)
+            logger.info("swarm: serving /metrics on port %d", port)
+        except OSError as e:
+            logger.error("swarm: cannot serve /metrics on port %d: %s", port, e)

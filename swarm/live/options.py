@@ -1,0 +1,134 @@
+"""The swarm's options inside Locust: registered from the one table (swarm/core/options.py), and
+the user's share of them validated into `LLMOptions`.
+
+Registration happens at import (Locust's `init_command_line_parser`), so every locustfile that
+imports the swarm gets them on its command line, from the environment, in config files and in
+the web UI's start form (the API key never: it is marked secret).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from locust import events
+
+from swarm.client.dialects import ENDPOINTS, get_dialect
+from swarm.core.errors import UsageError, exit_code, one_line
+from swarm.core.options import (
+    DEFAULT_REQUEST_DEADLINE_S,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    GROUP_TITLES,
+    OPTIONS,
+)
+from swarm.load.workloads import WORKLOADS, Knobs, parse_token_range
+
+
+@events.init_command_line_parser.add_listener
+def register(parser: Any) -> None:
+    """Every option of the table, with Locust's own keywords (web UI, secrets, environment)."""
+    groups = {key: parser.add_argument_group(title) for key, title in GROUP_TITLES.items()}
+    for opt in OPTIONS:
+        kw = opt.argparse_kwargs(WORKLOADS)
+        if opt.env_var:
+            kw["env_var"] = opt.env_var
+        if opt.secret:
+            kw["is_secret"] = True
+        # (argument groups do not take Locust's include_in_web_ui keyword: web-UI options go on the parser)
+        target = parser if opt.web_ui else groups[opt.group]
+        if opt.web_ui or opt.secret:
+            kw["include_in_web_ui"] = opt.web_ui
+            target = parser
+        target.add_argument(opt.flag, **kw)
+
+
+def exit_on_usage_error(exc: UsageError, prog: str = "locust") -> None:
+    """Bad options at start-up: one line on stderr and the usage exit code, before anything starts."""
+    sys.stderr.write(one_line(prog, exc) + "\n")
+    sys.stderr.flush()
+    sys.exit(exit_code(exc))
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """The user's options, validated."""
+
+    workload: str | None = None  # None: the user class's default
+    model: str | None = None
+    api_key: str | None = None
+    endpoint: str = "chat"
+    dialect: str = "auto"
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
+    ignore_eos: bool = False
+    knobs: Knobs = field(default_factory=Knobs)
+    request_deadline: float = DEFAULT_REQUEST_DEADLINE_S  # 0: none
+
+    def __repr__(self) -> str:  # never show the key
+        return (
+            f"LLMOptions(workload={self.workload!r}, model={self.model!r}, endpoint={self.endpoint!r}, "
+            f"dialect={self.dialect!r}, request_timeout={self.request_timeout!r}, "
+            f"request_deadline={self.request_deadline!r}, knobs={self.knobs!r})"
+        )
+
+    @classmethod
+    def from_parsed(cls, opts: Any) -> LLMOptions:
+        """From Locust's parsed options (values may be strings when set in the web UI)."""
+        if opts is None:
+            return cls()
+
+        def get(name: str, default: Any = None) -> Any:
+            value = getattr(opts, name, default)
+            return default if value is None or value == "" else value
+
+        def number(name: str, kind: type, flag: str, default: Any = None) -> Any:
+            value = get(name, default)
+            if value is None:
+                return None
+            try:
+                return kind(value)
+            except (TypeError, ValueError):
+                raise UsageError(f"{flag} must be a number (got {value!r})") from None
+
+        endpoint = get("endpoint", "chat")
+        if endpoint not in ENDPOINTS:
+            raise UsageError(f"--endpoint must be one of {', '.join(ENDPOINTS)} (got {endpoint!r})")
+        dialect = get("dialect", "auto")
+        if dialect != "auto":
+            get_dialect(dialect)
+        timeout = number("request_timeout", float, "--request-timeout", DEFAULT_REQUEST_TIMEOUT_S)
+        if not timeout > 0:
+            raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
+        deadline = number("request_deadline", float, "--request-deadline", DEFAULT_REQUEST_DEADLINE_S)
+        if not deadline >= 0 or deadline == float("inf"):
+            raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")
+        ignore_eos = str(get("ignore_eos", False)).lower() in ("true", "1", "yes", "on")
+        if ignore_eos and dialect != "auto" and not get_dialect(dialect).ignore_eos:
+            raise UsageError(
+                f"--ignore-eos is not supported by the {dialect} dialect (vLLM and llama.cpp only)"
+            )
+        knobs = Knobs(
+            thinking_ratio=number("thinking_ratio", float, "--thinking-ratio"),
+            max_tokens=number("max_tokens", int, "--max-tokens"),
+            rag_passages=number("rag_passages", int, "--rag-passages", 4),
+            rag_prefix_share=number("rag_prefix_share", float, "--rag-prefix-share", 0.5),
+            rag_tokens=parse_token_range(get("rag_tokens", "2000-3000")),
+            prompt_file=get("prompt_file"),
+        )
+        return cls(
+            get("workload"),
+            get("model"),
+            get("api_key"),
+            endpoint,
+            dialect,
+            timeout,
+            ignore_eos,
+            knobs,
+            deadline,
+        )
+
+
+def option(environment: Any, name: str) -> Any:
+    """A parsed option's value (None when Locust parsed no options, as in a test's Environment)."""
+    parsed = getattr(environment, "parsed_options", None)
+    return getattr(parsed, name, None) if parsed is not None else None

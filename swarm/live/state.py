@@ -1,0 +1,68 @@
+"""The swarm's state in one Locust process, typed, on the environment: `environment.swarm`.
+
+Everything the user, the load shape and the statistics plugin share lives here instead of in
+loose `environment.swarm_*` attributes: the current stage (set by the shape, copied into each
+record at send), open-loop arrivals, the validated options and workload mixes, the model and
+dialect the users discovered, the statistics side of this process, and the `llm_request` hook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import gevent.lock
+from locust.event import EventHook
+
+from swarm.client.discovery import ServedModel
+from swarm.core.events import llm_request
+from swarm.live.options import LLMOptions
+from swarm.load.arrivals import ArrivalSchedule
+from swarm.load.stages import StageState
+from swarm.load.workloads import Mix
+
+if TYPE_CHECKING:  # (the plugin imports this module)
+    from swarm.live.plugin import StatsPlugin
+
+
+@dataclass
+class SwarmState:
+    stage: StageState = field(default_factory=StageState)
+    arrivals: ArrivalSchedule | None = None  # open loop: this process's share of the rate
+    arrival_gate: gevent.lock.Semaphore = field(
+        default_factory=gevent.lock.Semaphore
+    )  # see LLMUser.llm_request
+    options: LLMOptions | None = None  # validated at init and at each test start
+    mixes: dict[str, Mix] = field(default_factory=dict)  # workload spec -> its mix
+    served: ServedModel | None = None  # model and dialect, from the options or /v1/models
+    served_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
+    stats: StatsPlugin | None = None  # this process's statistics side (swarm/live/plugin.py)
+    llm_request: EventHook = llm_request  # fired once per finished request with record=
+
+    def llm_options(self, environment: Any) -> LLMOptions:
+        """The validated options (cached; `reset_options` before a new test)."""
+        if self.options is None:
+            self.options = LLMOptions.from_parsed(getattr(environment, "parsed_options", None))
+            self.mixes = {}
+        return self.options
+
+    def reset_options(self) -> None:
+        self.options = None
+        self.mixes = {}
+
+    def mix(self, environment: Any, default_spec: str) -> Mix:
+        """The workload mix for `--workload`, else the user class's `default_spec`."""
+        opts = self.llm_options(environment)
+        spec = opts.workload or default_spec
+        mix = self.mixes.get(spec)
+        if mix is None:
+            mix = self.mixes[spec] = Mix.from_spec(spec, opts.knobs)
+        return mix
+
+
+def swarm_state(environment: Any) -> SwarmState:
+    """This environment's state, created on first use."""
+    state = getattr(environment, "swarm", None)
+    if state is None:
+        state = environment.swarm = SwarmState()
+    return state

@@ -1,0 +1,61 @@
+"""The worker -> master wire format: typed shapes of what a worker ships in each report.
+
+Locust's `report_to_master` carries a msgpack-able dict; the swarm's part sits under
+`data["swarm"]` (`WIRE_KEY`) as a `WorkerReport`: the worker's unsent `Aggregate` delta
+(swarm/stats/aggregate.py: `to_wire` / `from_wire`) plus what the master needs to know of the
+worker. `WIRE_VERSION` and `rel_acc` must match on both sides (mixed swarm versions are refused
+per report, never merged wrongly). Only dicts, lists, str, int, float, bool and None.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+WIRE_KEY = "swarm"
+
+
+class LatencyWire(TypedDict):
+    """One latency (swarm/stats/sketch.py `LatencyStats`)."""
+
+    n: int  # values
+    sum: float
+    min: float
+    max: float
+    zero: int  # values too small for the log mapping
+    k0: int  # key of bins[0]
+    bins: list[int]  # DDSketch bin counts from key k0 on
+    le: list[int]  # non-cumulative counts per bucket bound, then one above the last
+
+
+class CellWire(TypedDict):
+    """One (workload, stage) cell (swarm/stats/aggregate.py `Cell`)."""
+
+    workload: str
+    stage: int
+    requests: int
+    warmup: int
+    outcomes: dict[str, int]  # non-zero outcome counts
+    prompt_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    first_start_s: float | None
+    last_end_s: float | None
+    errors: dict[str, dict[str, int]]  # failed outcome -> {message: count}
+    last_response_s: float | None
+    first_connect_error_s: float | None
+    last_connect_error_s: float | None
+    lat: dict[str, LatencyWire]  # latencies with at least one value
+
+
+class AggregateWire(TypedDict):
+    v: int  # WIRE_VERSION
+    rel_acc: float  # the sketches' relative accuracy
+    cells: list[CellWire]
+
+
+class WorkerReport(AggregateWire):
+    """`data["swarm"]` of one worker report: the delta since the last report, and the worker's state."""
+
+    stopped: bool  # the worker's users have stopped: this is its final report of the test
+    model_name: str | None  # the model the worker's users send to (discovered or --model)
+    cpu: list[list[float]]  # [[stage, CPU seconds, wall seconds]] since the last report
