@@ -410,7 +410,7 @@ class SwarmRun:
 
 def read_records(out: Path) -> list[dict[str, Any]]:
     """Every request record the workers wrote under `out`/records (Parquet parts)."""
-    from swarm.live import recorder
+    from swarm.core import recordfile as recorder
 
     table = recorder.read_table(out / "records")
     cols = ["request_id", "start_wall_s", "ttft_s", "e2e_s", "output_tokens", "outcome", "stage", "warmup"]

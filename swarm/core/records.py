@@ -29,6 +29,8 @@ class Outcome(StrEnum):
 
 
 OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")
+"""The latencies measured per request (`<name>_s` fields), aggregated and summarised by these names."""
 
 
 @dataclass(slots=True)

@@ -16,44 +16,18 @@ which pyarrow runs without the GIL; one write at a time, in order, waited for by
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from swarm.core.records import Outcome, RequestRecord
+from swarm.core.recordfile import FIELDS, SCHEMA, write_part
+from swarm.core.records import RequestRecord
 
 FLUSH_EVERY = 5000
 FLUSH_INTERVAL_S = 2.0
 BATCH_ROWS = 256  # rows converted to Arrow at a time (~0.3 ms on the event loop)
-
-SCHEMA = pa.schema(
-    [
-        ("workload", pa.string()),
-        ("start_wall_s", pa.float64()),
-        ("outcome", pa.string()),
-        ("stage", pa.int32()),
-        ("request_id", pa.string()),
-        ("http_status", pa.int32()),
-        ("ttft_s", pa.float64()),
-        ("ttfa_s", pa.float64()),
-        ("e2e_s", pa.float64()),
-        ("tpot_s", pa.float64()),
-        ("itl_s", pa.list_(pa.float64())),
-        ("prompt_tokens", pa.int64()),
-        ("output_tokens", pa.int64()),
-        ("reasoning_tokens", pa.int64()),
-        ("tokens_from_usage", pa.bool_()),
-        ("finish_reason", pa.string()),
-        ("error", pa.string()),
-        ("send_lag_s", pa.float64()),
-        ("warmup", pa.bool_()),
-    ]
-)
-_FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches
 
 
 def _warm_up() -> None:
@@ -74,7 +48,7 @@ class RecordWriter:
         self.part_name = part_name
         self.written = 0  # records handed to a part write (all of them on disk after close())
         self._parts = 0
-        self._columns: dict[str, list] = {name: [] for name in _FIELDS}
+        self._columns: dict[str, list] = {name: [] for name in FIELDS}
         self._rows = 0  # rows in _columns, not yet converted
         self._batches: list[pa.RecordBatch] = []
         self._buffered = 0  # rows not yet handed to a write (_columns + _batches)
@@ -89,7 +63,7 @@ class RecordWriter:
 
     def add(self, record: RequestRecord) -> None:
         cols = self._columns
-        for name in _FIELDS:
+        for name in FIELDS:
             cols[name].append(getattr(record, name))
         self._rows += 1
         self._buffered += 1
@@ -104,7 +78,7 @@ class RecordWriter:
         cols = self._columns
         cols["outcome"] = [str(o) for o in cols["outcome"]]
         self._batches.append(pa.RecordBatch.from_pydict(cols, schema=SCHEMA))
-        self._columns = {name: [] for name in _FIELDS}
+        self._columns = {name: [] for name in FIELDS}
         self._rows = 0
 
     def flush(self) -> None:
@@ -121,9 +95,9 @@ class RecordWriter:
             final = self.directory / f"{self.part_name}-{self._parts:05d}.parquet"
             self._wait()  # one write at a time: parts land in order
             if self._pool is None:
-                _write_part(table, final)
+                write_part(table, final)
             else:
-                self._writing = self._pool.spawn(_write_part, table, final)
+                self._writing = self._pool.spawn(write_part, table, final)
             self.written += self._buffered
             self._buffered = 0
         if wait:
@@ -136,43 +110,3 @@ class RecordWriter:
 
     def close(self) -> None:
         self.flush()
-
-
-def _write_part(table: pa.Table, final: Path) -> None:
-    tmp = final.with_suffix(".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(final)  # atomic: a reader never sees a half-written part
-
-
-def part_files(directory: Path) -> list[Path]:
-    return sorted(Path(directory).glob("*.parquet"))
-
-
-def read_table(directory: Path) -> pa.Table:
-    """All records under `directory` as one Arrow table (empty table when there are none)."""
-    parts = part_files(directory)
-    if not parts:
-        return SCHEMA.empty_table()
-    return pa.concat_tables(pq.read_table(p, schema=SCHEMA) for p in parts)
-
-
-def read_records(directory: Path) -> list[RequestRecord]:
-    table = read_table(directory)
-    out = []
-    for row in table.to_pylist():
-        row["outcome"] = Outcome(row["outcome"])
-        out.append(RequestRecord(**row))
-    return out
-
-
-def write_records(records: Iterable[RequestRecord], path: Path) -> int:
-    """Write records to one Parquet file (used to merge parts into `requests.parquet`)."""
-    cols: dict[str, list] = {name: [] for name in _FIELDS}
-    n = 0
-    for r in records:
-        for name in _FIELDS:
-            cols[name].append(getattr(r, name))
-        n += 1
-    cols["outcome"] = [str(o) for o in cols["outcome"]]
-    pq.write_table(pa.Table.from_pydict(cols, schema=SCHEMA), path)
-    return n

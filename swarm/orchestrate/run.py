@@ -428,7 +428,7 @@ def check_locust_args(extra: list[str], common: list[str]) -> None:
 def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
     """Merge record parts, print the table and SLO lines, say where everything is."""
     from swarm.analysis.table import render
-    from swarm.live import recorder
+    from swarm.core import recordfile as recorder
 
     records_dir = plan.out / "records"
     n = 0

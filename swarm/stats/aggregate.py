@@ -27,14 +27,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from swarm.core.buckets import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS  # noqa: F401  (old import path)
-from swarm.core.records import OUTCOMES, Outcome, RequestRecord
+from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
 from swarm.stats.wire import AggregateWire, CellWire
 
 WIRE_VERSION = 1
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
-LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")
 
 
 class Cell:

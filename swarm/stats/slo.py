@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.core.errors import UsageError
+from swarm.core.records import LATENCIES
+from swarm.core.units import percent_text, seconds_text
+from swarm.stats.quantiles import STAT_KEYS
 
-LATENCIES = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")  # swarm.stats.aggregate.LATENCIES
-STATS = ("p50", "p90", "p95", "p99", "mean", "max")
+STATS = STAT_KEYS
 RATES = ("error_rate", "qps", "output_tok_s", "requests")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -75,10 +77,10 @@ class Verdict:
 
 def _fmt(metric: str, v: float) -> str:
     if metric == "error_rate":
-        return f"{v * 100:.2f}%"
+        return percent_text(v, 2)
     if metric in RATES:
         return f"{v:.2f}"
-    return f"{v * 1000:.1f}ms" if v < 1 else f"{v:.3f}s"
+    return seconds_text(v, ms_digits=1, s_digits=3, switch_s=1.0)
 
 
 def parse(text: str, workloads: set[str] | None = None) -> list[Objective]:
