@@ -85,3 +85,6 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any)
         swarm_state(environment).stats = StatsPlugin(environment, runner, web_ui)
     except UsageError as e:
         exit_on_usage_error(e, prog="swarm")
+
+
+SwarmPlugin = StatsPlugin  # the 0.1 name (swarm.plugin.SwarmPlugin), kept for one release

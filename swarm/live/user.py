@@ -245,6 +245,8 @@ class LLMUser(FastHttpUser):
         )
 
 
+Target = ServedModel  # the 0.1 name (swarm.user.Target), kept for one release
+
 _logged: set[str] = set()
 
 
@@ -254,4 +256,4 @@ def _log_once(key: str, msg: str, **kwargs: Any) -> None:
         log.error(msg, **kwargs)
 
 
-__all__ = ["LLMOptions", "LLMRequestFailure", "LLMUser", "ServedModel", "llm_options"]
+__all__ = ["LLMOptions", "LLMRequestFailure", "LLMUser", "ServedModel", "Target", "llm_options"]
