@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis.diagnosis import Finding
-from swarm.analysis.report import CSS, RunData, _png, findings, load_run
+from swarm.analysis.plots import png
+from swarm.analysis.report import CSS
+from swarm.analysis.rundir import RunData, findings, load_run
+from swarm.core.units import ms_number, percent_text
 
 # (column, title, unit, higher is better)
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
@@ -87,11 +90,11 @@ def _cell(v: Any, unit: str) -> str:
     if v is None or v != v:  # None or NaN
         return "-"
     if unit == "ms":
-        return f"{v * 1000:.0f}"
+        return ms_number(v, thousands=False)
     if unit == "s":
         return f"{v:.2f}"
     if unit == "%":
-        return f"{v * 100:.0f}%"
+        return percent_text(v)
     return f"{v:,.1f}"
 
 
@@ -161,9 +164,9 @@ def _plots(table: Any, a: RunData, b: RunData) -> dict[str, bytes]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    png = _png(fig)
+    image = png(fig)
     plt.close(fig)
-    return {"compare.png": png}
+    return {"compare.png": image}
 
 
 def render_html(table: Any, a: RunData, b: RunData, lines: Sequence[str], pngs: dict[str, bytes]) -> str:

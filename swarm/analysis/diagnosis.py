@@ -1,8 +1,9 @@
 """Diagnosis of a capacity sweep: where the ceiling is and what holds it there (pure functions).
 
 Inputs are per-stage client rows (`StageRow`, from summary.json stage entries, see
-swarm/analysis/report.py's adapter), per-stage server statistics (`swarm.analysis.server_metrics.StageServerStats`)
-and worker CPU samples. Output: `Finding`s, each one sentence carrying the numbers behind it.
+swarm/analysis/rundir.py's `stage_rows`), per-stage server statistics
+(`swarm.analysis.server_metrics.StageServerStats`) and the workers' CPU per stage
+(`swarm.stats.cpu.ClientLoad`). Output: `Finding`s, each one sentence carrying the numbers behind it.
 
 Rules (thresholds are module constants):
 - saturation: the first stage after which QPS grows < 5% while TTFT p99 grows is the ceiling
@@ -12,7 +13,8 @@ Rules (thresholds are module constants):
   < 80% (seed round 1: 64 running, KV 25%);
 - kv_bound: KV usage > 90% with preemptions (or waiting requests held back);
 - compute_bound: a saturated stage with neither of the above;
-- client_bound: a worker averaged > 90% CPU in a stage: the swarm measured itself, not trusted;
+- client_bound: a worker averaged > 90% of a core in a stage (`swarm.stats.cpu.cpu_limit()`, the bar
+  the master judges live): the swarm measured itself, not trusted;
 - slo_max_concurrency: the highest concurrency whose stage meets every SLO objective;
 - client_vs_server: client TTFT vs server TTFT, and request / token totals reconciled.
 """
@@ -20,19 +22,21 @@ Rules (thresholds are module constants):
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from swarm.analysis.server_metrics import StageServerStats
+from swarm.core.units import percent_text, seconds_text
+from swarm.stats.cpu import CLIENT_CPU_MAX as CLIENT_CPU_MAX  # re-exported: the default bar
+from swarm.stats.cpu import ClientLoad, cpu_limit
+from swarm.stats.summary import Block, ClientBound, StageEntry
 
 QPS_GROWTH_MIN = 0.05  # a stage whose QPS grows less than this (fraction) has plateaued
 PINNED_SHARE = 0.8  # share of scrapes at the running max that counts as "pinned"
 KV_LOW = 0.80
 WAITING_MIN = 0.5  # mean requests waiting that counts as a queue (not a transient blip)
 KV_HIGH = 0.90
-CLIENT_CPU_MAX = 90.0  # percent of one core, per worker process
 RECONCILE_TOLERANCE = 0.01
 
 
@@ -58,9 +62,8 @@ class StageRow:
     e2e_p99: float | None = None
     tpot_p50: float | None = None
     itl_p99: float | None = None
-    entry: dict[str, Any] = field(
-        default_factory=dict
-    )  # the raw stage entry ({"total": block, ...}) for SLOs
+    # the raw stage entry ({"total": block, ...}) for SLOs; an older file's entry may differ
+    entry: StageEntry | dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -77,13 +80,8 @@ class Finding:
 
 
 def _ms(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v * 1000:.0f} ms" if v < 10 else f"{v:.1f} s"
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v * 100:.0f}%"
+    """A duration in prose: "85 ms", "12.3 s"."""
+    return seconds_text(v, sep=" ")
 
 
 def _growth(new: float | None, old: float | None) -> float | None:
@@ -164,7 +162,7 @@ def _cap_text(row: StageRow, s: StageServerStats, source: str) -> str:
     kv = (
         "KV usage not exposed"
         if s.kv_max is None
-        else f"KV-cache usage only {_pct(s.kv_mean)} (max {_pct(s.kv_max)})"
+        else f"KV-cache usage only {percent_text(s.kv_mean)} (max {percent_text(s.kv_max)})"
     )
     return (
         f"At {row.label} running requests sat pinned at {s.running_max:.0f} (mean {s.running_mean:.1f}) while "
@@ -179,8 +177,8 @@ def _kv_text(row: StageRow, s: StageServerStats) -> str:
         else f"{s.waiting_mean:.1f} requests waiting on average"
     )
     return (
-        f"At {row.label} the server was KV-bound: KV-cache usage peaked at {_pct(s.kv_max)} (mean "
-        f"{_pct(s.kv_mean)}) with {why} and {s.running_mean or 0:.0f} running: shorten --max-model-len "
+        f"At {row.label} the server was KV-bound: KV-cache usage peaked at {percent_text(s.kv_max)} (mean "
+        f"{percent_text(s.kv_mean)}) with {why} and {s.running_mean or 0:.0f} running: shorten --max-model-len "
         f"or quantise the KV cache (--kv-cache-dtype fp8)."
     )
 
@@ -189,7 +187,7 @@ def _compute_text(row: StageRow, s: StageServerStats) -> str:
     gen = "-" if s.generation_tok_s is None else f"{s.generation_tok_s:,.0f}"
     return (
         f"At {row.label} the server was compute/bandwidth-bound: {s.running_mean or 0:.0f} running with no "
-        f"cap pinned, KV-cache usage {_pct(s.kv_max)} max and {s.preemptions or 0:.0f} preemptions, yet "
+        f"cap pinned, KV-cache usage {percent_text(s.kv_max)} max and {s.preemptions or 0:.0f} preemptions, yet "
         f"QPS stopped growing at {gen} generated tok/s: more throughput needs quantisation, speculative "
         f"decoding or more GPUs."
     )
@@ -227,29 +225,19 @@ def bottlenecks(
 # ---------------------------------------------------------------------------------------- client CPU
 
 
-def client_bound(rows: Sequence[StageRow], cpu: Iterable[Mapping[str, Any]]) -> list[Finding]:
-    """Stages where a worker averaged > 90% CPU. `cpu`: {"ts", "worker", "cpu_percent"} samples."""
-    samples = list(cpu)
-    out = []
-    for r in rows:
-        if r.start_s is None or r.end_s is None:
-            continue
-        per: dict[str, list[float]] = {}
-        for c in samples:
-            if r.start_s + r.warmup_s <= c["ts"] <= r.end_s:
-                per.setdefault(str(c["worker"]), []).append(float(c["cpu_percent"]))
-        means = {w: math.fsum(v) / len(v) for w, v in per.items() if v}
-        if not means:
-            continue
-        worst = max(means, key=means.__getitem__)
-        if means[worst] > CLIENT_CPU_MAX:
-            out.append(
-                _bound(
-                    r.stage,
-                    f"At {r.label} {worst} averaged {means[worst]:.0f}% CPU (max {max(per[worst]):.0f}%)",
-                )
-            )
-    return out
+def _where(rows: Sequence[StageRow], stage: int) -> str:
+    by_stage = {r.stage: r for r in rows}
+    return by_stage[stage].label if stage in by_stage else f"stage {stage + 1}"
+
+
+def client_bound(rows: Sequence[StageRow], load: ClientLoad) -> list[Finding]:
+    """Stages where a worker averaged over the CPU bar: `load.bound()`, the judgement the master
+    makes live (`cpu_limit()`: 90% of a core unless $SWARM_CLIENT_CPU_MAX says otherwise), from
+    each worker's own CPU and wall seconds in the stage (client_cpu.jsonl)."""
+    return [
+        _bound(stage, f"At {_where(rows, stage)} {worker} averaged {pct:.0f}% CPU")
+        for stage, (worker, pct) in sorted(load.bound().items())
+    ]
 
 
 def _bound(stage: int, what: str) -> Finding:
@@ -262,38 +250,20 @@ def _bound(stage: int, what: str) -> Finding:
     )
 
 
-def client_bound_reported(rows: Sequence[StageRow], entries: Iterable[Mapping[str, Any]]) -> list[Finding]:
-    """The same finding from summary.json's `client_bound` (the workers' own CPU reports, checked by
-    the plugin live: {"stage", "worker", "cpu_percent"}), for runs without client_cpu.jsonl (plain
-    `locust` rather than `swarm run`)."""
-    by_stage = {r.stage: r for r in rows}
-    out = []
-    for e in entries:
-        stage = int(e["stage"])
-        where = by_stage[stage].label if stage in by_stage else f"stage {stage + 1}"
-        out.append(
-            _bound(
-                stage,
-                f"At {where} {e['worker']} averaged {float(e['cpu_percent']):.0f}% CPU (its own reports)",
-            )
+def client_bound_reported(
+    rows: Sequence[StageRow], entries: Iterable[ClientBound | Mapping[str, Any]]
+) -> list[Finding]:
+    """The same finding from summary.json's `client_bound` (the master's live judgement of the
+    same CPU reports: {"stage", "worker", "cpu_percent"}), for runs without client_cpu.jsonl (plain
+    `locust` without --swarm-out)."""
+    return [
+        _bound(
+            int(e["stage"]),
+            f"At {_where(rows, int(e['stage']))} {e['worker']} averaged {float(e['cpu_percent']):.0f}% CPU "
+            f"(its own reports)",
         )
-    return out
-
-
-def cpu_by_stage(rows: Sequence[StageRow], cpu: Iterable[Mapping[str, Any]]) -> dict[int, float]:
-    """Highest per-worker mean CPU % in each stage window."""
-    samples = list(cpu)
-    out = {}
-    for r in rows:
-        if r.start_s is None or r.end_s is None:
-            continue
-        per: dict[str, list[float]] = {}
-        for c in samples:
-            if r.start_s + r.warmup_s <= c["ts"] <= r.end_s:
-                per.setdefault(str(c["worker"]), []).append(float(c["cpu_percent"]))
-        if per:
-            out[r.stage] = max(math.fsum(v) / len(v) for v in per.values())
-    return out
+        for e in entries
+    ]
 
 
 # ---------------------------------------------------------------------------------------- SLO
@@ -341,7 +311,7 @@ def client_vs_server(
     rows: Sequence[StageRow],
     server: Mapping[int, StageServerStats],
     run_server: StageServerStats | None,
-    client_total: Mapping[str, Any],
+    client_total: Block | Mapping[str, Any],
     cpu_max: Mapping[int, float] | None = None,
     client_last_end: float | None = None,
 ) -> list[Finding]:
@@ -349,7 +319,8 @@ def client_vs_server(
 
     A server percentile is interpolated inside a histogram bucket, so a gap change smaller than
     that bucket's width (vLLM's TTFT buckets are 0.25/0.5/0.75 s wide above 0.1 s) is not read as
-    a trend. `client_last_end`: wall time the client's last request finished (scrape coverage).
+    a trend. `cpu_max`: stage -> the busiest worker's mean CPU % (`ClientLoad.by_stage()`).
+    `client_last_end`: wall time the client's last request finished (scrape coverage).
     """
     out = []
     gaps = [(r, ttft_gap(r, server.get(r.stage))[0]) for r in rows]
@@ -362,7 +333,7 @@ def client_vs_server(
         if len(gaps) > 1 and last[1] > 2 * max(first[1], 0.005) and last[1] - first[1] > max(0.02, width):
             cause = (
                 f"the client (worker CPU reached {cpu_top:.0f}%)"
-                if cpu_top is not None and cpu_top > CLIENT_CPU_MAX
+                if cpu_top is not None and cpu_top > cpu_limit()
                 else "the server's HTTP front-end (tokenising, detokenising, SSE) or the network"
                 + ("" if cpu_top is None else f" — worker CPU stayed at or under {cpu_top:.0f}%")
             )
@@ -449,7 +420,7 @@ def client_vs_server(
             text = f"Output tokens reconcile: client {out_tokens:,} vs server {srv_tok:,.0f} generated."
         elif rel > 0:
             text = (
-                f"The server generated {srv_tok:,.0f} tokens, {rel * 100:.1f}% more than the client's "
+                f"The server generated {srv_tok:,.0f} tokens, {percent_text(rel, 1)} more than the client's "
                 f"{out_tokens:,}: tokens of requests the client gave up on (failed or cut) or lost client "
                 f"records."
             )
@@ -460,7 +431,7 @@ def client_vs_server(
                 else "client counts from chunks rather than server usage, or a proxy over several servers"
             )
             text = (
-                f"The client counted {out_tokens:,} output tokens, {-rel * 100:.1f}% more than the server's "
+                f"The client counted {out_tokens:,} output tokens, {percent_text(-rel, 1)} more than the server's "
                 f"{srv_tok:,.0f}: lost data on the server side ({why})."
             )
         out.append(Finding("client_vs_server", None, text))
@@ -475,18 +446,19 @@ def diagnose(
     server: Mapping[int, StageServerStats] | None = None,
     *,
     source: str = "vllm",
-    cpu: Iterable[Mapping[str, Any]] = (),
+    cpu: ClientLoad | None = None,
     slo_text: str | None = None,
     run_server: StageServerStats | None = None,
-    client_total: Mapping[str, Any] | None = None,
+    client_total: Block | Mapping[str, Any] | None = None,
     client_last_end: float | None = None,
-    bound_reported: Iterable[Mapping[str, Any]] = (),
+    bound_reported: Iterable[ClientBound | Mapping[str, Any]] = (),
 ) -> list[Finding]:
     """Every finding for a run, in reading order: trust, ceiling, cause, SLO, client vs server.
-    `cpu`: worker CPU samples; without any, `bound_reported` (summary.json's `client_bound`)."""
+    `cpu`: the workers' CPU per stage (client_cpu.jsonl); without it, `bound_reported`
+    (summary.json's `client_bound`, the master's live judgement of the same reports)."""
     rows = sorted(rows, key=lambda r: r.stage)
-    cpu = list(cpu)
-    findings = client_bound(rows, cpu) if cpu else client_bound_reported(rows, bound_reported)
+    load = cpu if cpu is not None else ClientLoad()
+    findings = client_bound(rows, load) if load else client_bound_reported(rows, bound_reported)
     untrusted = {f.stage for f in findings if f.stage is not None}
     sat = saturation(rows, untrusted)
     if sat:
@@ -509,6 +481,6 @@ def diagnose(
             findings.append(f)
     if has_server:
         findings += client_vs_server(
-            rows, server, run_server, client_total or {}, cpu_by_stage(rows, cpu), client_last_end
+            rows, server, run_server, client_total or {}, load.by_stage(), client_last_end
         )
     return findings

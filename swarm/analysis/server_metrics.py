@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarm.stats.quantiles import PERCENTILES, bucket_width, histogram_quantile, quantile_bucket  # noqa: F401
+from swarm.stats.quantiles import (
+    PERCENTILES,
+    bucket_width,
+    histogram_quantile,
+    quantile_bucket,  # noqa: F401 - re-exported for old importers
+)
 
 # normalised field -> source sample names, preferred first (the first one present wins)
 GAUGES: dict[str, tuple[str, ...]] = {

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from swarm.core.units import seconds_text
+from swarm.stats.summary import Block, Summary, workload_block
+
 COLUMNS = (
     ("workload", "workload"),
     ("requests", "req"),
@@ -21,14 +24,12 @@ COLUMNS = (
 )
 
 
-def _latency(block: Mapping[str, Any], metric: str, stat: str) -> str:
-    v = (block.get(f"{metric}_s") or {}).get(stat)
-    if v is None:
-        return "-"
-    return f"{v * 1000:.0f}ms" if v < 10 else f"{v:.1f}s"
+def _latency(block: Block | Mapping[str, Any], metric: str, stat: str) -> str:
+    """Seconds as "85ms" below 10 s, "12.3s" from there; "-" when there is none."""
+    return seconds_text((block.get(f"{metric}_s") or {}).get(stat))
 
 
-def row(name: str, block: Mapping[str, Any]) -> list[str]:
+def row(name: str, block: Block | Mapping[str, Any]) -> list[str]:
     failed = sum((block.get("failures") or {}).values())
     cells = [
         name,
@@ -43,12 +44,12 @@ def row(name: str, block: Mapping[str, Any]) -> list[str]:
     return cells
 
 
-def render(summary: Mapping[str, Any]) -> str:
+def render(summary: Summary | Mapping[str, Any]) -> str:
     """The per-workload table, `total` last, followed by a failure breakdown when there is one."""
     names = [n for n in summary.get("workloads", []) if n != "total"]
-    rows = [row(n, summary[n]) for n in names if n in summary]
-    if "total" in summary:
-        rows.append(row("total", summary["total"]))
+    rows = [row(n, block) for n in names if (block := workload_block(summary, n)) is not None]
+    if (total := workload_block(summary, "total")) is not None:
+        rows.append(row("total", total))
     header = [title for _, title in COLUMNS]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = [

@@ -22,10 +22,9 @@ from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from swarm.core.errors import SwarmError, UsageError
+from swarm.grafana.dashboards import build_all
+from swarm.grafana.names import ANNOTATION_TAG, DATASOURCE_NAME, DATASOURCE_UID, TOKEN_ENV, URL_ENV
 
-ANNOTATION_TAG = "llm-swarm"
-TOKEN_ENV = "GRAFANA_TOKEN"
-URL_ENV = "GRAFANA_URL"
 TIMEOUT_S = 3.0  # per API call; annotations must never hold a run up for long
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 
@@ -182,8 +181,6 @@ class Annotator:
 
 def datasource_model(prometheus_url: str) -> dict[str, Any]:
     """The Prometheus datasource every dashboard refers to (same uid as the provisioning file)."""
-    from swarm.grafana.dashboards import DATASOURCE_NAME, DATASOURCE_UID
-
     return {
         "name": DATASOURCE_NAME,
         "uid": DATASOURCE_UID,
@@ -206,8 +203,6 @@ def push(
     """Create/update the datasource, import every dashboard (overwrite). Raises SwarmError."""
     from grafana_client.client import GrafanaClientError, GrafanaException
     from niquests.exceptions import RequestException  # grafana-client lets connection errors through
-
-    from swarm.grafana.dashboards import DATASOURCE_UID, build_all
 
     out = log or sys.stdout
     api = api_client(url, token, timeout_s)

@@ -1,8 +1,9 @@
 """Grafana dashboards as code: three dashboards built with Grafana's own grafana-foundation-sdk.
 
 `swarm dashboards build` writes them to `dashboards/grafana/dashboards/*.json` (checked in,
-provisioned by docker-compose); tests/test_dashboards.py fails when those files are stale, and
-tests/test_promql.py runs every panel's query against a real Prometheus scraping a real run.
+provisioned by docker-compose); tests/unit/grafana/test_dashboards.py fails when those files are
+stale, and tests/integration/test_promql.py runs every panel's query against a real Prometheus
+scraping a real run.
 
 - "LLM load test" (client side, `swarm_*` from the master's /metrics);
 - "vLLM server" (`vllm:*`, current names with a PromQL `or` fallback to the pre-0.12 names);
@@ -28,14 +29,11 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as mcommon
 from grafana_foundation_sdk.models import dashboard as mdash
 
-from swarm.grafana.api import ANNOTATION_TAG
+from swarm.grafana.names import ANNOTATION_TAG, DATASOURCE_UID
+from swarm.grafana.names import DATASOURCE_NAME as DATASOURCE_NAME  # re-exported (provisioning, tests)
+from swarm.grafana.names import FOLDER_TITLE as FOLDER_TITLE  # re-exported (provisioning, tests)
 
-# The provisioned Prometheus datasource (dashboards/grafana/provisioning/datasources/) and the
-# one `swarm grafana push` creates share this uid; every panel refers to it.
-DATASOURCE_UID = "prometheus"
-DATASOURCE_NAME = "llm-swarm Prometheus"
 DASHBOARD_DIR = Path("dashboards/grafana/dashboards")
-FOLDER_TITLE = "LLM swarm"
 
 PROM = mdash.DataSourceRef(type_val="prometheus", uid=DATASOURCE_UID)
 GRAFANA = mdash.DataSourceRef(type_val="grafana", uid="-- Grafana --")

@@ -1,0 +1,261 @@
+"""The report's plots: matplotlib figures from a loaded run (`RunData`), and `png(fig)` -> bytes.
+
+`render_plots` returns only the plots a run has data for (`PNGS` names them all): QPS, latency and
+throughput vs concurrency (lines, or grouped bars for a single stage), the server's timeline,
+client vs server TTFT, and every request's TTFT by send time. matplotlib is imported lazily
+(Agg backend): loading a run never needs it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from swarm.analysis.diagnosis import Finding
+from swarm.analysis.rundir import RunData
+
+PNGS = (
+    "qps_vs_concurrency.png",
+    "latency_vs_concurrency.png",
+    "throughput.png",
+    "server_timeline.png",
+    "client_vs_server_ttft.png",
+    "requests_timeline.png",
+)
+
+
+def png(fig: Any) -> bytes:
+    """A matplotlib figure as PNG bytes (100 dpi)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def _x(data: RunData) -> tuple[list[float], list[str], str]:
+    users = [r.users for r in data.rows]
+    if all(u is not None for u in users) and len(set(users)) == len(users):
+        mark = "~" if data.users_estimated else ""
+        return (
+            [float(u) for u in users],
+            [f"{mark}{u}" for u in users],
+            "concurrent users" + (" (estimated)" if data.users_estimated else ""),
+        )
+    return [float(r.stage) for r in data.rows], [str(r.stage) for r in data.rows], "stage"
+
+
+def _series(
+    ax: Any, x: list[float], labels: list[str], ys: list[tuple[str, list[float | None], str]], bars: bool
+) -> None:
+    """Lines with markers vs concurrency; grouped bars when there is one stage only."""
+    import numpy as np
+
+    if bars:
+        pos = np.arange(len(x))
+        width = 0.8 / max(len(ys), 1)
+        for i, (label, y, style) in enumerate(ys):
+            vals = [np.nan if v is None else v for v in y]
+            ax.bar(
+                pos + i * width - 0.4 + width / 2,
+                vals,
+                width,
+                label=label,
+                color=style[:2] if style else None,
+            )
+        ax.set_xticks(pos, labels)
+    else:
+        for label, y, style in ys:
+            vals = [np.nan if v is None else v for v in y]
+            ax.plot(x, vals, style, label=label, marker="o")
+        ax.set_xticks(x, labels)
+    ax.grid(True, alpha=0.3)
+
+
+def _ms_list(values: Sequence[float | None]) -> list[float | None]:
+    return [None if v is None else v * 1000 for v in values]
+
+
+def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
+    """name -> matplotlib Figure (only the plots that have data)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs: dict[str, Any] = {}
+    if not data.rows:
+        return figs
+    x, labels, xlabel = _x(data)
+    bars = len(data.rows) == 1
+    ceiling = next((f.stage for f in found if f.kind == "saturation"), None)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _series(ax, x, labels, [("QPS", [r.qps for r in data.rows], "C0-")], bars)
+    if ceiling is not None and not bars:
+        i = [r.stage for r in data.rows].index(ceiling)
+        ax.axvline(x[i], color="C3", ls="--", alpha=0.7)
+        ax.annotate(
+            f"ceiling {data.rows[i].qps:.1f} QPS",
+            (x[i], data.rows[i].qps or 0),
+            color="C3",
+            textcoords="offset points",
+            xytext=(-10, -25),
+            ha="right",
+        )
+    ax.set(title="Requests per second vs concurrency", xlabel=xlabel, ylabel="QPS")
+    ax.legend(loc="upper left")
+    figs["qps_vs_concurrency.png"] = fig
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    _series(
+        a1,
+        x,
+        labels,
+        [
+            ("TTFT p50", _ms_list([r.ttft_p50 for r in data.rows]), "C0-"),
+            ("TTFT p99", _ms_list([r.ttft_p99 for r in data.rows]), "C3-"),
+        ],
+        bars,
+    )
+    a1.set(title="Time to first token vs concurrency", xlabel=xlabel, ylabel="ms")
+    a1.legend()
+    _series(
+        a2,
+        x,
+        labels,
+        [
+            ("E2E p50", [r.e2e_p50 for r in data.rows], "C0-"),
+            ("E2E p99", [r.e2e_p99 for r in data.rows], "C3-"),
+        ],
+        bars,
+    )
+    a2.set(title="End-to-end latency vs concurrency", xlabel=xlabel, ylabel="s")
+    a2.legend()
+    fig.tight_layout()
+    figs["latency_vs_concurrency.png"] = fig
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ys = [("client output tok/s", [r.output_tok_s for r in data.rows], "C0-")]
+    if data.server:
+        ys += [
+            (
+                "server generation tok/s",
+                [getattr(data.server.get(r.stage), "generation_tok_s", None) for r in data.rows],
+                "C1--",
+            ),
+            (
+                "server prompt tok/s",
+                [getattr(data.server.get(r.stage), "prompt_tok_s", None) for r in data.rows],
+                "C2:",
+            ),
+        ]
+    _series(ax, x, labels, ys, bars)
+    ax.set(title="Token throughput vs concurrency", xlabel=xlabel, ylabel="tokens/s")
+    ax.legend()
+    figs["throughput.png"] = fig
+
+    if data.snapshots:
+        figs["server_timeline.png"] = _server_timeline(data, plt)
+        gaps = [data.server.get(r.stage) for r in data.rows]
+        if any(g is not None and g.latency.get("ttft") for g in gaps):
+            fig, ax = plt.subplots(figsize=(7, 4))
+            srv = [(g.latency.get("ttft") or {}) if g else {} for g in gaps]
+            _series(
+                ax,
+                x,
+                labels,
+                [
+                    ("client TTFT p50", _ms_list([r.ttft_p50 for r in data.rows]), "C0-"),
+                    ("server TTFT p50", _ms_list([s.get("p50") for s in srv]), "C0--"),
+                    ("client TTFT p99", _ms_list([r.ttft_p99 for r in data.rows]), "C3-"),
+                    ("server TTFT p99", _ms_list([s.get("p99") for s in srv]), "C3--"),
+                ],
+                bars,
+            )
+            ax.set(title="Client vs server TTFT", xlabel=xlabel, ylabel="ms")
+            ax.legend()
+            figs["client_vs_server_ttft.png"] = fig
+    if data.records is not None and len(data.records):
+        figs["requests_timeline.png"] = _requests_timeline(data, plt)
+    return figs
+
+
+def _t0(data: RunData) -> float:
+    candidates = [data.summary.get("start_s")] + [r.start_s for r in data.rows]
+    if data.snapshots:
+        candidates.append(min(s.ts for s in data.snapshots))
+    return min(c for c in candidates if c is not None) if any(c is not None for c in candidates) else 0.0
+
+
+def _stage_lines(ax: Any, data: RunData, t0: float) -> None:
+    for r in data.rows:
+        if r.start_s is not None:
+            ax.axvline(r.start_s - t0, color="grey", ls=":", lw=1)
+            ax.annotate(
+                f"{'~' if data.users_estimated else ''}{r.users if r.users is not None else r.stage}",
+                (r.start_s - t0, 1.0),
+                xycoords=("data", "axes fraction"),
+                fontsize=8,
+                color="grey",
+                xytext=(2, -10),
+                textcoords="offset points",
+            )
+
+
+def _server_timeline(data: RunData, plt: Any) -> Any:
+    t0 = _t0(data)
+    snaps = sorted(data.snapshots, key=lambda s: s.ts)
+    t = [s.ts - t0 for s in snaps]
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
+    a1.plot(t, [s.running for s in snaps], "C0-", label="running")
+    a1.plot(t, [s.waiting for s in snaps], "C3-", label="waiting")
+    a1.set(
+        title="Server: running and waiting requests over time (dotted: stage starts, labelled with users)",
+        ylabel="requests",
+    )
+    a1.legend(loc="upper left")
+    a1.grid(True, alpha=0.3)
+    _stage_lines(a1, data, t0)
+    kv = [None if s.kv_usage is None else s.kv_usage * 100 for s in snaps]
+    if any(v is not None for v in kv):
+        a2.plot(t, [math.nan if v is None else v for v in kv], "C2-", label="KV-cache usage %")
+        a2.axhline(90, color="C3", ls="--", lw=1, alpha=0.6)
+        a2.set_ylim(0, 105)
+    else:
+        a2.text(0.5, 0.5, "KV-cache usage not exposed by this server", transform=a2.transAxes, ha="center")
+    a2.set(xlabel="seconds since start", ylabel="KV usage %")
+    a2.legend(loc="upper left")
+    a2.grid(True, alpha=0.3)
+    _stage_lines(a2, data, t0)
+    fig.tight_layout()
+    return fig
+
+
+def _requests_timeline(data: RunData, plt: Any) -> Any:
+    df = data.records
+    t0 = _t0(data)
+    fig, ax = plt.subplots(figsize=(12, 3.5))
+    ok = df[df["outcome"] == "ok"]
+    bad = df[df["outcome"] != "ok"]
+    ax.scatter(ok["start_wall_s"] - t0, ok["ttft_s"] * 1000, s=2, alpha=0.3, label="TTFT (ok)")
+    if len(bad):
+        ax.scatter(
+            bad["start_wall_s"] - t0,
+            [0] * len(bad),
+            s=8,
+            marker="x",
+            color="C3",
+            label=f"failed ({len(bad)})",
+        )
+    ax.set(
+        title="Every request's TTFT by send time (dotted: stage starts)",
+        xlabel="seconds since start",
+        ylabel="TTFT ms",
+    )
+    ax.legend(loc="upper left")
+    ax.grid(True, alpha=0.3)
+    _stage_lines(ax, data, t0)
+    fig.tight_layout()
+    return fig

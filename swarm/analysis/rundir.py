@@ -1,0 +1,294 @@
+"""A run directory, loaded: `load_run(DIR)` -> `RunData` (client stage rows, server stats, client CPU).
+
+What a run leaves (every piece may be missing; `RunData.notes` says what is):
+- `summary.json` (swarm/stats/summary.py): per-stage client blocks, run metadata, SLO objectives;
+- `requests.parquet` (or `records/*.parquet`): per-request records (swarm/core/recordfile.py SCHEMA);
+- `server_metrics.jsonl` (swarm/analysis/server_metrics.py ServerPoller): the target's /metrics scrapes;
+- `client_cpu.jsonl` (written by the Locust master, swarm/live/master.py): each worker's own CPU
+  and wall seconds per stage, one line per report, read back into a `swarm.stats.cpu.ClientLoad`.
+
+`stage_rows()` is the only place that knows the summary's stage layout; `findings()` runs the
+diagnosis over what was loaded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from swarm.analysis.diagnosis import Finding, StageRow, diagnose
+from swarm.analysis.server_metrics import (
+    ServerSnapshot,
+    StageServerStats,
+    read_snapshots,
+    stage_stats,
+    window_stats,
+)
+from swarm.stats import summary as summary_file
+from swarm.stats.cpu import ClientLoad
+from swarm.stats.quantiles import latency_stats
+from swarm.stats.summary import Block, StageEntry, StageTimelineEntry, Summary
+
+SUMMARY = "summary.json"
+REQUESTS = "requests.parquet"
+RECORDS_DIR = "records"
+SERVER_METRICS = "server_metrics.jsonl"
+CLIENT_CPU = "client_cpu.jsonl"
+
+
+@dataclass
+class RunData:
+    directory: Path
+    summary: Summary  # {} when the run has no summary.json
+    records: Any  # pandas.DataFrame or None
+    snapshots: list[ServerSnapshot]
+    cpu: ClientLoad  # empty when the run has no client_cpu.jsonl
+    rows: list[StageRow] = field(default_factory=list)
+    server: dict[int, StageServerStats] = field(default_factory=dict)
+    run_server: StageServerStats | None = None
+    users_estimated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.summary.get("run_id") or self.directory.name)
+
+    @property
+    def source(self) -> str:
+        return self.snapshots[0].source if self.snapshots else "none"
+
+
+def _read_records(directory: Path) -> Any:
+    import pandas as pd
+
+    path = directory / REQUESTS
+    if path.exists():
+        return pd.read_parquet(path)
+    if (directory / RECORDS_DIR).is_dir():
+        from swarm.core import recordfile
+
+        table = recordfile.read_table(directory / RECORDS_DIR)
+        return table.to_pandas() if table.num_rows else None
+    return None
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    out = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a torn last line from a killed run
+    return out
+
+
+def _block_from_records(df: Any, duration_s: float | None) -> Block:
+    """A summary-style block computed exactly from records (when the summary lacks one)."""
+    failures = df.loc[df["outcome"] != "ok", "outcome"].value_counts().to_dict()
+    good = df[(df["outcome"] == "ok") & ~df["warmup"].fillna(False).astype(bool)]
+    out: dict[str, Any] = {
+        "requests": len(df),
+        "failures": {k: int(v) for k, v in failures.items()},
+        "prompt_tokens": int(df["prompt_tokens"].fillna(0).sum()),
+        "output_tokens": int(df["output_tokens"].fillna(0).sum()),
+        "reasoning_tokens": int(df["reasoning_tokens"].fillna(0).sum()),
+    }
+    out["qps"] = len(df) / duration_s if duration_s else 0.0
+    out["output_tok_s"] = out["output_tokens"] / duration_s if duration_s else 0.0
+    for name in ("ttft", "ttfa", "tpot", "e2e"):
+        out[f"{name}_s"] = latency_stats(good[f"{name}_s"].dropna().tolist())
+    itl = [float(x) for xs in good["itl_s"] if xs is not None and len(xs) for x in xs]
+    out["itl_s"] = latency_stats(itl)
+    return cast(Block, out)
+
+
+def _peak_in_flight(df: Any) -> int:
+    """Most requests in flight at once (closed loop: the stage's user count)."""
+    ends = df["start_wall_s"] + df["e2e_s"].fillna(0.0)
+    events = sorted(
+        [(t, 1) for t in df["start_wall_s"]] + [(t, -1) for t in ends], key=lambda e: (e[0], e[1])
+    )
+    peak = cur = 0
+    for _, d in events:
+        cur += d
+        peak = max(peak, cur)
+    return peak
+
+
+def stage_rows(summary: Summary | Mapping[str, Any], records: Any = None) -> tuple[list[StageRow], bool]:
+    """Summary stage entries (+ records where the summary lacks something) -> StageRows.
+
+    Reads per entry: `stage`, `duration_s`, `total` (a block), and `users`, `start_s`/`end_s`
+    (or `start_wall_s`/`end_wall_s`), `warmup_s` when present; a top-level `stage_timeline`
+    ([{index, users, start_wall_s, end_wall_s, warmup_s}], swarm.live.shape) is used too. What is
+    still missing comes from the records: window = first send to the next stage's first send
+    (the last stage: its last finish), users = peak in flight (flagged as estimated).
+    Returns (rows, users_estimated).
+    """
+    timeline: dict[int, StageTimelineEntry | Mapping[str, Any]] = {
+        int(t.get("index", t.get("stage", 0))): t for t in summary.get("stage_timeline") or []
+    }
+    entries: dict[int, dict[str, Any]] = {  # StageEntry, or an older file's entry: read with .get
+        int(e.get("stage", e.get("index", 0))): dict(e) for e in summary.get("stages") or []
+    }
+    if records is not None and len(records):
+        for s in sorted(set(int(x) for x in records["stage"].dropna().unique()) - set(entries)):
+            entries[s] = {"stage": s}
+    if not entries and summary.get("total"):
+        whole: StageEntry = {
+            "stage": 0,
+            "duration_s": summary.get("duration_s"),
+            "total": summary["total"],
+            "start_s": summary.get("start_s"),
+            "end_s": summary.get("end_s"),
+            "users": summary.get("users"),
+        }
+        entries[0] = dict(whole)
+    rows, estimated = [], False
+    derived_end: set[int] = set()
+    for idx in sorted(entries):
+        e, t = entries[idx], timeline.get(idx, {})
+        sub = records[records["stage"] == idx] if records is not None and len(records) else None
+        start = e.get("start_s", e.get("start_wall_s", t.get("start_wall_s")))
+        end = e.get("end_s", e.get("end_wall_s", t.get("end_wall_s")))
+        if (start is None or end is None) and sub is not None and len(sub):
+            start = float(sub["start_wall_s"].min()) if start is None else start
+            if end is None:
+                end = float((sub["start_wall_s"] + sub["e2e_s"].fillna(0)).max())
+                derived_end.add(idx)
+        users = e.get("users", t.get("users"))
+        if users is None and sub is not None and len(sub):
+            users, estimated = _peak_in_flight(sub), True
+        duration = e.get("duration_s") or (end - start if start is not None and end is not None else None)
+        block: Block | Mapping[str, Any] | None = e.get("total")
+        if block is None and sub is not None and len(sub):
+            block = _block_from_records(sub, duration)
+            e["total"] = block
+        block = block or {}
+        lat = {k: block.get(f"{k}_s") or {} for k in ("ttft", "e2e", "tpot", "itl")}
+        rows.append(
+            StageRow(
+                stage=idx,
+                users=None if users is None else int(users),
+                start_s=start,
+                end_s=end,
+                warmup_s=float(e.get("warmup_s", t.get("warmup_s", 0.0)) or 0.0),
+                duration_s=duration,
+                requests=int(block.get("requests", 0)),
+                failures=int(sum((block.get("failures") or {}).values())),
+                qps=block.get("qps"),
+                output_tok_s=block.get("output_tok_s"),
+                prompt_tokens=int(block.get("prompt_tokens") or 0),
+                output_tokens=int(block.get("output_tokens") or 0),
+                ttft_p50=lat["ttft"].get("p50"),
+                ttft_p99=lat["ttft"].get("p99"),
+                e2e_p50=lat["e2e"].get("p50"),
+                e2e_p99=lat["e2e"].get("p99"),
+                tpot_p50=lat["tpot"].get("p50"),
+                itl_p99=lat["itl"].get("p99"),
+                entry=e,
+            )
+        )
+    for row, nxt in itertools.pairwise(rows):  # a derived window ends where the next stage starts
+        if (
+            row.stage in derived_end
+            and nxt.start_s is not None
+            and row.end_s is not None
+            and nxt.start_s < row.end_s
+        ):
+            row.end_s = nxt.start_s
+    return rows, estimated
+
+
+def slo_text(summary: Summary | Mapping[str, Any]) -> str | None:
+    """The run's --slo objectives, from the summary's verdicts."""
+    parts = [
+        v.get("objective") for v in summary.get("slo") or [] if isinstance(v, Mapping) and v.get("objective")
+    ]
+    return ",".join(parts) if parts else None
+
+
+def _cpu_note(lines: list[dict[str, Any]], summary: Summary | Mapping[str, Any]) -> str:
+    """What the report says when client_cpu.jsonl gives no CPU per stage."""
+    what = (
+        f"no CPU per stage in {CLIENT_CPU} (a run from before the master recorded the workers' "
+        f"own CPU reports)"
+        if lines
+        else f"no client CPU record ({CLIENT_CPU})"
+    )
+    if "workers" in summary:
+        return f"{what}: client saturation from the workers' own CPU reports in summary.json; no CPU column"
+    return f"{what}: client saturation not checked"
+
+
+def load_run(directory: Path) -> RunData:
+    directory = Path(directory)
+    summary_path = directory / SUMMARY
+    summary = summary_file.load(summary_path) if summary_path.exists() else cast(Summary, {})
+    cpu_lines = _read_jsonl(directory / CLIENT_CPU)
+    data = RunData(
+        directory,
+        summary,
+        _read_records(directory),
+        read_snapshots(directory / SERVER_METRICS),
+        ClientLoad.from_lines(cpu_lines),
+    )
+    if not summary:
+        data.notes.append("no summary.json: client numbers computed from the request records")
+    if data.records is None:
+        data.notes.append("no request records (requests.parquet): no per-request timeline")
+    data.rows, data.users_estimated = stage_rows(summary, data.records)
+    if data.users_estimated:
+        data.notes.append(
+            "the summary has no user count per stage: users estimated as the peak of "
+            "requests in flight (marked ~)"
+        )
+    if data.snapshots:
+        windows = [
+            (r.stage, r.start_s + r.warmup_s, r.end_s)
+            for r in data.rows
+            if r.start_s is not None and r.end_s is not None
+        ]
+        data.server = stage_stats(data.snapshots, windows)
+        snaps = sorted(data.snapshots, key=lambda s: s.ts)
+        data.run_server = window_stats(snaps, -1, snaps[0].ts, snaps[-1].ts)
+    else:
+        data.notes.append(
+            "no server metrics (server_metrics.jsonl): the target exposed no /metrics or none "
+            "were scraped; client-side numbers only"
+        )
+    if not data.cpu:
+        data.notes.append(_cpu_note(cpu_lines, summary))
+    return data
+
+
+def findings(data: RunData, slo: str | None = None) -> list[Finding]:
+    return diagnose(
+        data.rows,
+        data.server,
+        source=data.source,
+        cpu=data.cpu,
+        slo_text=slo or slo_text(data.summary),
+        run_server=data.run_server,
+        client_total=data.summary.get("total") or _records_total(data),
+        client_last_end=_last_end(data),
+        bound_reported=data.summary.get("client_bound", ()),
+    )
+
+
+def _last_end(data: RunData) -> float | None:
+    df = data.records
+    if df is None or not len(df):
+        return None
+    return float((df["start_wall_s"] + df["e2e_s"].fillna(0.0)).max())
+
+
+def _records_total(data: RunData) -> Block | dict[str, Any]:
+    if data.records is None or not len(data.records):
+        return {}
+    return _block_from_records(data.records, None)
