@@ -22,15 +22,17 @@ system-deps:
 demo: setup
 	$(VENV)/bin/swarm demo
 
-test: setup
-	$(VENV)/bin/ruff check .
+# The whole suite (tests/: unit, integration, e2e), after the lint.
+test: lint
 	$(VENV)/bin/python -m pytest
 
+# The in-process tests only (tests/unit: no process started), in well under a minute.
 test-fast: setup
-	$(VENV)/bin/python -m pytest -m "not integration and not slow" -q
+	$(VENV)/bin/python -m pytest tests/unit -q
 
 lint: setup
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: setup
 	$(VENV)/bin/python benchmarks/run.py

@@ -1,8 +1,18 @@
-import sys
+"""Suite-wide: tests under tests/integration and tests/e2e start real processes, so they carry the
+`integration` marker wherever they are collected from (`-m "not integration"` keeps its meaning)."""
+
+from __future__ import annotations
+
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pytest
 
-# the real vLLM, once per session for every module that uses it (a module importing these itself
-# would get its own session fixture: a second vLLM and a second report)
-from vllm_fixture import vllm_report_fixture, vllm_target_fixture  # noqa: F401
+TESTS = Path(__file__).resolve().parent
+PROCESS_DIRS = ("integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.path).resolve()
+        if path.is_relative_to(TESTS) and path.relative_to(TESTS).parts[0] in PROCESS_DIRS:
+            item.add_marker(pytest.mark.integration)

@@ -1,0 +1,1 @@
+"""End to end: a real vLLM (installed on first use, once per session) and a real headless browser."""

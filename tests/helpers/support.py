@@ -1,0 +1,127 @@
+"""Helpers for tests that start real processes (simulator, locust, prometheus, chromium).
+
+Every process is started in its own session, its output goes to a log file, and it is killed
+(whole process group) when the context exits, so a failing test never leaves servers behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"  # recorded scrapes and runs
+HELPERS = Path(__file__).resolve().parent  # the test locustfiles and fault servers are run by path
+BIN = Path(sys.executable).parent
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_http(
+    url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None, log: Path | None = None
+) -> None:
+    """Wait until `url` answers 200, or fail with the process's log tail."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as e:
+            last = e
+        time.sleep(0.1)
+    tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+    raise RuntimeError(f"{url} not ready after {timeout}s ({last}); log tail:\n{tail}")
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        return self.popen.wait(timeout=timeout)
+
+
+@contextlib.contextmanager
+def start(cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path = REPO) -> Iterator[Proc]:
+    """Start `cmd` in its own process group; kill the group on exit."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    with open(log, "wb") as out:
+        p = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd, start_new_session=True
+        )
+    proc = Proc(p, log)
+    try:
+        yield proc
+    finally:
+        if p.poll() is None:
+            proc.signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.signal(signal.SIGKILL)
+                p.wait(timeout=10)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, poll: float = 0.2) -> None:
+    """Poll `predicate` until it is true; fail after `timeout` s, naming `what` was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def swarm_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "swarm", *args]
+
+
+@dataclass
+class Sim:
+    url: str  # e.g. http://127.0.0.1:PORT
+    proc: Proc
+    trace: Path | None
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as r:
+            return r.read().decode()
+
+
+@contextlib.contextmanager
+def sim_server(tmp_path: Path, *args: str, trace: bool = True, model: str = "sim-model") -> Iterator[Sim]:
+    """Start `swarm sim` on a free loopback port with extra CLI `args`; yields a `Sim`."""
+    port = free_port()
+    trace_path = tmp_path / f"sim-trace-{port}.jsonl" if trace else None
+    cmd = swarm_cmd("sim", "--host", "127.0.0.1", "--port", str(port), "--model", model, *args)
+    if trace_path:
+        cmd += ["--trace", str(trace_path)]
+    with start(cmd, tmp_path / f"sim-{port}.log") as proc:
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url + "/health", timeout=30, proc=proc.popen, log=proc.log)
+        yield Sim(url, proc, trace_path)

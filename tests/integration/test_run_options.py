@@ -1,0 +1,46 @@
+"""`swarm run` validates every option before starting anything: one line, exit 2, no traceback."""
+
+import subprocess
+
+import pytest
+
+from tests.helpers.support import free_port, swarm_cmd
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["-u", "-5"], "-u/--users must be at least 1"),
+        (["-t", "0s"], "-t/--run-time must be > 0"),
+        (["-t", "ten"], "bad time 'ten'"),
+        (["--host", "localhost:8000"], "is not a URL"),
+        (["--workload", "nosuch"], "nosuch"),
+        (["--slo", "ttft_p99<=fast"], "bad SLO"),
+        (["-r", "0"], "-r/--spawn-rate must be > 0"),
+        (["--run-id", "a b"], "--run-id"),
+    ],
+)
+def test_bad_options_give_one_line_and_exit_2(args, words, tmp_path):
+    p = subprocess.run(
+        swarm_cmd("run", "--out", str(tmp_path / "o"), *args), capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert words in lines[0]
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()  # nothing started, nothing written
+
+
+def test_unreachable_host_fails_fast_with_one_line(tmp_path):
+    port = free_port()  # nothing listens there
+    p = subprocess.run(
+        swarm_cmd("run", "--host", f"http://127.0.0.1:{port}", "--out", str(tmp_path / "o"), "-t", "5s"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"target http://127.0.0.1:{port} is unreachable" in lines[0], p.stderr

@@ -1,0 +1,95 @@
+"""Capacity sweeps end to end: `swarm run --sweep/--rate` against the simulator, then the
+diagnosis the report gives (issue 5's done-when list)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.support import swarm_cmd
+
+pytestmark = pytest.mark.integration
+
+
+def run(out: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
+    p = subprocess.run(
+        swarm_cmd("run", "--workers", "2", "--workload", "short_qa", "--out", str(out), *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return p
+
+
+def findings(out: Path) -> dict[str, list[dict]]:
+    by_kind: dict[str, list[dict]] = {}
+    for f in json.loads((out / "diagnosis.json").read_text()):
+        by_kind.setdefault(f["kind"], []).append(f)
+    return by_kind
+
+
+def stages(out: Path) -> list[dict[str, str]]:
+    with open(out / "stages.csv") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_calibrated_sweep_reproduces_the_seed_plateau(tmp_path):
+    """Seed 000's short-QA table: QPS climbs to ~65 and stops between 200 and 256 users, KV near full."""
+    out = tmp_path / "sweep"
+    p = run(out, "--sweep", "10,30,64,128,200,256", "--stage-time", "10s", "--warmup", "3s")
+    assert "[stage 6/6" in p.stdout  # the live progress line
+    rows = stages(out)
+    assert [int(r["users"]) for r in rows] == [10, 30, 64, 128, 200, 256]
+    qps = [float(r["qps"]) for r in rows]
+    assert qps == sorted(qps[:5]) + qps[5:], qps  # rising until the ceiling
+    found = findings(out)
+    sat = found.get("saturation")
+    assert sat and sat[0]["stage"] == 4, (qps, found)  # flagged after 200 users: 256 adds < 5%
+    assert float(rows[5]["srv_kv_max"]) >= 0.85, rows[5]
+    assert "KV" in (out / "report.html").read_text()
+
+
+def test_max_num_seqs_cap_is_named(tmp_path):
+    """Seed round 1: running pinned at max-num-seqs with KV low and requests waiting."""
+    out = tmp_path / "cap"
+    run(out, "--sweep", "8,16,32", "--stage-time", "6s", "--sim-arg=--max-num-seqs=8")
+    found = findings(out)
+    assert "max_num_seqs_cap" in found, found
+    text = found["max_num_seqs_cap"][0]["text"]
+    assert "8" in text and "max-num-seqs" in text, text
+
+
+def test_small_kv_cache_is_named(tmp_path):
+    out = tmp_path / "kv"
+    run(
+        out,
+        "--sweep",
+        "16,48",
+        "--stage-time",
+        "6s",
+        "--sim-arg=--max-model-len=1024",
+        "--sim-arg=--kv-cache-tokens=3072",
+    )
+    found = findings(out)
+    assert "kv_bound" in found, found
+    assert "KV" in found["kv_bound"][0]["text"]
+
+
+def test_open_loop_lateness_is_measured(tmp_path):
+    """Below capacity requests leave on time; above it (in-flight cap reached) they leave late,
+    and the summary says by how much instead of quietly offering less load."""
+    out = tmp_path / "open"
+    p = run(out, "--rate", "2,40", "--stage-time", "8s", "-u", "4", "--arrivals", "constant")
+    assert "open loop 2,40 req/s" in p.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    low, high = summary["stages"]
+    assert (low["rate"], high["rate"]) == (2.0, 40.0)
+    assert low["total"]["send_lag_s"]["p50"] < 0.05, low["total"]["send_lag_s"]
+    assert high["total"]["send_lag_s"]["p99"] > 1.0, high["total"]["send_lag_s"]
+    assert high["total"]["qps"] < 20  # 4 in flight at ~0.7 s each cannot serve 40 req/s

@@ -1,0 +1,1 @@
+"""In-process tests, one package per swarm subpackage: they start no process."""

@@ -1,0 +1,58 @@
+"""swarm compare: before/after raising --max-num-seqs (seed round 1 vs round 2), stage by stage."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from swarm.analysis import compare
+from swarm.core.errors import UsageError
+from tests.helpers.sweep_run import SHORT_QA, images, make_run
+
+# seed round 1 shape: QPS stuck once 64 sequences run (max-num-seqs=64)
+ROUND_1 = [(10, 13.4, 0.168), (30, 28.1, 0.193), (64, 40.1, 0.30), (128, 40.3, 2.1), (200, 40.2, 3.9)]
+
+
+def args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    compare.configure(p)
+    return p.parse_args(list(argv))
+
+
+def test_compare_matches_stages_by_users(tmp_path, capsys):
+    a = make_run(tmp_path / "before", table=ROUND_1, kv_scale=0.25, cpu=False, cap=64)
+    b = make_run(tmp_path / "after", table=SHORT_QA, cpu=False)
+    table = compare.compare_table(compare.load_run(a), compare.load_run(b))
+    assert list(table["users"]) == [10, 30, 64, 128, 200, 256]
+    row = table.set_index("users").loc[200]
+    assert (row["qps_a"], row["qps_b"]) == pytest.approx((40.2, 64.9))
+    assert row["qps_delta"] == pytest.approx(64.9 / 40.2 - 1)
+    last = table.set_index("users").loc[256]
+    assert last["qps_a"] != last["qps_a"] and last["qps_b"] == pytest.approx(64.7)  # only in B: NaN in A
+
+    assert compare.main(args(str(a), str(b))) == 0
+    out = capsys.readouterr().out
+    assert "40.2 -> 64.9 +61%" in out and "A = sweep-test" in out
+    assert "compare.html" in out
+    assert re.search(r"^A: At 128 users running requests sat pinned at 64 .*--max-num-seqs", out, re.M)
+    assert re.search(r"^B: Ceiling at 200 users", out, re.M)
+    assert "compute" not in out  # the stage after A's ceiling shows the cap: not compute-bound
+    assert re.search(r"^200 ", out, re.M)  # users as integers
+    page = (b / "compare.html").read_text()
+    assert (
+        len(images(page)) == 1 and "<script" not in page and not re.search(r"(src|href)=['\"]?https?:", page)
+    )
+    assert "+61%" in page and "#dff5df" in page  # QPS up: better
+
+
+def test_compare_by_stage_index_without_users_and_bad_dirs(tmp_path):
+    a = make_run(tmp_path / "a", table=SHORT_QA[:3], users_in_summary=False, records=False, server=False)
+    b = make_run(tmp_path / "b", table=SHORT_QA[:2], users_in_summary=False, records=False, server=False)
+    table = compare.compare_table(compare.load_run(a), compare.load_run(b))
+    assert list(table["stage"]) == [0, 1, 2]
+    out = tmp_path / "c.html"
+    assert compare.main(args(str(a), str(b), "--html", str(out))) == 0 and out.exists()
+    with pytest.raises(UsageError):
+        compare.main(args(str(a), str(tmp_path / "missing")))

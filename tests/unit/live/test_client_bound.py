@@ -1,0 +1,49 @@
+"""Client-bound stages, in-process: the worker's CPU meter, the master's 90% rule and the LLM tab's
+"Client" column (swarm/live/plugin.py, swarm/live/webui). In real Locust processes:
+tests/integration/test_client_bound.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from swarm.core.records import RequestRecord
+from swarm.live.plugin import ClientLoad, CpuMeter
+from swarm.live.webui import CLIENT_BOUND, client_status, rows
+from swarm.stats.aggregate import Aggregate
+
+
+def test_cpu_meter_counts_time_to_the_running_stage_only():
+    meter = CpuMeter()
+    meter.sample(None)  # not running: dropped
+    t = time.process_time()
+    while time.process_time() - t < 0.05:  # burn 50 ms
+        pass
+    meter.sample(2)
+    ((stage, cpu, wall),) = meter.take()
+    assert stage == 2 and 0.04 <= cpu <= wall
+    assert meter.take() == []
+
+
+def test_client_load_flags_stages_where_a_worker_averaged_over_90_percent():
+    load = ClientLoad()
+    load.add("w1", [[0, 1.0, 10.0], [1, 9.5, 10.0]])
+    load.add("w2", [[1, 9.0, 10.0], [1, 0.9, 1.0], [2, 1.0, 1.0]])  # stage 2: too short to judge
+    assert load.bound() == {1: ("w1", 95.0)}
+    assert load.busiest() == pytest.approx(95.0)
+    load.add("w2", [[0, 9.2, 10.0]])
+    assert set(load.bound()) == {0, 1}
+
+
+def test_client_column_text():
+    assert client_status({}, None) == "-"
+    assert client_status({}, 42.4) == "ok (worker CPU <= 42%)"
+    plain = client_status({0: ("w1", 97.2)}, 97.2)
+    assert plain == f"{CLIENT_BOUND} (w1 97% CPU)"
+    staged = client_status({3: ("w1", 95.0), 1: ("w2", 91.0)}, 95.0, multi_stage=True)
+    assert staged == f"{CLIENT_BOUND} (stage 1: w2 91% CPU; stage 3: w1 95% CPU)"
+    agg = Aggregate()
+    agg.add(RequestRecord("chat", 1.0, ttft_s=0.2, e2e_s=1.0, output_tokens=3))
+    assert {r["client"] for r in rows(agg, {}, plain)} == {plain}
+    assert {r["client"] for r in rows(agg, {})} == {"-"}
