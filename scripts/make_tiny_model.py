@@ -19,7 +19,7 @@ scheduler and real metrics, random text):
   prompt; thinking on (the default) appends nothing and the model "thinks" from its first token.
 - generation_config.json: greedy decoding (temperature 0). Dummy weights are all drawn from
   the same seed, so the model is a fixed map from the current token to the next: greedy makes
-  every answer the same token chain — reproducible, and checked (tests/test_vllm_real.py) never
+  every answer the same token chain — reproducible, and checked (tests/e2e/test_vllm_real.py) never
   to emit </think>, <think> or an end-of-turn token within the tests' lengths. With sampling,
   a near-uniform random model would close </think> in about one token in vocab_size.
 

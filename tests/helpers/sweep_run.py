@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from swarm.analysis.server_metrics import Histogram, ServerSnapshot
+from swarm.core import recordfile as recorder
+from swarm.core.buckets import VLLM_E2E_BUCKETS, VLLM_TTFT_BUCKETS
 from swarm.core.records import Outcome, RequestRecord
-from swarm.live import recorder
 from swarm.stats import summary
-from swarm.stats.aggregate import VLLM_E2E_BUCKETS, VLLM_TTFT_BUCKETS, Aggregate
+from swarm.stats.aggregate import Aggregate
+from swarm.stats.cpu import ClientLoad
 
 SHORT_QA = [
     (10, 13.4, 0.168),
@@ -91,12 +93,14 @@ def make_run(
         recorder.write_records(recs, directory / "requests.parquet")
     if server:
         write_server_metrics(directory / "server_metrics.jsonl", recs, table, stage_s, kv_scale, cap)
-    if cpu:
+    if cpu:  # as the master writes it: each worker's CPU and wall seconds per stage
         with open(directory / "client_cpu.jsonl", "w") as out:
-            for t in range(int(len(table) * stage_s)):
+            for stage in range(len(table)):
                 for w in ("worker-0", "worker-1"):
-                    busy = 96.0 if w == "worker-1" and t >= (len(table) - 1) * stage_s else 45.0
-                    out.write(json.dumps({"ts": T0 + t + 0.5, "worker": w, "cpu_percent": busy}) + "\n")
+                    busy = 96.0 if w == "worker-1" and stage == len(table) - 1 else 45.0
+                    entries = [[stage, busy * stage_s / 100, stage_s]]
+                    for line in ClientLoad.lines(w, entries, T0 + (stage + 1) * stage_s):
+                        out.write(json.dumps(line) + "\n")
     return directory
 
 

@@ -11,6 +11,7 @@ from swarm.analysis.diagnosis import (
     slo_max_concurrency,
 )
 from swarm.analysis.server_metrics import StageServerStats
+from swarm.stats.cpu import ClientLoad
 
 SHORT_QA = [
     (10, 13.4, 0.168),
@@ -173,11 +174,17 @@ def test_neither_cap_nor_kv_at_the_ceiling_is_compute_bound():
 
 def test_client_cpu_over_90_flags_the_stage_untrusted():
     r = rows(SHORT_QA)
-    cpu = [
-        {"ts": 1000.0 + t, "worker": w, "cpu_percent": 99.0 if w == "worker-1" and t >= 150 else 40.0}
-        for t in range(180)
+    cpu = ClientLoad.from_lines(
+        {
+            "ts": 1030.0 + 30 * s,
+            "worker": w,
+            "stage": s,
+            "cpu_s": 29.7 if (w, s) == ("worker-1", 5) else 12.0,
+            "wall_s": 30.0,
+        }
+        for s in range(6)
         for w in ("worker-0", "worker-1")
-    ]  # worker-1 saturated in stage 5
+    )  # worker-1 at 99% in stage 5, the rest at 40%
     found = client_bound(r, cpu)
     assert [f.stage for f in found] == [5] and not found[0].trusted
     assert "worker-1" in found[0].text and "not trusted" in found[0].text
@@ -195,7 +202,9 @@ def test_without_cpu_samples_the_workers_own_reports_flag_the_stage():
     sat = [f for f in diagnose(r, bound_reported=reported) if f.kind == "saturation"]
     assert sat and not sat[0].trusted
     # samples, where there are some, decide: here nobody is busy
-    calm = [{"ts": 1000.0 + t, "worker": "worker-1", "cpu_percent": 40.0} for t in range(180)]
+    calm = ClientLoad()
+    for s in range(6):
+        calm.add("worker-1", [[s, 12.0, 30.0]])  # [[stage, cpu_s, wall_s]]: 40%
     assert not [f for f in diagnose(r, cpu=calm, bound_reported=reported) if f.kind == "client_bound"]
 
 

@@ -9,14 +9,13 @@ import pytest
 
 from swarm.client.dialects import (
     DIALECTS,
-    BadChunk,
-    StreamTally,
     detect_dialect,
     error_message,
     first_model,
     get_dialect,
 )
-from swarm.core.errors import UsageError
+from swarm.client.tally import StreamTally
+from swarm.core.errors import BadChunk, UsageError
 from swarm.core.records import RequestRecord
 
 VLLM, LLAMA, OPENAI = DIALECTS["vllm"], DIALECTS["llamacpp"], DIALECTS["openai"]

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from swarm.core.records import RequestRecord
-from swarm.live.plugin import ClientLoad, CpuMeter
 from swarm.live.webui import CLIENT_BOUND, client_status, rows
 from swarm.stats.aggregate import Aggregate
+from swarm.stats.cpu import ClientLoad, CpuMeter
 
 
 def test_cpu_meter_counts_time_to_the_running_stage_only():

@@ -8,9 +8,10 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from swarm.core.buckets import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS
 from swarm.core.records import OUTCOMES
 from swarm.live.exporter import ExportState, render
-from swarm.stats.aggregate import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, Aggregate
+from swarm.stats.aggregate import Aggregate
 from tests.helpers.synthetic import SECRET, exact_values, exporter_records, exporter_text
 
 

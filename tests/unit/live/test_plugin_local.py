@@ -10,8 +10,9 @@ from locust.env import Environment
 from locust.event import Events
 
 from swarm.core import events as swarm_events
-from swarm.live.plugin import WIRE_KEY, SwarmPlugin
+from swarm.live.plugin import StatsPlugin
 from swarm.stats.aggregate import Aggregate
+from swarm.stats.wire import WIRE_KEY
 from tests.helpers.synthetic import synthetic_records
 
 
@@ -27,7 +28,7 @@ def _env(tmp_path, **opts) -> Environment:
 
 def test_local_records_summary_and_slo_exit_code(tmp_path):
     env = _env(tmp_path, slo="requests>=1,ttft_p99<=1ms")
-    plugin = SwarmPlugin(env, env.runner)
+    plugin = StatsPlugin(env, env.runner).master
     try:
         env.events.test_start.fire(environment=env)
         records = synthetic_records(200, workloads=("chat",), stages=(0,))
@@ -48,7 +49,7 @@ def test_local_records_summary_and_slo_exit_code(tmp_path):
 
 def test_slo_pass_sets_exit_code_0(tmp_path):
     env = _env(tmp_path, slo="error_rate<=100%", swarm_out=None)
-    SwarmPlugin(env, env.runner)
+    StatsPlugin(env, env.runner)
     env.events.test_start.fire(environment=env)
     for r in synthetic_records(20):
         swarm_events.llm_request.fire(record=r)
@@ -59,7 +60,7 @@ def test_slo_pass_sets_exit_code_0(tmp_path):
 def test_master_side_merge_of_a_worker_report(tmp_path):
     """What the master does with `data["swarm"]`, fed the exact bytes a worker would send."""
     env = _env(tmp_path)
-    plugin = SwarmPlugin(env, env.runner)
+    plugin = StatsPlugin(env, env.runner).master
     try:
         worker_side = Aggregate()
         for r in synthetic_records(50):

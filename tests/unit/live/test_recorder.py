@@ -2,8 +2,10 @@ import random
 
 import pyarrow.parquet as pq
 
+from swarm.core import recordfile as recorder
 from swarm.core.records import Outcome, RequestRecord
-from swarm.live import recorder
+from swarm.live import recorder as live_recorder
+from swarm.live.recorder import RecordWriter
 
 
 def _record(i: int, rng: random.Random) -> RequestRecord:
@@ -38,10 +40,10 @@ def test_schema_lists_every_record_field_in_order():
 
 
 def test_round_trip_over_several_parts(tmp_path, monkeypatch):
-    monkeypatch.setattr(recorder, "FLUSH_EVERY", 7)
+    monkeypatch.setattr(live_recorder, "FLUSH_EVERY", 7)
     rng = random.Random(1)
     sent = [_record(i, rng) for i in range(50)]
-    w = recorder.RecordWriter(tmp_path / "records", "worker-a")
+    w = RecordWriter(tmp_path / "records", "worker-a")
     for r in sent:
         w.add(r)
     w.close()
@@ -53,9 +55,9 @@ def test_round_trip_over_several_parts(tmp_path, monkeypatch):
 
 def test_unflushed_records_are_the_only_loss(tmp_path, monkeypatch):
     """A worker killed before close loses its buffer only; every finished part stays readable."""
-    monkeypatch.setattr(recorder, "FLUSH_EVERY", 10)
+    monkeypatch.setattr(live_recorder, "FLUSH_EVERY", 10)
     rng = random.Random(2)
-    w = recorder.RecordWriter(tmp_path, "w")
+    w = RecordWriter(tmp_path, "w")
     for i in range(25):
         w.add(_record(i, rng))
     # no close(): simulate SIGKILL
@@ -80,11 +82,11 @@ def test_empty_directory_reads_as_no_records(tmp_path):
 def test_background_writes_land_in_order_and_close_waits(tmp_path, monkeypatch):
     """background=True (the plugin, in a gevent process): parts are encoded and written in
     gevent's native thread pool, in order; close() returns once every part is on disk."""
-    monkeypatch.setattr(recorder, "FLUSH_EVERY", 7)
-    monkeypatch.setattr(recorder, "BATCH_ROWS", 3)
+    monkeypatch.setattr(live_recorder, "FLUSH_EVERY", 7)
+    monkeypatch.setattr(live_recorder, "BATCH_ROWS", 3)
     rng = random.Random(4)
     sent = [_record(i, rng) for i in range(50)]
-    w = recorder.RecordWriter(tmp_path, "bg", background=True)
+    w = RecordWriter(tmp_path, "bg", background=True)
     for r in sent:
         w.add(r)
     w.close()

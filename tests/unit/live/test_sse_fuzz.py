@@ -5,7 +5,7 @@ The driver is `LLMUser.send` itself, in this process: a real Locust environment 
 connection pool hands out one end of a real socket pair; a greenlet plays a hypothesis-generated
 HTTP response into the other end, split into arbitrary TCP writes, then hangs up. So the bytes go
 through geventhttpclient's parser, the de-chunking, the SSE parser, JSON decoding and the
-dialect's chunk reading exactly as off a network socket (swarm/live/user.py `_stream`).
+dialect's chunk reading exactly as off a network socket (swarm/client/transport.py `_stream`).
 
 Two properties:
 - arbitrary bytes as the event stream (and as a whole raw response): one record, one Locust
@@ -33,9 +33,11 @@ from locust.env import Environment
 
 import swarm.live.user
 from swarm.client.dialects import get_dialect
+from swarm.client.discovery import ServedModel
 from swarm.core.events import llm_request
 from swarm.core.records import Outcome
-from swarm.live.user import LLMUser, Target
+from swarm.live.state import swarm_state
+from swarm.live.user import LLMUser
 from swarm.load.workloads import LLMRequest
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nx-request-id: fuzz-1\r\n"
@@ -66,7 +68,7 @@ def harness():
     opts = argparse.Namespace(model="m", dialect="vllm", request_timeout=2.0, request_deadline=5.0)
     env = Environment(user_classes=[FuzzUser], host=FuzzUser.host, parsed_options=opts)
     user = FuzzUser(env)
-    env.swarm_target = Target("m", get_dialect("vllm"), True)
+    swarm_state(env).served = ServedModel("m", get_dialect("vllm"), True)
     fired: dict[str, list] = {"records": [], "requests": []}
 
     def on_record(record, **_):
@@ -93,7 +95,7 @@ def play(harness, response: bytes, cuts: list[int]) -> Any:
     fired["records"].clear()
     fired["requests"].clear()
     client, server = socket.socketpair()
-    user._pool = _OnePool(client)
+    user.transport.pool = _OnePool(client)
 
     def serve() -> None:
         try:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from swarm.live import user
+from swarm.client import clock as user
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS: Linux")
 
@@ -44,7 +44,7 @@ def _first_read_stamp(gap: float) -> float | None:
 
 @linux
 def test_the_probe_says_what_the_kernel_does():
-    probed = user._Clock.probe()
+    probed = user.Clock.probe()
     assert user._probe_arrival_stamps() == probed  # a second look agrees
     lags = [_first_read_stamp(0.1) for _ in range(5)]
     if probed:
@@ -59,9 +59,9 @@ def test_the_probe_says_what_the_kernel_does():
 def test_a_read_is_timed_at_its_arrival_not_when_it_is_read():
     client, server = _pair()
     with client, server:
-        enabled = user._Clock.enable(client)
-        assert enabled == user._Clock.probe()
-        clock = user._Clock(time.perf_counter())
+        enabled = user.Clock.enable(client)
+        assert enabled == user.Clock.probe()
+        clock = user.Clock(time.perf_counter())
         sent = time.perf_counter()
         server.sendall(b"data: first\n\n")
         after = time.perf_counter()
@@ -86,7 +86,7 @@ def test_a_timestamp_outside_the_request_falls_back_to_the_read_time():
         client.setsockopt(socket.SOL_SOCKET, 35, 1)  # whatever the kernel stamps, if anything
         server.sendall(b"x")
         time.sleep(0.02)
-        clock = user._Clock(time.perf_counter())  # "sent" after the bytes arrived: a clock step
+        clock = user.Clock(time.perf_counter())  # "sent" after the bytes arrived: a clock step
         data, t = clock.recv(client)
         assert data == b"x" and t >= clock.t0
 
@@ -95,12 +95,12 @@ def test_without_kernel_timestamps_the_read_time_is_used(monkeypatch):
     monkeypatch.setattr(user, "_SO_TIMESTAMPNS", None)
     client, server = _pair()
     with client, server:
-        assert not user._Clock.enable(client)
+        assert not user.Clock.enable(client)
         assert not user._probe_arrival_stamps()
 
 
 def test_a_kernel_that_stamps_at_read_time_is_not_trusted(monkeypatch):
-    monkeypatch.setattr(user._Clock, "_arrival", False)
+    monkeypatch.setattr(user.Clock, "_arrival", False)
     client, server = _pair()
     with client, server:
-        assert not user._Clock.enable(client)
+        assert not user.Clock.enable(client)

@@ -75,7 +75,7 @@ def test_prometheus_buckets_are_exact_counts_with_le_semantics():
 
 
 def test_buckets_include_every_vllm_boundary():
-    from swarm.stats.aggregate import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS
+    from swarm.core.buckets import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS
 
     assert set(VLLM_TTFT_BUCKETS) | set(VLLM_ITL_BUCKETS) | set(VLLM_E2E_BUCKETS) <= set(BUCKETS)
     assert list(BUCKETS) == sorted(set(BUCKETS))
