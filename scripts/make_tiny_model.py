@@ -35,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "swarm" / "models" / "tiny-qwen2"
-PROMPTS = REPO / "swarm" / "prompts"
+PROMPTS = REPO / "swarm" / "load" / "prompts"
 
 MERGES = 500  # learned merges on top of the 256 byte tokens
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

@@ -258,7 +258,7 @@ def test_master_workers_and_target_in_their_own_network_namespaces(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workers"] == 2
     assert summary["model_name"] == "ns-model"  # discovered from the target's /v1/models over the bridge
-    from swarm.live.recorder import read_table
+    from swarm.core.recordfile import read_table
 
     records = read_table(out / "records").column("request_id").to_pylist()
     assert_reconciled(summary, server, trace_ids(tmp_path / "trace.jsonl"), records)

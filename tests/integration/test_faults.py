@@ -44,7 +44,7 @@ def read_trace(path: Path) -> dict[str, dict]:
 
 
 def records_of(out: Path) -> list[dict]:
-    from swarm.live.recorder import read_table
+    from swarm.core.recordfile import read_table
 
     return read_table(out / "records").to_pylist()
 
