@@ -36,20 +36,24 @@ MALFORMED = (AttributeError, TypeError, KeyError, IndexError, ValueError)  # JSO
 
 
 def failure(
-    exc: BaseException, phase: str, timeout: float, deadline_s: float | None = None
+    exc: BaseException, phase: str, timeout: float, deadline_s: float | None = None, *, answered: bool = False
 ) -> tuple[Outcome, str]:
     """How a request that failed with `exc` is recorded: (outcome, message).
 
-    `phase`: "connecting", "sending", "waiting for the status", "streaming" or "internal" (a bug
-    of ours: connect_error before a status, else bad_chunk; still one record). `timeout`: the
-    idle --request-timeout, `deadline_s`: the whole-request --request-deadline.
+    `phase`: "connecting", "sending", "waiting for the status", "streaming", "tally" (the finished
+    stream's usage of another shape) or "internal" (a bug of ours: connect_error, or bad_chunk when
+    the server had `answered` with a status line; still one record). `timeout`: the idle
+    --request-timeout, `deadline_s`: the whole-request --request-deadline.
     """
     if isinstance(exc, RequestFailure):  # BadChunk, EventTooLarge: the message says what came
         return exc.outcome, str(exc)[:300]
     if isinstance(exc, gevent.Timeout):  # the whole-request deadline (an idle timeout is TimeoutError)
         return Outcome.TIMEOUT, f"not finished after {deadline_s or 0:g} s (--request-deadline)"
     if phase == "internal":
-        return Outcome.CONNECT_ERROR, f"internal {type(exc).__name__}: {exc}"
+        return (
+            Outcome.BAD_CHUNK if answered else Outcome.CONNECT_ERROR,
+            f"internal {type(exc).__name__}: {exc}",
+        )
     if isinstance(exc, MALFORMED) and phase == "tally":
         return Outcome.BAD_CHUNK, f"malformed chunk ({type(exc).__name__}: {exc})"
     if isinstance(exc, TimeoutError):

@@ -210,9 +210,9 @@ class LLMUser(FastHttpUser):
                 record.request_id = tally.response_id
         except Exception as e:  # a bug of ours, not the server's: still one record, never a raise
             t_end = time.perf_counter()
-            outcome, error = failure(e, "internal", transport.timeout)
-            if record.http_status is not None:
-                outcome = Outcome.BAD_CHUNK
+            outcome, error = failure(
+                e, "internal", transport.timeout, answered=record.http_status is not None
+            )
             _log_once(
                 type(e).__name__, "swarm.live.user: unexpected error while sending a request", exc_info=True
             )

@@ -67,14 +67,6 @@ class StagePlan:
             return cls((), tuple(parse_rates(rate)), stage_s, warmup_s)
         return cls(tuple(parse_sweep(sweep or "")), (), stage_s, warmup_s)
 
-    @property
-    def staged(self) -> bool:
-        return bool(self.levels or self.rates)
-
-    @property
-    def count(self) -> int:
-        return len(self.levels) or len(self.rates)
-
 
 @dataclass
 class Stage:
@@ -92,10 +84,6 @@ class Stage:
 class Window:
     start_s: float
     end_s: float
-
-    @property
-    def duration_s(self) -> float:
-        return max(0.0, self.end_s - self.start_s)
 
 
 def stage_windows(
