@@ -31,6 +31,18 @@ SIM_MODEL = "sim-model"
 CPU_LIMIT = 90.0  # percent of one core: above it a client measures its own queueing
 
 
+def exit_on_termination() -> None:
+    """SIGTERM / SIGHUP (a `timeout`, a closed terminal, make stopped) end the harness as Ctrl-C
+    does: with an exception, so every `started` context stops its process group on the way out
+    (the default action would kill the harness alone and leave the simulator running)."""
+
+    def leave(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, leave)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -785,4 +785,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    harness.exit_on_termination()
     raise SystemExit(main())

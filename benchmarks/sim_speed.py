@@ -96,6 +96,7 @@ def main() -> int:
     port = _free_port()
     server_cmd = [*_pin(0), sys.executable, "-m", "swarm", "sim", "--profile", "instant", "--port", str(port)]
     server = subprocess.Popen(server_cmd, cwd=REPO, stdout=subprocess.DEVNULL, start_new_session=True)
+    client = None
     try:
         for _ in range(200):
             try:
@@ -139,6 +140,9 @@ def main() -> int:
         cpu = (sum(proc.cpu_times()[:2]) - cpu_start) / (time.perf_counter() - wall_start)
         rss_end = proc.memory_info().rss
     finally:
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.wait(timeout=10)
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=10)
     rate = int(chunks) / float(secs)
@@ -159,4 +163,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from harness import exit_on_termination  # (benchmarks/: this script's own folder)
+
+    exit_on_termination()
     raise SystemExit(main())

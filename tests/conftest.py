@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(item.path).resolve()
         if path.is_relative_to(TESTS) and path.relative_to(TESTS).parts[0] in PROCESS_DIRS:
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A terminated test run (SIGTERM: `timeout`, CI's cancel) stops as Ctrl-C does, so every
+    fixture's teardown stops the processes it started instead of leaving them running."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)

@@ -20,6 +20,7 @@ from swarm.analysis.plots import png
 from swarm.analysis.report import CSS
 from swarm.analysis.rundir import RunData, findings, load_run
 from swarm.core.units import ms_number, percent_text
+from swarm.stats.quantiles import error_rate
 
 # (column, title, unit, higher is better)
 METRICS: tuple[tuple[str, str, str, bool], ...] = (
@@ -53,7 +54,7 @@ def _values(data: RunData) -> dict[Any, dict[str, Any]]:
             "ttft_p99": r.ttft_p99,
             "e2e_p99": r.e2e_p99,
             "tpot_p50": r.tpot_p50,
-            "error_rate": r.failures / r.requests if r.requests else None,
+            "error_rate": error_rate(r.requests, r.failures, r.cancelled),
             "srv_running_mean": s.running_mean if s else None,
             "srv_waiting_mean": s.waiting_mean if s else None,
             "srv_kv_max": s.kv_max if s else None,

@@ -52,6 +52,7 @@ class StageRow:
     duration_s: float | None = None
     requests: int = 0
     failures: int = 0
+    cancelled: int = 0  # cut by the swarm's own stop: neither ok nor failed
     qps: float | None = None
     output_tok_s: float | None = None
     prompt_tokens: int = 0
@@ -377,8 +378,9 @@ def client_vs_server(
         and client_last_end > run_server.last_ts
         else None
     )
-    ok = int(client_total.get("requests", 0)) - sum((client_total.get("failures") or {}).values())
     failed = sum((client_total.get("failures") or {}).values())
+    # cancelled requests never reach the server's success counter (a client abort: REFERENCE.md §9)
+    ok = int(client_total.get("requests", 0)) - failed - int(client_total.get("cancelled") or 0)
     if run_server.requests is not None:
         srv = run_server.requests
         diff = srv - ok

@@ -21,6 +21,7 @@ from swarm.analysis import plots
 from swarm.analysis.diagnosis import Finding, ttft_gap
 from swarm.analysis.plots import PNGS, render_plots
 from swarm.analysis.rundir import RunData, findings, load_run, slo_text, stage_rows
+from swarm.analysis.table import drain_line
 from swarm.core.units import ms_number, percent_text
 from swarm.stats.cpu import cpu_limit
 
@@ -65,6 +66,7 @@ def stage_table(data: RunData) -> Any:
             "duration_s": r.duration_s,
             "requests": r.requests,
             "failures": r.failures,
+            "cancelled": r.cancelled,
             "qps": r.qps,
             "output_tok_s": r.output_tok_s,
             "ttft_p50_s": r.ttft_p50,
@@ -147,6 +149,7 @@ def _stage_html(data: RunData, found: Sequence[Finding]) -> str:
         "users",
         "req",
         "fail",
+        "cancel",
         "QPS",
         "out tok/s",
         "TTFT p50 ms",
@@ -177,6 +180,7 @@ def _stage_html(data: RunData, found: Sequence[Finding]) -> str:
                 users,
                 _fmt(r.requests, "int"),
                 _fmt(r.failures, "int"),
+                _fmt(r.cancelled, "int"),
                 _fmt(r.qps),
                 _fmt(r.output_tok_s),
                 _fmt(r.ttft_p50, "ms"),
@@ -243,7 +247,7 @@ def _client_server_html(data: RunData) -> str:
                 "-"
                 if not lat.get("e2e")
                 else f"{lat['e2e']['p50'] or 0:.2f} / {lat['e2e']['p99'] or 0:.2f} s",
-                _fmt(r.requests - r.failures, "int"),
+                _fmt(r.requests - r.failures - r.cancelled, "int"),
                 _fmt(s.requests, "int") if s else "-",
                 _fmt(r.output_tokens, "int"),
                 _fmt(s.generation_tokens, "int") if s else "-",
@@ -327,6 +331,8 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
     )
     failures = (s.get("total") or {}).get("failures") or {}
     failed = ", ".join(f"{k} {v}" for k, v in failures.items() if v) or "none"
+    drain = drain_line(s)
+    drain_text = f" The {drain[0].lower()}{drain[1:]}." if drain else ""
     messages = "".join(
         f"<li><span class='k'>{html.escape(outcome)}</span> {e['count']} &times; "
         f"<code>{html.escape(e['message'])}</code></li>"
@@ -348,7 +354,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 <ul class="findings">{items}</ul>
 <h2>Stages</h2>
 {_stage_html(data, found)}
-<p class="meta">Failures by outcome (whole run): {html.escape(failed)}. Rows in red: a worker's CPU was over {cpu_limit():.0f}%,
+<p class="meta">Failures by outcome (whole run): {html.escape(failed)}.{html.escape(drain_text)} Rows in red: a worker's CPU was over {cpu_limit():.0f}%,
 the client was the bottleneck and those latencies are not trusted.</p>
 {messages}
 <h2>Client vs server</h2>

@@ -89,10 +89,12 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def _block_from_records(df: Any, duration_s: float | None) -> Block:
     """A summary-style block computed exactly from records (when the summary lacks one)."""
-    failures = df.loc[df["outcome"] != "ok", "outcome"].value_counts().to_dict()
+    failures = df.loc[~df["outcome"].isin(["ok", "cancelled"]), "outcome"].value_counts().to_dict()
     good = df[(df["outcome"] == "ok") & ~df["warmup"].fillna(False).astype(bool)]
     out: dict[str, Any] = {
         "requests": len(df),
+        "completed": len(df),
+        "cancelled": int((df["outcome"] == "cancelled").sum()),
         "failures": {k: int(v) for k, v in failures.items()},
         "prompt_tokens": int(df["prompt_tokens"].fillna(0).sum()),
         "output_tokens": int(df["output_tokens"].fillna(0).sum()),
@@ -181,6 +183,7 @@ def stage_rows(summary: Summary | Mapping[str, Any], records: Any = None) -> tup
                 duration_s=duration,
                 requests=int(block.get("requests", 0)),
                 failures=int(sum((block.get("failures") or {}).values())),
+                cancelled=int(block.get("cancelled") or 0),
                 qps=block.get("qps"),
                 output_tok_s=block.get("output_tok_s"),
                 prompt_tokens=int(block.get("prompt_tokens") or 0),

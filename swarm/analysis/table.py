@@ -12,6 +12,7 @@ COLUMNS = (
     ("workload", "workload"),
     ("requests", "req"),
     ("failed", "fail"),
+    ("cancelled", "cancel"),
     ("qps", "QPS"),
     ("output_tok_s", "out tok/s"),
     ("ttft_p50", "TTFT p50"),
@@ -35,17 +36,19 @@ def row(name: str, block: Block | Mapping[str, Any]) -> list[str]:
         name,
         str(block.get("requests", 0)),
         str(failed),
+        str(block.get("cancelled", 0)),
         f"{block.get('qps', 0.0):.2f}",
         f"{block.get('output_tok_s', 0.0):.0f}",
     ]
-    for key, _ in COLUMNS[5:]:
+    for key, _ in COLUMNS[6:]:
         metric, stat = key.split("_")
         cells.append(_latency(block, metric, stat))
     return cells
 
 
 def render(summary: Summary | Mapping[str, Any]) -> str:
-    """The per-workload table, `total` last, followed by a failure breakdown when there is one."""
+    """The per-workload table, `total` last, then the drain after the stop and a failure breakdown
+    when there are any."""
     names = [n for n in summary.get("workloads", []) if n != "total"]
     rows = [row(n, block) for n in names if (block := workload_block(summary, n)) is not None]
     if (total := workload_block(summary, "total")) is not None:
@@ -62,8 +65,23 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
         lines.append(
             "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
         )
+    if drain := drain_line(summary):
+        lines.append(drain)
     failures = (summary.get("total") or {}).get("failures") or {}
     if any(failures.values()):
         parts = ", ".join(f"{k}={v}" for k, v in sorted(failures.items()) if v)
         lines.append(f"failures by outcome: {parts}")
     return "\n".join(lines)
+
+
+def drain_line(summary: Summary | Mapping[str, Any]) -> str | None:
+    """What happened after the stop began, apart from the load's rates; None when nothing did."""
+    d = summary.get("drain") or {}
+    if not d.get("requests") and not d.get("cancelled"):
+        return None
+    took = d.get("duration_s")
+    during = f" in the {took:.1f} s after the stop" if took is not None else " after the stop"
+    return (
+        f"drain: {d.get('requests', 0)} requests finished{during} (not in QPS); "
+        f"{d.get('cancelled', 0)} cancelled by the stop"
+    )

@@ -10,6 +10,12 @@ to the stream tally (swarm/client/tally.py) as they come.
 `exchange` never raises for anything the server or the network does: every failure becomes one
 `Outcome` with a message, through `failure`, the one mapping from what went wrong to how the
 request is recorded (the swarm's own `RequestFailure`s carry their outcome).
+
+A stop that kills the user's greenlet (`GreenletExit`: the run's end, fewer users, a quitting
+worker) while a request is on the wire does not lose it either: once the request is sent,
+`exchange` returns `cancelled` with what was read up to the cut and keeps the exit in `cut`, for
+the user to raise again after recording it. Killed before the request was sent whole, nothing
+reached the server: nothing is recorded and the exit goes straight on.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 import gevent
 import orjson
+from gevent import GreenletExit
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPSocketPoolResponse
 
@@ -33,6 +40,7 @@ DRAIN_S = 1.0  # after [DONE]: wait at most this long for the end of the HTTP bo
 ERROR_BODY_MAX = 64 * 1024  # bytes of an HTTP error body read for its message
 HEAD_MAX = 64 * 1024  # bytes read by hand while looking for the end of the headers
 MALFORMED = (AttributeError, TypeError, KeyError, IndexError, ValueError)  # JSON of another shape
+CANCELLED_MESSAGE = "cut by the swarm's stop while in flight ({phase})"
 
 
 def failure(
@@ -126,6 +134,7 @@ class Transport:
         self.timeout = timeout  # seconds without a byte (--request-timeout)
         self.deadline_s = deadline_s  # seconds for a whole request (--request-deadline); None: none
         self._deadline: gevent.Timeout | None = None  # the request in flight's (one timer per request)
+        self.cut: GreenletExit | None = None  # the stop that cancelled the last exchange, to raise again
 
     def get(self, path: str) -> tuple[int, bytes]:
         """A plain GET on the pool (no Locust event): status and body. Raises on failure."""
@@ -183,6 +192,19 @@ class Transport:
             if isinstance(e, Exception):
                 return (*failure(e, "sending", timeout), perf(), 0)
             raise
+        try:
+            return self._answer(sock, tally, record, t0)
+        except GreenletExit as e:  # sent, then stopped: one `cancelled` record (the user raises `cut` again)
+            self.cut = e
+            return Outcome.CANCELLED, CANCELLED_MESSAGE.format(phase="waiting for the status"), perf(), 0
+
+    def _answer(
+        self, sock: Any, tally: StreamTally, record: RequestRecord, t0: float
+    ) -> tuple[Outcome, str | None, float, int]:
+        """The response to a request sent on `sock`: status, headers, then the stream or the error."""
+        pool = self.pool
+        timeout = self.timeout
+        perf = time.perf_counter
         clock = Clock(t0) if Clock.enable(sock) else None
         head, t_headers = b"", 0.0
         if clock is not None:  # the first bytes, read here for their receive time
@@ -265,6 +287,14 @@ class Transport:
                 time.perf_counter(),
                 reads.n_bytes,
             )
+        except GreenletExit as e:  # stopped mid-stream: what came so far is in the tally
+            self.cut = e
+            return (
+                Outcome.CANCELLED,
+                CANCELLED_MESSAGE.format(phase="streaming"),
+                time.perf_counter(),
+                reads.n_bytes,
+            )
         except RequestFailure as e:  # BadChunk, EventTooLarge: timed at the read that carried it
             return (*failure(e, "streaming", self.timeout), reads.t, reads.n_bytes)
         except (HTTPParseError, OSError) as e:  # a timeout; reset / broken chunked framing mid-stream
@@ -286,6 +316,8 @@ class Transport:
                 resp.feed(data)
         except (Exception, gevent.Timeout):  # [DONE] is in: the request is complete either way
             return
+        except GreenletExit as e:  # stopped after [DONE]: still ok; the user raises the exit after recording
+            self.cut = e
 
     def _error_body(self, resp: _Response, sock: Any) -> tuple[bytes, float]:
         body = bytearray(resp._body_buffer)

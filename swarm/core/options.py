@@ -23,6 +23,12 @@ DIALECT_NAMES = ("auto", "vllm", "llamacpp", "openai")
 ARRIVALS = ("poisson", "constant")
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 DEFAULT_REQUEST_DEADLINE_S = 600.0
+DEFAULT_STOP_TIMEOUT_S = 30
+"""Locust's `--stop-timeout` when none is given (Locust's own default, 0, kills every request in
+flight at the stop). 30 s lets a typical streamed answer finish (the seeds' `mixed` answers take
+up to ~23 s end to end) while a Ctrl-C still ends a run promptly; whatever is still running then
+is recorded as `cancelled`. An explicit --stop-timeout (flag, LOCUST_STOP_TIMEOUT, config file)
+rules, 0 included."""
 
 
 @dataclass(frozen=True)

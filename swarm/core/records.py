@@ -22,13 +22,16 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # no byte for longer than the per-request timeout
     CONNECT_ERROR = "connect_error"  # could not connect / connection refused or reset before a status
     BAD_CHUNK = "bad_chunk"  # an SSE data line that is not valid JSON or not a chunk
+    CANCELLED = "cancelled"  # cut short by the swarm itself (a stop, fewer users): neither ok nor failed
 
     @property
     def failed(self) -> bool:
-        return self is not Outcome.OK
+        """A failure of the target or the network (counts in the error rate); `cancelled` is not one."""
+        return self is not Outcome.OK and self is not Outcome.CANCELLED
 
 
 OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+FAILURES: tuple[Outcome, ...] = tuple(o for o in Outcome if o.failed)
 LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")
 """The latencies measured per request (`<name>_s` fields), aggregated and summarised by these names."""
 

@@ -73,7 +73,7 @@ class SwarmCollector(Collector):
 
         req = CounterMetricFamily(
             "swarm_requests",
-            "Requests finished, by outcome (failed and warm-up included)",
+            "Requests sent, each counted once when it ends, by outcome (failed, cancelled and warm-up included)",
             labels=[*wl_labels, "outcome"],
         )
         for workload, cell in cells.items():

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import gevent
-from locust.runners import STATE_MISSING
+from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 
 from swarm.core.units import new_run_id
 from swarm.live import webui
@@ -74,6 +74,7 @@ class MasterStats:
         self.model_name: str | None = option(environment, "model")
         self.start_s: float | None = None
         self.end_s: float | None = None
+        self.stopped_s: float | None = None  # the stop began: the end of the load window
         self.max_users = 0
         self.max_workers = 0
         self.known_workers: dict[str, float] = {}  # id -> connected at
@@ -89,6 +90,7 @@ class MasterStats:
         self._closed = False
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
+        ev.test_stopping.add_listener(self._on_test_stopping)
         ev.test_stop.add_listener(self._on_test_stop)
         ev.reset_stats.add_listener(self._on_reset_stats)
         if role == "master":
@@ -252,15 +254,22 @@ class MasterStats:
             self._flagged.clear()
             self.state.stage.timeline.clear()
             self.end_s = None
+        self.stopped_s = None
         self.start_s = time.time()
         shape = getattr(self.runner, "shape_greenlet", None)
         if self._sigterm is not None and shape is not None:  # Locust's handler takes over after the shape
             shape.link(lambda _: self._sigterm.cancel())
 
+    def _on_test_stopping(self, **_: Any) -> None:
+        if self.start_s is not None and self.stopped_s is None:
+            self.stopped_s = time.time()
+
     def _on_test_stop(self, **_: Any) -> None:
         if self.start_s is None:
             return
         self.end_s = time.time()
+        if self.stopped_s is None:
+            self.stopped_s = self.end_s
         if self.out_dir is not None:  # late deltas land in the final write at quit
             self._summary_writer = gevent.spawn_later(SUMMARY_AFTER_STOP_S, self._write_summary_quietly)
 
@@ -283,7 +292,7 @@ class MasterStats:
     def build_summary(self) -> Summary:
         self._pull_local()
         end = self.end_s if self.end_s is not None else (time.time() if self.start_s is not None else None)
-        windows = self.state.stage.windows(self.start_s, end)
+        windows = self.state.stage.windows(self.start_s, self.stopped_s or end)
         timeline = stage_timeline(self.environment)
         s = summary.build(
             self.aggregate,
@@ -291,6 +300,7 @@ class MasterStats:
             model_name=self.current_model(),
             start_s=self.start_s,
             end_s=end,
+            stopped_s=self.stopped_s,
             users=self.max_users,
             workers=self.max_workers if self.role == "master" else 1,
             degraded_workers=list(self.degraded.values()),
@@ -343,6 +353,10 @@ class MasterStats:
             return
         if self.role == "master":
             self._collect_final_reports()
+        elif self.runner.state in (STATE_SPAWNING, STATE_RUNNING):
+            # A signal (SIGTERM, Ctrl-C) fires `quitting` before Locust stops the users: stop them
+            # here, so the requests in flight finish (or are cancelled) and are in the summary.
+            self.runner.stop()
         if self.start_s is not None and self.end_s is None:
             self._on_test_stop()
         if self._summary_writer is not None:

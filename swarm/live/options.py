@@ -19,6 +19,7 @@ from swarm.core.errors import UsageError, exit_code, one_line
 from swarm.core.options import (
     DEFAULT_REQUEST_DEADLINE_S,
     DEFAULT_REQUEST_TIMEOUT_S,
+    DEFAULT_STOP_TIMEOUT_S,
     GROUP_TITLES,
     OPTIONS,
 )
@@ -41,6 +42,9 @@ def register(parser: Any) -> None:
             kw["include_in_web_ui"] = opt.web_ui
             target = parser
         target.add_argument(opt.flag, **kw)
+    # A graceful stop by default: in-flight requests get DEFAULT_STOP_TIMEOUT_S to finish (an
+    # explicit --stop-timeout, LOCUST_STOP_TIMEOUT or config value still rules, 0 included).
+    parser.set_defaults(stop_timeout=str(DEFAULT_STOP_TIMEOUT_S))
 
 
 def exit_on_usage_error(exc: UsageError, prog: str = "locust") -> None:

@@ -9,6 +9,12 @@ and Locust's `request` event (name = workload, response_time = E2E in ms, except
 `LLMRequestFailure("outcome: message")` on failure). Nothing raises out of `send`: every
 failure becomes one `Outcome`.
 
+A stop that kills the user mid-request (`GreenletExit`) is recorded too, as `cancelled`, with what
+was measured up to the cut, before the exit goes on: every request sent is recorded exactly once,
+however the run stops. Cancelled requests fire the swarm's `llm_request` only, not Locust's
+`request`: Locust has no outcome for them (as a success their cut E2E would enter its percentiles,
+as a failure they would fail the run's exit code), and they did not complete.
+
 Importing this module registers the swarm's options and statistics with Locust (swarm/live/plugin.py).
 """
 
@@ -52,6 +58,12 @@ def _validate(environment: Any) -> None:
     state = swarm_state(environment)
     state.reset_options()
     state.llm_options(environment)
+    staged = [f for f in ("sweep", "rate") if getattr(environment.parsed_options, f, "")]
+    if staged and getattr(environment, "shape_class", None) is None:
+        raise UsageError(
+            f"--{staged[0]} needs the swarm's load shape, and this locustfile has none: add "
+            "`from swarm.live.shape import SwarmShape` to it (swarm/locustfile.py has it)"
+        )
     for user_class in getattr(environment, "user_classes", None) or []:
         if isinstance(user_class, type) and issubclass(user_class, LLMUser):
             state.mix(environment, user_class.workload)
@@ -171,8 +183,8 @@ class LLMUser(FastHttpUser):
     # -- one request ---------------------------------------------------------------------------
 
     def send(self, req: LLMRequest, send_lag_s: float | None = None) -> RequestRecord:
-        """Send `req`, stream the answer, fire the events; returns the record. Never raises
-        (except the greenlet being killed, which records nothing)."""
+        """Send `req`, stream the answer, fire the events; returns the record. Never raises, but
+        for the greenlet being killed: after recording a sent request as `cancelled`."""
         stage = self.state.stage
         record = RequestRecord(
             workload=req.workload,
@@ -223,15 +235,23 @@ class LLMUser(FastHttpUser):
         record.error = error
         if outcome is not Outcome.OK:
             record.tpot_s = None
+            if outcome is Outcome.CANCELLED and record.prompt_tokens is None:
+                record.prompt_tokens = req.prompt_tokens  # the server's count, when the workload knows it
         self._fire(record, n_bytes)
+        cut = transport.cut
+        if cut is not None:  # the stop that cancelled it goes on, now that the request is recorded
+            transport.cut = None
+            raise cut
         if outcome is Outcome.CONNECT_ERROR:
             gevent.sleep(CONNECT_ERROR_PAUSE_S)
         return record
 
     def _fire(self, record: RequestRecord, n_bytes: int) -> None:
+        self.state.llm_request.fire(record=record)
+        if record.outcome is Outcome.CANCELLED:
+            return
         e2e_ms = (record.e2e_s or 0.0) * 1000.0
         exc = None if record.outcome is Outcome.OK else LLMRequestFailure(record.outcome, record.error or "")
-        self.state.llm_request.fire(record=record)
         self.environment.events.request.fire(
             request_type="POST",
             name=record.workload,

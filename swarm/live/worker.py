@@ -24,7 +24,7 @@ from swarm.core.records import RequestRecord
 from swarm.live.options import option
 from swarm.live.recorder import RecordWriter
 from swarm.live.state import swarm_state
-from swarm.stats.aggregate import Aggregate
+from swarm.stats.aggregate import DRAIN, Aggregate
 from swarm.stats.cpu import CpuMeter
 from swarm.stats.wire import WIRE_KEY, WorkerReport
 
@@ -45,11 +45,13 @@ class WorkerStats:
         self.out_dir = Path(out) if out else None
         self.aggregate = Aggregate()  # the delta not yet reported
         self.stopped = False  # no more records until the next test_start
+        self.draining = False  # the stop has begun: what finishes now completes in the DRAIN window
         self.cpu = CpuMeter()
         self._writer: RecordWriter | None = None
         self._closed = False
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
+        ev.test_stopping.add_listener(self._on_test_stopping)
         ev.test_stop.add_listener(self._on_test_stop)
         ev.reset_stats.add_listener(self._on_reset_stats)
         self.state.llm_request.add_listener(self._on_record)
@@ -61,7 +63,7 @@ class WorkerStats:
     def _on_record(self, record: RequestRecord, **_: Any) -> None:
         if self._closed:
             return
-        self.aggregate.add(record)
+        self.aggregate.add(record, DRAIN if self.draining else self.state.stage.index)
         if self.out_dir is not None:
             self._ensure_writer().add(record)
 
@@ -75,11 +77,15 @@ class WorkerStats:
 
     def _on_test_start(self, **_: Any) -> None:
         self.stopped = False
+        self.draining = False
         if self.out_dir is None:  # a worker learns --swarm-out from the master
             out = option(self.environment, "swarm_out")
             self.out_dir = Path(out) if out else None
         if self.out_dir is not None:
             self._ensure_writer()
+
+    def _on_test_stopping(self, **_: Any) -> None:
+        self.draining = True
 
     def _on_test_stop(self, **_: Any) -> None:
         self.stopped = True
@@ -133,8 +139,8 @@ class WorkerStats:
         with contextlib.suppress(Exception):
             if not self.stopped:
                 self.runner.stop()
-            if self.aggregate:
-                self.runner._send_stats()  # fires report_to_master, as Locust's own reporter does
+            # always: even with no new records, this report's `stopped` tells the master it is final
+            self.runner._send_stats()  # fires report_to_master, as Locust's own reporter does
 
     def close(self) -> None:
         if self._closed:

@@ -45,6 +45,7 @@ class LLMRequest:
     messages: Messages
     max_tokens: int
     thinking: bool | None = None  # None: send no thinking switch (server default)
+    prompt_tokens: int | None = None  # the prompt's length as the server counts it, when known
 
     def prompt_text(self) -> str:
         """The prompt for /v1/completions: the message contents, blank-line separated."""
@@ -119,6 +120,7 @@ class Prompt:
     messages: Messages
     max_tokens: int | None = None  # None: the workload's
     thinking: bool | None = None  # None: the workload's ratio decides
+    prompt_tokens: int | None = None  # the prompt's length as the server counts it, when known
 
 
 class PromptSetWorkload(Workload):
@@ -144,7 +146,9 @@ class PromptSetWorkload(Workload):
         p = pool[rng.randrange(len(pool))]
         lo, hi = self.max_tokens
         max_tokens = p.max_tokens or (lo if lo == hi else rng.randint(lo, hi))
-        return LLMRequest(self.name, p.messages, max_tokens, thinking if p.thinking is None else p.thinking)
+        return LLMRequest(
+            self.name, p.messages, max_tokens, thinking if p.thinking is None else p.thinking, p.prompt_tokens
+        )
 
 
 def _tokens() -> tuple[Callable[[str], int], Callable[[Messages], int]]:
@@ -337,16 +341,21 @@ def _parse_bool(value: Any, where: str) -> bool | None:
 
 
 def _parse_max_tokens(value: Any, where: str) -> int | None:
+    return _parse_count(value, "max_tokens", where)
+
+
+def _parse_count(value: Any, key: str, where: str) -> int | None:
+    """A whole number >= 1 from a row's `key` column; None when absent or empty."""
     if value is None or value == "":
         return None
     if isinstance(value, bool):
-        raise UsageError(f"{where}: 'max_tokens' must be a whole number >= 1 (got {value!r})")
+        raise UsageError(f"{where}: '{key}' must be a whole number >= 1 (got {value!r})")
     try:
         n = int(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
         n = 0
     if isinstance(value, float) or n < 1:
-        raise UsageError(f"{where}: 'max_tokens' must be a whole number >= 1 (got {value!r})")
+        raise UsageError(f"{where}: '{key}' must be a whole number >= 1 (got {value!r})")
     return n
 
 
@@ -366,6 +375,9 @@ def _parse_messages(value: Any, where: str) -> Messages:
     return value
 
 
+PROMPT_FIELDS = ("prompt", "messages", "max_tokens", "thinking", "prompt_tokens")  # of a prompt file's rows
+
+
 def _row_prompt(row: dict[str, Any], where: str) -> Prompt:
     messages, prompt = row.get("messages"), row.get("prompt")
     if messages not in (None, "") and prompt not in (None, ""):
@@ -377,7 +389,10 @@ def _row_prompt(row: dict[str, Any], where: str) -> Prompt:
     else:
         raise UsageError(f"{where}: needs a non-empty 'prompt' (text) or 'messages' (list)")
     return Prompt(
-        msgs, _parse_max_tokens(row.get("max_tokens"), where), _parse_bool(row.get("thinking"), where)
+        msgs,
+        _parse_max_tokens(row.get("max_tokens"), where),
+        _parse_bool(row.get("thinking"), where),
+        _parse_count(row.get("prompt_tokens"), "prompt_tokens", where),
     )
 
 
@@ -385,7 +400,8 @@ def load_prompt_file(path: str | Path) -> tuple[Prompt, ...]:
     """Read a custom prompt file (JSONL or CSV) and validate every row.
 
     JSONL: one object per line with `prompt` (text) or `messages` (OpenAI list), optional
-    `max_tokens` and `thinking`. CSV: a header row with the same column names (`messages` as a
+    `max_tokens`, `thinking` and `prompt_tokens` (the prompt's length as the server counts it: a
+    request the run's stop cancels is then recorded with it). CSV: a header row with the same column names (`messages` as a
     JSON string). Raises UsageError naming the file and line of the first bad row.
     """
     p = Path(path)
@@ -406,11 +422,9 @@ def load_prompt_file(path: str | Path) -> tuple[Prompt, ...]:
             raise UsageError(
                 f"{path}:1: the CSV header needs a 'prompt' or 'messages' column (got {sorted(cols)})"
             )
-        unknown = cols - {"prompt", "messages", "max_tokens", "thinking"}
+        unknown = cols - set(PROMPT_FIELDS)
         if unknown:
-            raise UsageError(
-                f"{path}:1: unknown column(s) {sorted(unknown)}; use prompt, messages, max_tokens, thinking"
-            )
+            raise UsageError(f"{path}:1: unknown column(s) {sorted(unknown)}; use {', '.join(PROMPT_FIELDS)}")
         line = reader.line_num
         for row in reader:
             where = f"{path}:{line + 1}"
@@ -429,10 +443,10 @@ def load_prompt_file(path: str | Path) -> tuple[Prompt, ...]:
                 raise UsageError(f"{where}: not valid JSON ({e.msg})") from None
             if not isinstance(row, dict):
                 raise UsageError(f"{where}: each line must be a JSON object")
-            unknown = set(row) - {"prompt", "messages", "max_tokens", "thinking"}
+            unknown = set(row) - set(PROMPT_FIELDS)
             if unknown:
                 raise UsageError(
-                    f"{where}: unknown field(s) {sorted(unknown)}; use prompt, messages, max_tokens, thinking"
+                    f"{where}: unknown field(s) {sorted(unknown)}; use {', '.join(PROMPT_FIELDS)}"
                 )
             prompts.append(_row_prompt(row, where))
     if not prompts:

@@ -28,6 +28,7 @@ from swarm.stats.quantiles import quantile_bucket
 class MasterSample:
     requests: float = 0.0
     failed: float = 0.0
+    cancelled: float = 0.0
     users: float = 0.0
     stage: int = 0
     ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
@@ -39,7 +40,10 @@ def parse_master_metrics(text: str) -> MasterSample:
         for sample in fam.samples:
             if sample.name == "swarm_requests_total":
                 s.requests += sample.value
-                if sample.labels.get("outcome") != "ok":
+                outcome = sample.labels.get("outcome")
+                if outcome == "cancelled":
+                    s.cancelled += sample.value
+                elif outcome != "ok":
                     s.failed += sample.value
             elif sample.name == "swarm_users":
                 s.users = sample.value
@@ -64,6 +68,7 @@ def window_line(
     return (
         f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
         f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}"
+        + (f" | cancelled {int(cur.cancelled)}" if cur.cancelled else "")
     )
 
 

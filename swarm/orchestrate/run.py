@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
-from swarm.core.options import add_run_options
+from swarm.core.options import DEFAULT_STOP_TIMEOUT_S, add_run_options
 from swarm.core.units import check_run_id, new_run_id, parse_timespan
 from swarm.load.stages import StagePlan
 from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
@@ -74,8 +74,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--stop-timeout",
-        default="60s",
-        help="at the end, let in-flight requests finish for this long (default 60s) so none is lost",
+        default=f"{DEFAULT_STOP_TIMEOUT_S}s",
+        help=f"at the end, let in-flight requests finish for this long (default {DEFAULT_STOP_TIMEOUT_S}s); "
+        "those still running then are recorded as cancelled",
     )
     p.add_argument(
         "locust_args",

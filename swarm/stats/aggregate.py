@@ -18,8 +18,14 @@ and failed ones included). Failures also keep their messages: per outcome, the f
 those), so a server that says the same thing a million times costs one entry. And three times tell
 when the target went away: the end of the last response (any status line) and of the first and
 last `connect_error`. Latency distributions cover successful (`ok`), non-warm-up records
-only: a failed request's "E2E" is the time to its failure, and warm-up requests are excluded
-from a stage's statistics by definition.
+only: a failed request's "E2E" is the time to its failure, a `cancelled` one's the time to the
+stop that cut it, and warm-up requests are excluded from a stage's statistics by definition.
+
+Rates count completions. A cell is keyed by the stage a request was *sent* in (its latencies
+belong to the load it met), but a request is *completed* in the window where it finished: the
+stage then running, or `DRAIN` once the run's stop has begun. `completed` counts requests and
+output tokens per completion window, so a stage's QPS is what finished inside it over its
+length, and the drain after the stop is its own line, never divided by the load's duration.
 """
 
 from __future__ import annotations
@@ -30,15 +36,17 @@ from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # 2: cells carry `done` (completions per window)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
+DRAIN = -1  # completion window of the requests that finished after the run's stop began
 
 
 class Cell:
     """Everything measured for one (workload, stage): exact counters and five latencies."""
 
     __slots__ = (
+        "completed",
         "errors",
         "first_connect_error_s",
         "first_start_s",
@@ -72,13 +80,20 @@ class Cell:
         self.first_connect_error_s: float | None = None  # earliest / latest end of a connect_error
         self.last_connect_error_s: float | None = None
         self.latencies: dict[str, LatencyStats] = {name: LatencyStats() for name in LATENCIES}
+        self.completed: dict[int, list[int]] = {}  # completion window -> [requests, output tokens]
 
-    def add(self, r: RequestRecord) -> None:
+    def add(self, r: RequestRecord, window: int | None = None) -> None:
+        """Count `r`; `window`: where it finished (a stage index or DRAIN; None: its own stage)."""
         outcome = Outcome(r.outcome)
         self.requests += 1
         self.outcomes[outcome.value] += 1
         self.prompt_tokens += r.prompt_tokens or 0
         self.output_tokens += r.output_tokens or 0
+        done = self.completed.get(r.stage if window is None else window)
+        if done is None:
+            done = self.completed[r.stage if window is None else window] = [0, 0]
+        done[0] += 1
+        done[1] += r.output_tokens or 0
         self.reasoning_tokens += r.reasoning_tokens or 0
         start = r.start_wall_s
         end = start + (r.e2e_s or 0.0)
@@ -86,7 +101,7 @@ class Cell:
             self.first_start_s = start
         if self.last_end_s is None or end > self.last_end_s:
             self.last_end_s = end
-        if outcome is not Outcome.OK:
+        if outcome.failed:
             self._count_error(outcome.value, r.error or "", 1)
         if r.http_status is not None:
             if self.last_response_s is None or end > self.last_response_s:
@@ -135,7 +150,21 @@ class Cell:
 
     @property
     def failed(self) -> int:
-        return self.requests - self.outcomes[Outcome.OK.value]
+        """Requests that failed (cancelled ones are not failures)."""
+        return self.requests - self.outcomes[Outcome.OK.value] - self.cancelled
+
+    @property
+    def cancelled(self) -> int:
+        return self.outcomes[Outcome.CANCELLED.value]
+
+    def completed_in(self, windows: Iterator[int] | list[int] | None = None) -> tuple[int, int]:
+        """(requests, output tokens) that finished in `windows` (None: every window but DRAIN)."""
+        n = tokens = 0
+        for w, (k, t) in self.completed.items():
+            if (w != DRAIN) if windows is None else (w in windows):
+                n += k
+                tokens += t
+        return n, tokens
 
     def window_s(self) -> float | None:
         """Seconds from the first send to the last completion seen in this cell."""
@@ -151,6 +180,13 @@ class Cell:
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        for w, (k, t) in other.completed.items():
+            done = self.completed.get(w)
+            if done is None:
+                self.completed[w] = [k, t]
+            else:
+                done[0] += k
+                done[1] += t
         if other.first_start_s is not None and (
             self.first_start_s is None or other.first_start_s < self.first_start_s
         ):
@@ -187,6 +223,7 @@ class Cell:
             "first_connect_error_s": self.first_connect_error_s,
             "last_connect_error_s": self.last_connect_error_s,
             "lat": {name: s.to_wire() for name, s in self.latencies.items() if s.count},
+            "done": [[w, k, t] for w, (k, t) in self.completed.items()],
         }
 
     @classmethod
@@ -197,6 +234,7 @@ class Cell:
             c.outcomes[Outcome(k).value] += int(n)
         c.prompt_tokens, c.output_tokens = int(d["prompt_tokens"]), int(d["output_tokens"])
         c.reasoning_tokens = int(d["reasoning_tokens"])
+        c.completed = {int(w): [int(k), int(t)] for w, k, t in d["done"]}
         c.first_start_s, c.last_end_s = d["first_start_s"], d["last_end_s"]
         for outcome, msgs in (d.get("errors") or {}).items():
             for message, n in msgs.items():
@@ -228,8 +266,9 @@ class Aggregate:
             c = self.cells[key] = Cell(workload, stage)
         return c
 
-    def add(self, record: RequestRecord) -> None:
-        self.cell(record.workload, int(record.stage)).add(record)
+    def add(self, record: RequestRecord, window: int | None = None) -> None:
+        """Count `record` in its (workload, sent stage) cell; `window`: see `Cell.add`."""
+        self.cell(record.workload, int(record.stage)).add(record, window)
 
     def merge(self, other: Aggregate) -> None:
         for c in other:

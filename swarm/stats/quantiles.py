@@ -82,9 +82,10 @@ def rate(count: float, duration_s: float | None) -> float:
     return count / duration_s
 
 
-def error_rate(requests: int, failures: int) -> float | None:
-    """Failed / all requests; None when nothing was sent."""
-    return failures / requests if requests else None
+def error_rate(requests: int, failures: int, cancelled: int = 0) -> float | None:
+    """Failed / requests that ran to an end (cancelled ones are neither); None when there are none."""
+    ended = requests - cancelled
+    return failures / ended if ended > 0 else None
 
 
 def relative_error(estimate: float, exact: float) -> float:

@@ -19,6 +19,7 @@ from typing import Any
 from swarm.core.errors import UsageError
 from swarm.core.records import LATENCIES
 from swarm.core.units import percent_text, seconds_text
+from swarm.stats import quantiles
 from swarm.stats.quantiles import STAT_KEYS
 
 STATS = STAT_KEYS
@@ -50,9 +51,8 @@ class Objective:
         if wl is None:
             return None
         if self.metric == "error_rate":
-            n = wl.get("requests", 0)
             failed = sum(wl.get("failures", {}).values())
-            return failed / n if n else None
+            return quantiles.error_rate(wl.get("requests", 0), failed, wl.get("cancelled", 0))
         if self.metric in RATES:
             return wl.get(self.metric)
         name, stat = self.metric.rsplit("_", 1)

@@ -6,6 +6,8 @@ Layout (top level):
   `degraded` (bool) and `degraded_workers` ([{worker, detected_at, last_report_at, reason}], plus
   `reconnected_at` for a worker that went missing and came back: its reports still count once),
   `workloads` (names, sorted), `slo` (verdict lines, when --slo was given), `notes`;
+- `drain`: what happened after the stop began (`requests` finished then, `output_tokens`,
+  `cancelled`: requests the stop cut, `duration_s`: from the stop to the end of the run);
 - `errors`: failed outcome -> [{message, count}], the first ERROR_MESSAGES_MAX distinct messages
   of each outcome (swarm/stats/aggregate.py), most frequent first;
 - `target_unreachable_since` (ISO) / `target_unreachable_since_s`: when the run ended with the
@@ -14,14 +16,19 @@ Layout (top level):
 - `total` and one block per workload name (so `summary[name]` is what swarm.stats.slo reads);
 - `stages`: [{stage, duration_s, total, <workload>...}] per load-stage index.
 
-A block has exactly: requests, failures, prompt_tokens, output_tokens, reasoning_tokens, qps,
-output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s.
-- `requests`: every request sent and finished, failed and warm-up ones included.
-- `failures`: failed outcome -> count (every failure outcome, zeros included).
-- `qps` = requests / duration_s; `output_tok_s` = output_tokens / duration_s (output tokens count
-  reasoning + answer tokens). duration_s is the run's wall time from test start to stop on the
-  master; for a stage (or when the run's times are unknown) it is the stage's own window, from
-  its first request sent to its last request finished.
+A block has exactly: requests, completed, cancelled, failures, prompt_tokens, output_tokens,
+reasoning_tokens, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s, send_lag_s.
+- `requests`: every request sent (in the run, or in the stage), each recorded once: ok, failed,
+  cancelled and warm-up ones included.
+- `cancelled`: requests the swarm itself cut short (the run's stop, fewer users): neither ok nor
+  failed, outside the latency percentiles and the error rate.
+- `failures`: failed outcome -> count (every failure outcome, zeros included; not `cancelled`).
+- `completed`: requests that finished inside the window (any outcome); `qps` = completed /
+  duration_s and `output_tok_s` = their output tokens / duration_s (reasoning + answer tokens).
+  The window of the run is its load, from test start to the moment the stop began on the master
+  (`duration_s`); the requests that finish after it are the `drain`, not the load's rate. A
+  stage's window is the stage's own (start to the next stage); without times, from its first
+  request sent to its last request finished. The live QPS counts completions the same way.
 - latencies in seconds: p50, p90, p95, p99 (nearest-rank-lower percentiles estimated by the
   sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
   when there is no such request.
@@ -40,10 +47,12 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from swarm.stats import quantiles
-from swarm.stats.aggregate import LATENCIES, Aggregate, Cell
+from swarm.stats.aggregate import DRAIN, LATENCIES, Aggregate, Cell
 
 BLOCK_KEYS: tuple[str, ...] = (
     "requests",
+    "completed",
+    "cancelled",
     "failures",
     "prompt_tokens",
     "output_tokens",
@@ -53,8 +62,9 @@ BLOCK_KEYS: tuple[str, ...] = (
     *(f"{name}_s" for name in LATENCIES),
 )
 NOTES = (
-    "requests counts every finished request (failed and warm-up included); qps and output_tok_s "
-    "divide by duration_s; latency percentiles are nearest-rank-lower over successful, "
+    "requests counts every request sent, each once (failed, cancelled and warm-up included); qps and "
+    "output_tok_s count the requests completed inside the window over its duration_s (the drain after "
+    "the stop is reported apart); latency percentiles are nearest-rank-lower over successful, "
     "non-warm-up requests, from DDSketch (0.5% relative accuracy); mean and max are exact"
 )
 
@@ -72,6 +82,8 @@ class Block(TypedDict):
     """One workload's (or the total's) numbers: exactly BLOCK_KEYS."""
 
     requests: int
+    completed: int
+    cancelled: int
     failures: dict[str, int]
     prompt_tokens: int
     output_tokens: int
@@ -133,6 +145,15 @@ class VerdictEntry(TypedDict):
     value: float | None
 
 
+class Drain(TypedDict):
+    """After the stop began: requests that finished then, and those the stop cut."""
+
+    requests: int
+    output_tokens: int
+    cancelled: int
+    duration_s: float | None
+
+
 class ErrorEntry(TypedDict):
     message: str
     count: int
@@ -158,6 +179,7 @@ class Summary(TypedDict):
     target_unreachable_since: str | None
     target_unreachable_since_s: float | None
     total: Block
+    drain: Drain
     stages: list[StageEntry]
     stage_timeline: NotRequired[list[StageTimelineEntry]]
     client_bound: NotRequired[list[ClientBound]]
@@ -175,16 +197,20 @@ def load(path: Path) -> Summary:
     return cast(Summary, json.loads(Path(path).read_text()))
 
 
-def block(cell: Cell, duration_s: float | None) -> Block:
-    """One workload's (or the total's) numbers: exactly BLOCK_KEYS."""
+def block(cell: Cell, duration_s: float | None, completed: tuple[int, int] | None = None) -> Block:
+    """One workload's (or the total's) numbers: exactly BLOCK_KEYS. `completed`: (requests, output
+    tokens) that finished inside the window (None: every completion outside the drain)."""
+    done, done_tokens = cell.completed_in() if completed is None else completed
     out: dict[str, Any] = {
         "requests": cell.requests,
+        "completed": done,
+        "cancelled": cell.cancelled,
         "failures": cell.failures,
         "prompt_tokens": cell.prompt_tokens,
         "output_tokens": cell.output_tokens,
         "reasoning_tokens": cell.reasoning_tokens,
-        "qps": quantiles.rate(cell.requests, duration_s),
-        "output_tok_s": quantiles.rate(cell.output_tokens, duration_s),
+        "qps": quantiles.rate(done, duration_s),
+        "output_tok_s": quantiles.rate(done_tokens, duration_s),
     }
     for name in LATENCIES:
         out[f"{name}_s"] = quantiles.sketch_stats(cell.latencies[name])
@@ -223,14 +249,19 @@ def build(
     model_name: str | None = None,
     start_s: float | None = None,
     end_s: float | None = None,
+    stopped_s: float | None = None,
     users: int = 0,
     workers: int = 0,
     degraded_workers: Sequence[Mapping[str, Any]] = (),
     stage_windows: Mapping[int, tuple[float, float]] | None = None,
 ) -> Summary:
-    """The summary.json dict. `stage_windows`: stage -> (start_s, end_s) where the master saw them."""
+    """The summary.json dict. `start_s`/`end_s`: the run's start and end on the master; `stopped_s`:
+    when its stop began (the end of the load window; None: `end_s`). `stage_windows`: stage ->
+    (start_s, end_s) where the master saw them."""
     total = agg.combined()
-    duration = end_s - start_s if start_s is not None and end_s is not None else total.window_s()
+    load_end = stopped_s if stopped_s is not None else end_s
+    duration = load_end - start_s if start_s is not None and load_end is not None else total.window_s()
+    drained, drained_tokens = total.completed_in([DRAIN])
     workloads = agg.workloads()
     out: dict[str, Any] = {
         "run_id": run_id,
@@ -250,6 +281,12 @@ def build(
         "target_unreachable_since": _iso(lost := target_unreachable_since(total)),
         "target_unreachable_since_s": lost,
         "total": block(total, duration),
+        "drain": {
+            "requests": drained,
+            "output_tokens": drained_tokens,
+            "cancelled": total.cancelled,
+            "duration_s": end_s - load_end if end_s is not None and load_end is not None else None,
+        },
     }
     for name in workloads:
         out[name] = block(agg.combined(workload=name), duration)
@@ -261,12 +298,13 @@ def build(
         entry: dict[str, Any] = {
             "stage": stage,
             "duration_s": stage_duration,
-            "total": block(cell, stage_duration),
+            "total": block(cell, stage_duration, total.completed_in([stage])),
         }
         for name in workloads:
             wl = agg.combined(workload=name, stage=stage)
             if wl.requests:
-                entry[name] = block(wl, stage_duration)
+                done = agg.combined(workload=name).completed_in([stage])
+                entry[name] = block(wl, stage_duration, done)
         stages.append(entry)
     out["stages"] = stages
     return cast(Summary, out)

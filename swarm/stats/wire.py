@@ -45,6 +45,7 @@ class CellWire(TypedDict):
     first_connect_error_s: float | None
     last_connect_error_s: float | None
     lat: dict[str, LatencyWire]  # latencies with at least one value
+    done: list[list[int]]  # [[completion window (stage index or -1: the drain), requests, output tokens]]
 
 
 class AggregateWire(TypedDict):

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +169,63 @@ def test_swarm_totals_equal_vllm_counters(vllm_target, vllm_report, tmp_path, wo
     if workload == "mixed":
         assert set(run.summary["workloads"]) == {"mixed"}
         assert run.summary["total"]["reasoning_tokens"] > 0  # its 20% thinking share
+
+
+def tokenized_prompt_file(target: RealTarget, path: Path, n: int = 24) -> Path:
+    """Distinct chat prompts, each with its length as vLLM counts it (POST /tokenize, chat form)."""
+    rows = []
+    for i in range(n):
+        messages = [
+            {"role": "user", "content": f"Request {i}: tell a long story about load test number {i}."}
+        ]
+        body = json.dumps({"model": target.model, "messages": messages}).encode()
+        req = urllib.request.Request(target.url + "/tokenize", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            rows.append({"messages": messages, "prompt_tokens": json.loads(r.read())["count"]})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_stop_that_cuts_requests_reconciles_with_vllm(vllm_target, vllm_report, tmp_path):
+    """--stop-timeout 0 cuts the requests in flight at the run's end: they are `cancelled` records,
+    and ok requests = vLLM's request_success_total (a client abort never reaches it), the prompt
+    tokens of ok + cancelled requests that got their first token = prompt_tokens_total."""
+    prompts = tokenized_prompt_file(vllm_target, tmp_path / "prompts.jsonl")
+    run = swarm_run(
+        vllm_target,
+        tmp_path / "run",
+        "--workload",
+        "custom",
+        "-u",
+        "4",
+        "-t",
+        "6s",
+        "--stop-timeout",
+        "0s",
+        locust=("--prompt-file", str(prompts), "--max-tokens", "1000"),
+    )
+    df = run.records
+    total = run.summary["total"]
+    outcomes = df.outcome.value_counts().to_dict()
+    assert set(outcomes) <= {"ok", "cancelled"}, df[~df.outcome.isin(["ok", "cancelled"])][
+        ["outcome", "error"]
+    ]
+    assert outcomes.get("cancelled", 0) >= 1, outcomes  # four users, 1000-token answers: cut at the end
+    assert total["requests"] == len(df) and total["cancelled"] == outcomes["cancelled"]
+    ok = outcomes.get("ok", 0)
+    assert sum(run.finished().values()) == ok, (run.finished(), outcomes)
+    prefilled = df[(df.outcome == "ok") | df.ttft_s.notna()]
+    assert int(prefilled.prompt_tokens.sum()) == run.delta("prompt_tokens")
+    assert run.delta("generation_tokens") >= int(df.output_tokens.sum())  # it generated a few it never sent
+    vllm_report.add(
+        f"stop --stop-timeout 0: {ok} ok / vLLM {sum(run.finished().values()):.0f} succeeded, "
+        f"{outcomes['cancelled']} cancelled; prompt tokens {int(prefilled.prompt_tokens.sum())} / "
+        f"{run.delta('prompt_tokens'):.0f}; output tokens received {int(df.output_tokens.sum())} / "
+        f"generated {run.delta('generation_tokens'):.0f}"
+    )
 
 
 def stream_once(target: RealTarget, thinking: bool, max_tokens: int) -> list[dict]:

@@ -4,6 +4,7 @@ the issue asks for and sane values. Not a timed test: no figure is held to a tar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -62,3 +63,37 @@ def test_quick_benchmark_writes_its_results(tmp_path):
         and "TTFT error p99 ms at 90% of capacity" in out
     )
     assert "load average before" in out and "targets:" in out
+
+
+def test_a_terminated_benchmark_leaves_no_process_behind(tmp_path):
+    """SIGTERM to `benchmarks/run.py` (what `timeout` or a stopped `make bench` sends) stops the
+    simulator and the swarm it started, as Ctrl-C does."""
+    import signal
+
+    import psutil
+
+    from tests.helpers.support import wait_for
+
+    bench = subprocess.Popen(
+        [sys.executable, str(REPO / "benchmarks" / "run.py"), "--quick", "--out", str(tmp_path / "runs"),
+         "--results", str(tmp_path / "r.json")],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    me = psutil.Process(bench.pid)
+    seen: list[psutil.Process] = []
+
+    def swarm_running() -> bool:  # the simulator and a Locust master are up: mid-benchmark
+        seen[:] = me.children(recursive=True)
+        cmds = [" ".join(p.cmdline()) for p in seen if p.is_running()]
+        return any(" sim " in c for c in cmds) and any("locust" in c for c in cmds)
+
+    try:
+        wait_for(swarm_running, 120, "the benchmark's simulator and Locust")
+        bench.send_signal(signal.SIGTERM)  # the harness alone, not its process group
+        assert bench.wait(timeout=60) != 0
+        _gone, alive = psutil.wait_procs(seen, timeout=30)
+        assert not alive, [" ".join(p.cmdline()) for p in alive]
+    finally:
+        for p in [me, *seen]:
+            with contextlib.suppress(psutil.Error):
+                p.kill()

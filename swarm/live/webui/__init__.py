@@ -38,6 +38,7 @@ STRUCTURE: list[dict[str, str]] = [
     {"key": "name", "title": "Workload"},
     {"key": "requests", "title": "# Requests"},
     {"key": "failed", "title": "# Failed"},
+    {"key": "cancelled", "title": "# Cancelled"},
     {"key": "qps", "title": "QPS"},
     {"key": "output_tok_s", "title": "Output tok/s"},
     *({"key": f"{lat}_{stat}_ms", "title": f"{lat.upper()} {stat} (ms)"} for lat, stat in _MS_COLUMNS),
@@ -73,6 +74,7 @@ def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") ->
         "name": name,
         "requests": cell.requests,
         "failed": cell.failed,
+        "cancelled": cell.cancelled,
         "qps": round(qps, 2),
         "output_tok_s": round(tok_s, 1),
     }

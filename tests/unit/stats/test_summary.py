@@ -14,6 +14,8 @@ from tests.helpers.synthetic import exact_values, synthetic_records
 
 BLOCK = {
     "requests",
+    "completed",
+    "cancelled",
     "failures",
     "prompt_tokens",
     "output_tokens",
@@ -65,6 +67,7 @@ def test_keys_exactly_as_specified(tmp_path):
         "workers",
         "degraded",
         "degraded_workers",
+        "drain",
         "stages",
     ):
         assert key in s
