@@ -205,7 +205,7 @@ def test_a_stop_that_cuts_requests_reconciles_with_vllm(vllm_target, vllm_report
         "6s",
         "--stop-timeout",
         "0s",
-        locust=("--prompt-file", str(prompts), "--max-tokens", "1000"),
+        locust=("--prompt-file", str(prompts), "--max-tokens", "100"),
     )
     df = run.records
     total = run.summary["total"]
@@ -213,7 +213,7 @@ def test_a_stop_that_cuts_requests_reconciles_with_vllm(vllm_target, vllm_report
     assert set(outcomes) <= {"ok", "cancelled"}, df[~df.outcome.isin(["ok", "cancelled"])][
         ["outcome", "error"]
     ]
-    assert outcomes.get("cancelled", 0) >= 1, outcomes  # four users, 1000-token answers: cut at the end
+    assert outcomes.get("cancelled", 0) >= 1 and outcomes.get("ok", 0) >= 1, outcomes  # 4 always in flight
     assert total["requests"] == len(df) and total["cancelled"] == outcomes["cancelled"]
     ok = outcomes.get("ok", 0)
     assert sum(run.finished().values()) == ok, (run.finished(), outcomes)
