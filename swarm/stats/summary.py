@@ -7,7 +7,7 @@ Layout (top level):
   `reconnected_at` for a worker that went missing and came back: its reports still count once),
   `workloads` (names, sorted), `slo` (verdict lines, when --slo was given), `notes`;
 - `drain`: what happened after the stop began (`requests` finished then, `output_tokens`,
-  `cancelled`: requests the stop cut, `duration_s`: from the stop to the end of the run);
+  `cancelled`: requests the stop cut, `duration_s`: from the stop to the last request's end);
 - `errors`: failed outcome -> [{message, count}], the first ERROR_MESSAGES_MAX distinct messages
   of each outcome (swarm/stats/aggregate.py), most frequent first;
 - `target_unreachable_since` (ISO) / `target_unreachable_since_s`: when the run ended with the
@@ -238,6 +238,13 @@ def target_unreachable_since(cell: Cell) -> float | None:
     return first if answered is None or first is None else max(first, answered)
 
 
+def drain_s(total: Cell, load_end: float | None) -> float | None:
+    """From the stop to the last request's end (the master's own stop can come first)."""
+    if load_end is None or total.last_end_s is None:
+        return None
+    return max(0.0, total.last_end_s - load_end)
+
+
 def _iso(t: float | None) -> str | None:
     return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
@@ -285,7 +292,7 @@ def build(
             "requests": drained,
             "output_tokens": drained_tokens,
             "cancelled": total.cancelled,
-            "duration_s": end_s - load_end if end_s is not None and load_end is not None else None,
+            "duration_s": drain_s(total, load_end) if drained or total.cancelled else 0.0,
         },
     }
     for name in workloads:

@@ -14,15 +14,15 @@ T0 = 1_700_000_000.0
 
 
 def rec(
-    outcome: Outcome = Outcome.OK, stage: int = 0, tokens: int = 10, workload: str = "short_qa"
+    outcome: Outcome = Outcome.OK, stage: int = 0, tokens: int = 10, start: float = T0, e2e: float = 1.0
 ) -> RequestRecord:
     return RequestRecord(
-        workload=workload,
-        start_wall_s=T0,
+        workload="short_qa",
+        start_wall_s=start,
         outcome=outcome,
         stage=stage,
         ttft_s=0.1,
-        e2e_s=1.0,
+        e2e_s=e2e,
         output_tokens=tokens,
         error="cut by the swarm's stop while in flight (streaming)" if outcome is Outcome.CANCELLED else None,
     )
@@ -69,8 +69,8 @@ def test_summary_rates_count_completions_in_the_window_and_the_drain_apart():
     agg = Aggregate()
     for _ in range(20):
         agg.add(rec(stage=0, tokens=5), 0)
-    for _ in range(6):  # in flight at the stop: 4 finish in the drain, 2 are cut
-        agg.add(rec(stage=0, tokens=5), DRAIN)
+    for i in range(6):  # in flight at the stop: 6 finish in the drain (the last 15 s after it), 2 are cut
+        agg.add(rec(stage=0, tokens=5, start=T0 + 9, e2e=6.0 + 2 * i), DRAIN)
     for _ in range(2):
         agg.add(rec(Outcome.CANCELLED, stage=0, tokens=1), DRAIN)
     s = summary.build(agg, run_id="r", start_s=T0, stopped_s=T0 + 10, end_s=T0 + 25)
