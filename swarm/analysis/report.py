@@ -289,6 +289,16 @@ CAPTIONS = {
 }
 
 
+def prefix_cache_lines(data: RunData) -> list[str]:
+    """The server's prefix-cache hit rate over the run beside the share the workload meant to hit."""
+    intended = data.summary.get("intended_prefix_share") or {}
+    if not intended:
+        return []
+    server = data.run_server.prefix_hit_rate if data.run_server is not None else None
+    meant = ", ".join(f"{html.escape(k)} {_fmt(v, 'pct')}" for k, v in sorted(intended.items()))
+    return [f"prefix cache: server hit rate {_fmt(server, 'pct')} (intended shared prefix: {meant})"]
+
+
 def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, bytes]) -> str:
     s = data.summary
     meta = [f"run <b>{html.escape(data.name)}</b>"]
@@ -302,6 +312,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
         if s.get(key) is not None:
             meta.append(f"{label} {_fmt(s[key])}")
     meta.append(f"server metrics: {data.source} ({len(data.snapshots)} scrapes)")
+    meta.extend(prefix_cache_lines(data))
     if s.get("degraded"):
         meta.append("<span class='note'>DEGRADED: a worker was lost during the run</span>")
     lost = s.get("target_unreachable_since_s")

@@ -199,6 +199,21 @@ OPTIONS: tuple[Option, ...] = (
         type=int,
     ),
     Option(
+        "--dataset",
+        "dataset workload: sharegpt:FILE.json (as vllm bench serve reads it), jsonl:FILE, csv:FILE, "
+        "parquet:FILE or hf:DIR (a Hugging Face dataset saved on disk, or its parquet files)",
+        "workload",
+        metavar="KIND:PATH",
+    ),
+    Option(
+        "--dataset-columns",
+        "dataset: column mapping, e.g. prompt=question,output_tokens=len,class=kind "
+        "(keys prompt, messages, output_tokens, class; default: the keys themselves)",
+        "workload",
+        metavar="MAP",
+    ),
+    Option("--dataset-sample", "dataset: rows to keep (vLLM's sampling; default all)", "workload", type=int),
+    Option(
         "--prompt-file",
         "custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row",
         "workload",

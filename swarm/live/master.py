@@ -309,6 +309,14 @@ class MasterStats:
                         warmup_s=t["warmup_s"],
                         rate=t["rate"],
                     )
+        shares = {
+            w.name: share
+            for mix in self.state.mixes.values()
+            for w, _ in mix.items
+            if (share := getattr(w, "intended_prefix_share", None)) is not None
+        }
+        if shares:  # what the workload meant the prefix cache to hit (the report sets the server's beside it)
+            s["intended_prefix_share"] = shares
         bound = self.client_load.bound()
         if bound:
             s["client_bound"] = [

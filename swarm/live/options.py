@@ -121,9 +121,14 @@ class LLMOptions:
             no_ignore_eos=str(get("no_ignore_eos", False)).lower() in ("true", "1", "yes", "on"),
             shared_prefix_tokens=number("shared_prefix_tokens", int, "--shared-prefix-tokens", 0),
             prefix_groups=number("prefix_groups", int, "--prefix-groups", 1),
+            dataset=get("dataset"),
+            dataset_columns=get("dataset_columns"),
+            dataset_sample=number("dataset_sample", int, "--dataset-sample"),
         )
         tokenizer = str(get("tokenizer", "auto"))
         workload = get("workload")
+        if knobs.dataset and "dataset" not in str(workload or ""):
+            raise UsageError("--dataset is read by the dataset workload: add --workload dataset")
         if (
             workload
             and "synthetic" in str(workload)

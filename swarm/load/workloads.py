@@ -78,6 +78,9 @@ class Knobs:
     no_ignore_eos: bool = False  # synthetic: do not force output lengths
     shared_prefix_tokens: int = 0  # synthetic: tokens of the prefix shared within a group
     prefix_groups: int = 1  # synthetic: distinct shared prefixes
+    dataset: str | None = None  # dataset: KIND:PATH (swarm/load/dataset.py)
+    dataset_columns: str | None = None  # dataset: prompt=COL,output_tokens=COL,class=COL
+    dataset_sample: int | None = None  # dataset: rows kept
 
     def __post_init__(self) -> None:
         if self.thinking_ratio is not None and not 0.0 <= self.thinking_ratio <= 1.0:
@@ -508,6 +511,21 @@ def _synthetic(k: Knobs) -> Workload:
     )
 
 
+def _dataset(k: Knobs) -> Workload:
+    from swarm.load.dataset import DatasetWorkload
+
+    if not k.dataset:
+        raise UsageError("workload 'dataset' needs --dataset KIND:PATH (sharegpt, jsonl, csv, parquet, hf)")
+    return DatasetWorkload(  # type: ignore[return-value]  (a Workload by duck type: no import cycle)
+        k.dataset,
+        columns=k.dataset_columns,
+        sample=k.dataset_sample,
+        seed=k.seed,
+        max_tokens=k.max_tokens,
+        request=LLMRequest,
+    )
+
+
 WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "mixed": (_mixed, "80% direct answers (thinking off) + 20% thinking, max_tokens 1024 (seed 000 round 1)"),
     "short_qa": (_short_qa, "seed 000's short-output prompts, max_tokens 50"),
@@ -516,6 +534,7 @@ WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "long_output": (_long_output, "summaries of shipped documents, ~500 output tokens"),
     "translate": (_translate, "one-sentence translations zh<->en, ~50 output tokens"),
     "custom": (_custom, "your prompts from --prompt-file (JSONL or CSV)"),
+    "dataset": (_dataset, "rows of --dataset sharegpt:|jsonl:|csv:|parquet:|hf:PATH"),
     "synthetic": (_synthetic, "exact token lengths: --input-tokens DIST --output-tokens DIST, ignore_eos"),
 }
 

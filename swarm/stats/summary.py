@@ -162,6 +162,7 @@ class Summary(TypedDict):
     stage_timeline: NotRequired[list[StageTimelineEntry]]
     client_bound: NotRequired[list[ClientBound]]
     slo: NotRequired[list[VerdictEntry]]
+    intended_prefix_share: NotRequired[dict[str, float]]  # workload -> share of prompt tokens shared
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:

@@ -1,4 +1,4 @@
-"""`synthetic` against the real vLLM CPU build: prompts of exact lengths as vLLM counts them.
+"""`synthetic` and ShareGPT against the real vLLM CPU build: lengths exactly as vLLM counts them.
 
 The prompts are built with vLLM's own `/tokenize` (chat form, `--tokenizer server`) before the
 load; vLLM's `prompt_tokens_total` and `generation_tokens_total` then grow by exactly the drawn
@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from swarm.client.tokenize import VllmTokenizer
+from swarm.load.workloads import Knobs, build
 from tests.e2e.test_vllm_real import assert_reconciled, swarm_run
+from tests.helpers.support import REPO
+
+SHAREGPT = REPO / "swarm" / "load" / "prompts" / "sharegpt_sample.json"
 
 IN, OUT = 256, 64
 
@@ -81,4 +86,48 @@ def test_synthetic_range_lengths_lie_in_range_and_cover_it(vllm_target, vllm_rep
     vllm_report.add(
         f"synthetic {lo}-{hi}: {got['requests']} requests, usage prompt tokens {p.min()}-{p.max()} "
         f"({p.nunique()} distinct), all equal to vLLM's counter delta {run.delta('prompt_tokens'):.0f}"
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_sharegpt_completions_equal_the_reference_lengths(vllm_target, vllm_report, tmp_path):
+    """vllm bench serve's ShareGPT handling: each request's completion tokens (vLLM's usage) are the
+    token length of its conversation's reference answer, counted by vLLM's /tokenize."""
+    spec, seed, sample = f"sharegpt:{SHAREGPT}", 3, 12
+    run = swarm_run(
+        vllm_target,
+        tmp_path / "sharegpt",
+        "--workload",
+        "dataset",
+        "-u",
+        "4",
+        "-t",
+        "10s",
+        locust=(
+            "--dataset",
+            spec,
+            "--dataset-sample",
+            str(sample),
+            "--seed",
+            str(seed),
+            "--tokenizer",
+            "server",
+        ),
+    )
+    got = assert_reconciled(run, max_tokens=None)
+    # the same rows, picked here as the workers pick them, with vLLM's own counts
+    tok = VllmTokenizer(vllm_target.url, vllm_target.model)
+    w = build("dataset", Knobs(dataset=spec, dataset_sample=sample, seed=seed))
+    w.prepare(tok, progress=lambda _: None)
+    expected = {(tok.count_chat(r.messages), r.output_tokens) for r in w.chosen}
+    assert len(expected) == sample
+    pairs = set(zip(run.records.prompt_tokens, run.records.output_tokens, strict=True))
+    assert pairs <= expected, pairs - expected
+    assert got["requests"] >= 2  # (answers of up to ~370 tokens each: few fit in the run on a CPU)
+    vllm_report.add(
+        f"sharegpt sample ({sample} rows, seed {seed}): {got['requests']} requests, every completion equals "
+        f"its reference length ({len(pairs)} distinct rows sent; lengths "
+        f"{min(o for _, o in pairs)}-{max(o for _, o in pairs)} tokens)"
     )

@@ -10,8 +10,9 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 
+from swarm.analysis.rundir import load_run
 from swarm.client.tokenize import VllmTokenizer, open_tokenizer
-from tests.helpers.sim_http import call
+from tests.helpers.sim_http import call, metric, scrape
 from tests.helpers.support import sim_server, swarm_cmd
 
 MSGS = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "Explain KV cache 简短"}]
@@ -52,6 +53,7 @@ def test_swarm_run_synthetic_on_the_sim_is_exact_and_unique(tmp_path):
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
         df = pq.read_table(out / "requests.parquet").to_pandas()
         trace = [json.loads(line) for line in s.trace.read_text().splitlines()]
+        metrics = scrape(s.url)
     assert len(df) > 50 and (df.outcome == "ok").all()
     assert df.prompt_tokens.between(50, 500).all() and df.prompt_tokens.nunique() > 100
     assert (df.output_tokens == 12).all()  # ignore_eos sent by the workload itself
@@ -60,3 +62,25 @@ def test_swarm_run_synthetic_on_the_sim_is_exact_and_unique(tmp_path):
         assert "synthetic prompts ready: tokenizer server:vllm:sim-model" in log, log[-1500:]
     gen = [t for t in trace if t["endpoint"] == "chat"]
     assert len(gen) == len(df)
+    # no prompt shares a full 16-token block with another: the prefix cache never hits
+    assert metric(metrics, "vllm:prefix_cache_queries_total") == df.prompt_tokens.sum()
+    assert metric(metrics, "vllm:prefix_cache_hits_total") == 0
+
+
+@pytest.mark.integration
+def test_shared_prefix_hits_the_share_the_workload_implies(tmp_path):
+    """1024 shared tokens of 2048 in 4 groups: the simulator's prefix cache hits 50% of prompt
+    tokens (less the first request of each group), and the report prints both side by side."""
+    out = tmp_path / "run"
+    cmd = swarm_cmd("run", "--workers", "2", "-u", "8", "-t", "6s", "--out", str(out), "--sim-profile", "instant",
+                    "--workload", "synthetic", "--", "--input-tokens", "2048", "--output-tokens", "4",
+                    "--shared-prefix-tokens", "1024", "--prefix-groups", "4")  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    data = load_run(out)
+    intended = data.summary["intended_prefix_share"]["synthetic"]
+    hit = data.run_server.prefix_hit_rate
+    assert intended == 0.5 and data.summary["total"]["requests"] > 200
+    assert abs(hit - intended) <= 0.02, (hit, intended)
+    report = (out / "report.html").read_text()
+    assert f"prefix cache: server hit rate {hit:.0%} (intended shared prefix: synthetic 50%)" in report

@@ -46,3 +46,14 @@ def test_a_dialect_that_cannot_ignore_eos_is_refused_unless_asked():
 def test_bad_values_name_their_option(kw, match):
     with pytest.raises(UsageError, match=match):
         Mix.from_spec("synthetic", opts(**kw).knobs)
+
+
+def test_dataset_needs_the_dataset_workload():
+    with pytest.raises(UsageError, match="--workload dataset"):
+        opts(dataset="sharegpt:x.json")
+    o = LLMOptions.from_parsed(
+        argparse.Namespace(
+            workload="dataset", dataset="jsonl:x", dataset_sample="3", dataset_columns="prompt=q"
+        )
+    )
+    assert (o.knobs.dataset, o.knobs.dataset_sample, o.knobs.dataset_columns) == ("jsonl:x", 3, "prompt=q")
