@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis import plots
+from swarm.analysis import plots, table
 from swarm.analysis.diagnosis import Finding, ttft_gap
 from swarm.analysis.plots import PNGS, render_plots
 from swarm.analysis.rundir import RunData, findings, load_run, slo_text, stage_rows
@@ -357,6 +357,8 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 {notes}
 <h2>Diagnosis</h2>
 <ul class="findings">{items}</ul>
+<h2>Workloads and request classes</h2>
+{_table([t for _, t in table.COLUMNS], table.workload_rows(s))}
 <h2>Stages</h2>
 {_stage_html(data, found)}
 <p class="meta">Failures by outcome (whole run): {html.escape(failed)}. Rows in red: a worker's CPU was over {cpu_limit():.0f}%,

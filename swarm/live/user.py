@@ -188,6 +188,7 @@ class LLMUser(FastHttpUser):
             send_lag_s=send_lag_s,
             stage=stage.index,
             warmup=stage.warmup,
+            request_class=req.request_class or ("thinking" if req.thinking else "direct"),
         )
         n_bytes = 0
         t0 = time.perf_counter()

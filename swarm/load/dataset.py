@@ -344,6 +344,5 @@ class DatasetWorkload:
         row = self.chosen[self._order[self._i]]
         self._i = (self._i + 1) % len(self._order)
         fixed = row.output_tokens is not None
-        return self._request(
-            self.name, row.messages, row.output_tokens if fixed else self.max_tokens, None, fixed
-        )
+        max_tokens = row.output_tokens if fixed else self.max_tokens
+        return self._request(self.name, row.messages, max_tokens, None, fixed, row.klass)

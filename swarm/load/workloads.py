@@ -46,6 +46,7 @@ class LLMRequest:
     max_tokens: int
     thinking: bool | None = None  # None: send no thinking switch (server default)
     ignore_eos: bool = False  # force the output to max_tokens (synthetic, datasets), besides --ignore-eos
+    request_class: str | None = None  # None: "thinking" when thinking is on, else "direct"
 
     def prompt_text(self) -> str:
         """The prompt for /v1/completions: the message contents, blank-line separated."""

@@ -9,7 +9,7 @@ per report, never merged wrongly). Only dicts, lists, str, int, float, bool and 
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 WIRE_KEY = "swarm"
 
@@ -45,6 +45,7 @@ class CellWire(TypedDict):
     first_connect_error_s: float | None
     last_connect_error_s: float | None
     lat: dict[str, LatencyWire]  # latencies with at least one value
+    klass: NotRequired[str]  # the request class (absent: "direct")
 
 
 class AggregateWire(TypedDict):

@@ -84,3 +84,24 @@ def test_shared_prefix_hits_the_share_the_workload_implies(tmp_path):
     assert abs(hit - intended) <= 0.02, (hit, intended)
     report = (out / "report.html").read_text()
     assert f"prefix cache: server hit rate {hit:.0%} (intended shared prefix: synthetic 50%)" in report
+
+
+@pytest.mark.integration
+def test_mixed_reports_its_two_classes_through_swarm_run(tmp_path):
+    """mixed at thinking ratio 0.2: records carry the class; summary.json, the printed table and
+    the report show direct and thinking beside the workload's total."""
+    out = tmp_path / "run"
+    cmd = swarm_cmd("run", "--workers", "2", "-u", "8", "-t", "4s", "--out", str(out), "--sim-profile", "instant",
+                    "--workload", "mixed", "--", "--max-tokens", "8")  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    df = pq.read_table(out / "requests.parquet").to_pandas()
+    share = (df.request_class == "thinking").mean()
+    assert set(df.request_class) == {"direct", "thinking"} and 0.15 < share < 0.25, share
+    summary = json.loads((out / "summary.json").read_text())
+    classes = summary["classes"]["mixed"]
+    assert {k: b["requests"] for k, b in classes.items()} == df.request_class.value_counts().to_dict()
+    assert sum(b["requests"] for b in classes.values()) == summary["mixed"]["requests"]
+    for name in ("mixed/direct", "mixed/thinking"):
+        assert f"\n  {name} " in p.stdout, p.stdout[-1500:]
+        assert f"<td>  {name}</td>" in (out / "report.html").read_text()
