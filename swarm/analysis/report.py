@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis import plots
+from swarm.analysis import plots, table
 from swarm.analysis.diagnosis import Finding, ttft_gap
 from swarm.analysis.plots import PNGS, render_plots
 from swarm.analysis.rundir import RunData, findings, load_run, slo_text, stage_rows
@@ -293,6 +293,16 @@ CAPTIONS = {
 }
 
 
+def prefix_cache_lines(data: RunData) -> list[str]:
+    """The server's prefix-cache hit rate over the run beside the share the workload meant to hit."""
+    intended = data.summary.get("intended_prefix_share") or {}
+    if not intended:
+        return []
+    server = data.run_server.prefix_hit_rate if data.run_server is not None else None
+    meant = ", ".join(f"{html.escape(k)} {_fmt(v, 'pct')}" for k, v in sorted(intended.items()))
+    return [f"prefix cache: server hit rate {_fmt(server, 'pct')} (intended shared prefix: {meant})"]
+
+
 def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, bytes]) -> str:
     s = data.summary
     meta = [f"run <b>{html.escape(data.name)}</b>"]
@@ -306,6 +316,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
         if s.get(key) is not None:
             meta.append(f"{label} {_fmt(s[key])}")
     meta.append(f"server metrics: {data.source} ({len(data.snapshots)} scrapes)")
+    meta.extend(prefix_cache_lines(data))
     if s.get("degraded"):
         meta.append("<span class='note'>DEGRADED: a worker was lost during the run</span>")
     lost = s.get("target_unreachable_since_s")
@@ -352,6 +363,8 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 {notes}
 <h2>Diagnosis</h2>
 <ul class="findings">{items}</ul>
+<h2>Workloads and request classes</h2>
+{_table([t for _, t in table.COLUMNS], table.workload_rows(s))}
 <h2>Stages</h2>
 {_stage_html(data, found)}
 <p class="meta">Failures by outcome (whole run): {html.escape(failed)}.{html.escape(drain_text)} Rows in red: a worker's CPU was over {cpu_limit():.0f}%,

@@ -46,13 +46,25 @@ def row(name: str, block: Block | Mapping[str, Any]) -> list[str]:
     return cells
 
 
+def workload_rows(summary: Summary | Mapping[str, Any]) -> list[list[str]]:
+    """One row per workload, its request classes right under it (when it has several), `total` last."""
+    rows = []
+    for n in (n for n in summary.get("workloads", []) if n != "total"):
+        if (block := workload_block(summary, n)) is None:
+            continue
+        rows.append(row(n, block))
+        classes = (summary.get("classes") or {}).get(n) or {}
+        if len(classes) > 1:  # each class beside the workload's total
+            rows.extend(row(f"  {n}/{k}", b) for k, b in sorted(classes.items()))
+    if (total := workload_block(summary, "total")) is not None:
+        rows.append(row("total", total))
+    return rows
+
+
 def render(summary: Summary | Mapping[str, Any]) -> str:
     """The per-workload table, `total` last, then the drain after the stop and a failure breakdown
     when there are any."""
-    names = [n for n in summary.get("workloads", []) if n != "total"]
-    rows = [row(n, block) for n in names if (block := workload_block(summary, n)) is not None]
-    if (total := workload_block(summary, "total")) is not None:
-        rows.append(row("total", total))
+    rows = workload_rows(summary)
     header = [title for _, title in COLUMNS]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = [

@@ -154,6 +154,72 @@ OPTIONS: tuple[Option, ...] = (
         "2000-3000",
     ),
     Option(
+        "--tokenizer",
+        "how prompt tokens are counted when prompts are built: server (the target's /tokenize), "
+        "pseudo (the built-in estimate, exact on the simulator), a PATH to a tokenizer.json or "
+        "tokenizer directory, or auto (server, else pseudo with a warning; default)",
+        "workload",
+        "auto",
+        metavar="auto|server|pseudo|PATH",
+    ),
+    Option(
+        "--input-tokens",
+        "synthetic: prompt tokens per request as the server counts them: N, MIN-MAX, MEAN:SD or "
+        "lognormal:MEDIAN:SIGMA (default 1024)",
+        "workload",
+        "1024",
+        metavar="DIST",
+    ),
+    Option(
+        "--output-tokens",
+        "synthetic: output tokens per request (max_tokens with ignore_eos), same forms (default 128)",
+        "workload",
+        "128",
+        metavar="DIST",
+    ),
+    Option(
+        "--no-ignore-eos",
+        "synthetic: do not send ignore_eos (outputs may end before max_tokens)",
+        "workload",
+        False,
+        flag_action=True,
+    ),
+    Option(
+        "--shared-prefix-tokens",
+        "synthetic: tokens of a prefix shared by the requests of a group (prefix-cache studies; default 0)",
+        "workload",
+        0,
+        int,
+    ),
+    Option(
+        "--prefix-groups",
+        "synthetic: number of distinct shared prefixes; each request picks one (default 1)",
+        "workload",
+        1,
+        int,
+    ),
+    Option(
+        "--seed",
+        "synthetic: seed of lengths and texts (same seed, same prompts); default: a random one per run",
+        "workload",
+        type=int,
+    ),
+    Option(
+        "--dataset",
+        "dataset workload: sharegpt:FILE.json (as vllm bench serve reads it), jsonl:FILE, csv:FILE, "
+        "parquet:FILE or hf:DIR (a Hugging Face dataset saved on disk, or its parquet files)",
+        "workload",
+        metavar="KIND:PATH",
+    ),
+    Option(
+        "--dataset-columns",
+        "dataset: column mapping, e.g. prompt=question,output_tokens=len,class=kind "
+        "(keys prompt, messages, output_tokens, class; default: the keys themselves)",
+        "workload",
+        metavar="MAP",
+    ),
+    Option("--dataset-sample", "dataset: rows to keep (vLLM's sampling; default all)", "workload", type=int),
+    Option(
         "--prompt-file",
         "custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row",
         "workload",

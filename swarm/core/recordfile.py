@@ -37,6 +37,7 @@ SCHEMA = pa.schema(
         ("error", pa.string()),
         ("send_lag_s", pa.float64()),
         ("warmup", pa.bool_()),
+        ("request_class", pa.string()),
     ]
 )
 FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches

@@ -59,6 +59,7 @@ class RequestRecord:
     error: str | None = None  # short reason for a failed outcome (server message, exception)
     send_lag_s: float | None = None  # open loop: how late the request left vs its schedule
     warmup: bool = False  # sent during a stage's warm-up: excluded from that stage's stats
+    request_class: str = "direct"  # the request's class: direct / thinking, or a dataset's class column
 
     @property
     def ok(self) -> bool:

@@ -1,6 +1,7 @@
 """Prometheus text for the master's merged aggregate (a prometheus_client custom Collector).
 
-Series, all labelled `model_name` and `run_id`; the per-request ones also `workload`:
+Series, all labelled `model_name` and `run_id`; the per-request ones also `workload` and `class`
+(the request class: direct / thinking, or a dataset's; `sum by (workload)` is the workload's total):
 - histograms `swarm_{ttft,ttfa,itl,tpot,e2e}_seconds`: exact counts on swarm.stats.aggregate.BUCKETS,
   which contain every vLLM TTFT/ITL/E2E bucket boundary, so
   `histogram_quantile(0.99, sum by (le) (rate(swarm_ttft_seconds_bucket[1m])))` and the same on
@@ -60,15 +61,20 @@ class SwarmCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         st = self._state()
         run = [st.model_name or "unknown", st.run_id]
-        wl_labels = ["workload", "model_name", "run_id"]
-        cells = {name: st.aggregate.combined(workload=name) for name in st.aggregate.workloads()}
+        wl_labels = ["workload", "class", "model_name", "run_id"]
+        agg = st.aggregate
+        cells = {
+            (name, k): agg.combined(workload=name, klass=k)
+            for name in agg.workloads()
+            for k in agg.classes(name)
+        }
 
         for name in LATENCIES:
             h = HistogramMetricFamily(f"swarm_{name}_seconds", _HELP[name], labels=wl_labels)
             for workload, cell in cells.items():
                 s = cell.latencies[name]
                 buckets = [(floatToGoString(bound), count) for bound, count in s.cumulative_buckets()]
-                h.add_metric([workload, *run], buckets, sum_value=s.sum)
+                h.add_metric([*workload, *run], buckets, sum_value=s.sum)
             yield h
 
         req = CounterMetricFamily(
@@ -78,7 +84,7 @@ class SwarmCollector(Collector):
         )
         for workload, cell in cells.items():
             for o in OUTCOMES:
-                req.add_metric([workload, *run, o.value], cell.outcomes[o.value])
+                req.add_metric([*workload, *run, o.value], cell.outcomes[o.value])
         yield req
         for attr, text in (
             ("prompt_tokens", "Prompt tokens of finished requests (server usage)"),
@@ -87,7 +93,7 @@ class SwarmCollector(Collector):
         ):
             c = CounterMetricFamily(f"swarm_{attr}", text, labels=wl_labels)
             for workload, cell in cells.items():
-                c.add_metric([workload, *run], getattr(cell, attr))
+                c.add_metric([*workload, *run], getattr(cell, attr))
             yield c
 
         for metric, text, value in (

@@ -222,7 +222,7 @@ class MasterStats:
                 )
         counts: dict[str, tuple[int, int]] = {}
         for cell in self.aggregate:
-            for key in (cell.workload, "total"):
+            for key in (cell.workload, f"{cell.workload}/{cell.klass}", "total"):
                 r, t = counts.get(key, (0, 0))
                 counts[key] = (r + cell.requests, t + cell.output_tokens)
         self._rate_history.append((now, counts))
@@ -319,6 +319,14 @@ class MasterStats:
                         warmup_s=t["warmup_s"],
                         rate=t["rate"],
                     )
+        shares = {
+            w.name: share
+            for mix in self.state.mixes.values()
+            for w, _ in mix.items
+            if (share := getattr(w, "intended_prefix_share", None)) is not None
+        }
+        if shares:  # what the workload meant the prefix cache to hit (the report sets the server's beside it)
+            s["intended_prefix_share"] = shares
         bound = self.client_load.bound()
         if bound:
             s["client_bound"] = [

@@ -67,6 +67,7 @@ class LLMOptions:
     ignore_eos: bool = False
     knobs: Knobs = field(default_factory=Knobs)
     request_deadline: float = DEFAULT_REQUEST_DEADLINE_S  # 0: none
+    tokenizer: str = "auto"  # auto, server, pseudo or a PATH (swarm/client/tokenize.py)
 
     def __repr__(self) -> str:  # never show the key
         return (
@@ -118,7 +119,31 @@ class LLMOptions:
             rag_prefix_share=number("rag_prefix_share", float, "--rag-prefix-share", 0.5),
             rag_tokens=parse_token_range(get("rag_tokens", "2000-3000")),
             prompt_file=get("prompt_file"),
+            input_tokens=str(get("input_tokens", "1024")),
+            output_tokens=str(get("output_tokens", "128")),
+            seed=number("seed", int, "--seed"),
+            no_ignore_eos=str(get("no_ignore_eos", False)).lower() in ("true", "1", "yes", "on"),
+            shared_prefix_tokens=number("shared_prefix_tokens", int, "--shared-prefix-tokens", 0),
+            prefix_groups=number("prefix_groups", int, "--prefix-groups", 1),
+            dataset=get("dataset"),
+            dataset_columns=get("dataset_columns"),
+            dataset_sample=number("dataset_sample", int, "--dataset-sample"),
         )
+        tokenizer = str(get("tokenizer", "auto"))
+        workload = get("workload")
+        if knobs.dataset and "dataset" not in str(workload or ""):
+            raise UsageError("--dataset is read by the dataset workload: add --workload dataset")
+        if (
+            workload
+            and "synthetic" in str(workload)
+            and not knobs.no_ignore_eos
+            and dialect != "auto"
+            and not get_dialect(dialect).ignore_eos
+        ):
+            raise UsageError(
+                f"synthetic forces output lengths with ignore_eos, which the {dialect} dialect does not "
+                "take; add --no-ignore-eos to send max_tokens alone"
+            )
         return cls(
             get("workload"),
             get("model"),
@@ -129,6 +154,7 @@ class LLMOptions:
             ignore_eos,
             knobs,
             deadline,
+            tokenizer,
         )
 
 

@@ -38,6 +38,7 @@ class SwarmState:
     served_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     stats: StatsPlugin | None = None  # this process's statistics side (swarm/live/plugin.py)
     llm_request: EventHook = llm_request  # fired once per finished request with record=
+    seed_given: bool | None = None  # --seed given by the user (None: not known yet); see live/prepare.py
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """The validated options (cached; `reset_options` before a new test)."""

@@ -36,9 +36,10 @@ from swarm.client.dialects import ENDPOINTS
 from swarm.client.discovery import ServedModel, discover
 from swarm.client.tally import StreamTally
 from swarm.client.transport import MALFORMED, Transport, failure
-from swarm.core.errors import LLMRequestFailure, UsageError
+from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.live.options import LLMOptions, exit_on_usage_error
+from swarm.live.prepare import draw_seed, prepare_workloads
 from swarm.live.state import swarm_state
 from swarm.load.workloads import LLMRequest
 
@@ -89,12 +90,19 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
     swarm_state(environment).served = None
     try:
         _validate(environment)
-    except UsageError as e:
+        draw_seed(environment)
+        prepare_workloads(environment, _llm_user_classes(environment))
+    except SwarmError as e:
         log.error("%s", e)
         environment.process_exit_code = 2
         runner = getattr(environment, "runner", None)
         if runner is not None:
             gevent.spawn_later(0, runner.quit)
+
+
+def _llm_user_classes(environment: Any) -> list[type]:
+    classes = getattr(environment, "user_classes", None) or []
+    return [c for c in classes if isinstance(c, type) and issubclass(c, LLMUser)]
 
 
 class LLMUser(FastHttpUser):
@@ -192,6 +200,7 @@ class LLMUser(FastHttpUser):
             send_lag_s=send_lag_s,
             stage=stage.index,
             warmup=stage.warmup,
+            request_class=req.request_class or ("thinking" if req.thinking else "direct"),
         )
         n_bytes = 0
         t0 = time.perf_counter()
@@ -207,7 +216,7 @@ class LLMUser(FastHttpUser):
                 prompt=None if chat else req.prompt_text(),
                 max_tokens=req.max_tokens,
                 thinking=req.thinking,
-                ignore_eos=self.opts.ignore_eos,
+                ignore_eos=self.opts.ignore_eos or req.ignore_eos,
             )
             data = transport.head + str(len(body)).encode() + b"\r\n\r\n" + body
             tally = StreamTally(served.dialect, chat)

@@ -45,6 +45,8 @@ class LLMRequest:
     messages: Messages
     max_tokens: int
     thinking: bool | None = None  # None: send no thinking switch (server default)
+    ignore_eos: bool = False  # force the output to max_tokens (synthetic, datasets), besides --ignore-eos
+    request_class: str | None = None  # None: "thinking" when thinking is on, else "direct"
     prompt_tokens: int | None = None  # the prompt's length as the server counts it, when known
 
     def prompt_text(self) -> str:
@@ -72,6 +74,15 @@ class Knobs:
     rag_prefix_share: float = 0.5  # share of each rag prompt that is a prefix common to all of them
     rag_tokens: tuple[int, int] = (2000, 3000)  # rag prompt size range (prompt tokens, estimated)
     prompt_file: str | None = None  # custom workload
+    input_tokens: str = "1024"  # synthetic: DIST of prompt tokens (swarm/load/dists.py)
+    output_tokens: str = "128"  # synthetic: DIST of output tokens
+    seed: int | None = None  # synthetic: lengths and texts; None: drawn once per run by the master
+    no_ignore_eos: bool = False  # synthetic: do not force output lengths
+    shared_prefix_tokens: int = 0  # synthetic: tokens of the prefix shared within a group
+    prefix_groups: int = 1  # synthetic: distinct shared prefixes
+    dataset: str | None = None  # dataset: KIND:PATH (swarm/load/dataset.py)
+    dataset_columns: str | None = None  # dataset: prompt=COL,output_tokens=COL,class=COL
+    dataset_sample: int | None = None  # dataset: rows kept
 
     def __post_init__(self) -> None:
         if self.thinking_ratio is not None and not 0.0 <= self.thinking_ratio <= 1.0:
@@ -82,6 +93,10 @@ class Knobs:
             raise UsageError(f"--rag-passages must be 1-32 (got {self.rag_passages})")
         if not 0.0 <= self.rag_prefix_share <= 0.9:
             raise UsageError(f"--rag-prefix-share must be between 0 and 0.9 (got {self.rag_prefix_share})")
+        if self.shared_prefix_tokens < 0:
+            raise UsageError(f"--shared-prefix-tokens must be >= 0 (got {self.shared_prefix_tokens})")
+        if not 1 <= self.prefix_groups <= 100_000:
+            raise UsageError(f"--prefix-groups must be 1-100000 (got {self.prefix_groups})")
         lo, hi = self.rag_tokens
         if not 200 <= lo <= hi <= 32000:
             raise UsageError(f"--rag-tokens must be N or MIN-MAX within 200-32000 (got {lo}-{hi})")
@@ -107,9 +122,14 @@ class Workload:
     """Draws the next request. Subclasses set `name` and implement `next_request`."""
 
     name: str = ""
+    needs_tokenizer: bool = False  # prepare() counts tokens with the run's tokenizer before the load
 
     def next_request(self, rng: random.Random) -> LLMRequest:
         raise NotImplementedError
+
+    def prepare(self, tok: Any, *, chat: bool = True, worker: int = 0, progress: Any = None) -> Any:
+        """Build what the workload needs before the load starts (default: nothing)."""
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
@@ -147,7 +167,11 @@ class PromptSetWorkload(Workload):
         lo, hi = self.max_tokens
         max_tokens = p.max_tokens or (lo if lo == hi else rng.randint(lo, hi))
         return LLMRequest(
-            self.name, p.messages, max_tokens, thinking if p.thinking is None else p.thinking, p.prompt_tokens
+            self.name,
+            p.messages,
+            max_tokens,
+            thinking if p.thinking is None else p.thinking,
+            prompt_tokens=p.prompt_tokens,
         )
 
 
@@ -491,6 +515,36 @@ def _custom(k: Knobs) -> Workload:
     )
 
 
+def _synthetic(k: Knobs) -> Workload:
+    from swarm.load.dists import parse_dist
+    from swarm.load.synthetic import SyntheticWorkload
+
+    return SyntheticWorkload(  # type: ignore[return-value]  (a Workload by duck type: no import cycle)
+        parse_dist(k.input_tokens, "--input-tokens"),
+        parse_dist(k.output_tokens, "--output-tokens"),
+        seed=k.seed,
+        ignore_eos=not k.no_ignore_eos,
+        shared_prefix_tokens=k.shared_prefix_tokens,
+        prefix_groups=k.prefix_groups,
+        request=LLMRequest,
+    )
+
+
+def _dataset(k: Knobs) -> Workload:
+    from swarm.load.dataset import DatasetWorkload
+
+    if not k.dataset:
+        raise UsageError("workload 'dataset' needs --dataset KIND:PATH (sharegpt, jsonl, csv, parquet, hf)")
+    return DatasetWorkload(  # type: ignore[return-value]  (a Workload by duck type: no import cycle)
+        k.dataset,
+        columns=k.dataset_columns,
+        sample=k.dataset_sample,
+        seed=k.seed,
+        max_tokens=k.max_tokens,
+        request=LLMRequest,
+    )
+
+
 WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "mixed": (_mixed, "80% direct answers (thinking off) + 20% thinking, max_tokens 1024 (seed 000 round 1)"),
     "short_qa": (_short_qa, "seed 000's short-output prompts, max_tokens 50"),
@@ -499,6 +553,8 @@ WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "long_output": (_long_output, "summaries of shipped documents, ~500 output tokens"),
     "translate": (_translate, "one-sentence translations zh<->en, ~50 output tokens"),
     "custom": (_custom, "your prompts from --prompt-file (JSONL or CSV)"),
+    "dataset": (_dataset, "rows of --dataset sharegpt:|jsonl:|csv:|parquet:|hf:PATH"),
+    "synthetic": (_synthetic, "exact token lengths: --input-tokens DIST --output-tokens DIST, ignore_eos"),
 }
 
 
@@ -566,3 +622,19 @@ class Mix:
 
     def next_request(self, rng: random.Random) -> LLMRequest:
         return self.draw(rng).next_request(rng)
+
+    @property
+    def needs_tokenizer(self) -> bool:
+        return any(w.needs_tokenizer for w, _ in self.items)
+
+    def prepare(self, tok: Any, *, chat: bool = True, worker: int = 0, progress: Any = None) -> None:
+        """Prepare every workload of the mix (before the load; see Workload.prepare)."""
+        for w, _ in self.items:
+            if w.needs_tokenizer:
+                w.prepare(tok, chat=chat, worker=worker, progress=progress or _log_progress)
+
+
+def _log_progress(line: str) -> None:
+    import logging
+
+    logging.getLogger(__name__).info("%s", line)

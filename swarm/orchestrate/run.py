@@ -164,8 +164,17 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
             f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics"
         )
 
-    # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --
-    parse_mix(args.workload, Knobs(prompt_file=_locust_option(list(args.locust_args), "--prompt-file")))
+    # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --,
+    # `dataset` its --dataset (and --dataset-columns)
+    extra = list(args.locust_args)
+    parse_mix(
+        args.workload,
+        Knobs(
+            prompt_file=_locust_option(extra, "--prompt-file"),
+            dataset=_locust_option(extra, "--dataset"),
+            dataset_columns=_locust_option(extra, "--dataset-columns"),
+        ),
+    )
     if args.slo:
         from swarm.stats import slo
 

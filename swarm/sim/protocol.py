@@ -13,12 +13,15 @@ message, see that module).
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from swarm.core.tokens import chat_prompt_tokens, tokenize
+
+TOKEN_ID_SPACE = 151_936  # the stand-in token ids /tokenize answers lie below this (Qwen2's vocabulary size)
 
 
 class ApiError(Exception):
@@ -267,3 +270,20 @@ def parse_completion(body: dict[str, Any], max_model_len: int) -> GenRequest:
     if not pieces:
         raise _bad("The prompt cannot be empty.", "prompt")
     return _common(body, "completions", pieces, max_model_len)
+
+
+def tokenize_answer(body: dict[str, Any], max_model_len: int) -> dict[str, Any]:
+    """vLLM's `/tokenize` answer for a prompt-form or chat-form body, with the pseudo-tokenizer:
+    the chat form counts exactly what a chat request's `usage.prompt_tokens` will say."""
+    if body.get("messages") is not None:
+        messages = body["messages"]
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise _invalid("list_type", "body.messages", "Input should be a valid list", messages)
+        pieces = chat_prompt_tokens(messages)
+    elif isinstance(body.get("prompt"), str):
+        pieces = tokenize(body["prompt"])
+    else:
+        raise _bad("Either `prompt` or `messages` must be given.")
+    ids = [zlib.crc32(p.encode()) % TOKEN_ID_SPACE for p in pieces]  # stable stand-in ids
+    strs = pieces if body.get("return_token_strs") is True else None
+    return {"count": len(pieces), "max_model_len": max_model_len, "tokens": ids, "token_strs": strs}

@@ -23,7 +23,15 @@ from swarm.sim.engine import ABORTED, Engine, Sequence, prompt_block_hashes
 from swarm.sim.faults import HTTP_FAULTS, FaultPlan, fault_position
 from swarm.sim.metrics import CONTENT_TYPE, SimMetrics
 from swarm.sim.profile import Profile
-from swarm.sim.protocol import ApiError, GenRequest, check_model, load_body, parse_chat, parse_completion
+from swarm.sim.protocol import (
+    ApiError,
+    GenRequest,
+    check_model,
+    load_body,
+    parse_chat,
+    parse_completion,
+    tokenize_answer,
+)
 from swarm.sim.render import DONE, TAPE_BITS, Output, StreamRenderer, Tape, full_body
 from swarm.sim.trace import TraceRecord, TraceWriter
 
@@ -76,6 +84,7 @@ class SimServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
+        app.router.add_post("/tokenize", self.tokenize)
         app.router.add_route("*", "/v1/{tail:.*}", self.no_route)  # last: unknown /v1 paths and methods
         return app
 
@@ -114,6 +123,19 @@ class SimServer:
             ],
         }
         return _json(orjson.dumps(body), 200, rid)
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's `/tokenize` (prompt or chat form), counted with the pseudo-tokenizer the engine uses."""
+        rid = f"req-{next(self._other_ids)}"
+        if self._auth and request.headers.get("Authorization") != self._auth:
+            return self._unauthorized(rid)
+        try:
+            body = load_body(await request.read())
+            check_model(body, self.cfg.model)
+            answer = tokenize_answer(body, self.profile.max_model_len)
+        except ApiError as e:
+            return _json(e.body(), e.status, rid)
+        return _json(orjson.dumps(answer), 200, rid)
 
     @staticmethod
     def _unauthorized(rid: str) -> web.Response:

@@ -50,6 +50,7 @@ class Cell:
         "errors",
         "first_connect_error_s",
         "first_start_s",
+        "klass",
         "last_connect_error_s",
         "last_end_s",
         "last_response_s",
@@ -64,8 +65,9 @@ class Cell:
         "workload",
     )
 
-    def __init__(self, workload: str, stage: int = 0) -> None:
+    def __init__(self, workload: str, stage: int = 0, klass: str = "direct") -> None:
         self.workload = workload
+        self.klass = klass  # the request class (swarm/core/records.py `request_class`)
         self.stage = stage
         self.requests = 0
         self.warmup_requests = 0
@@ -224,11 +226,12 @@ class Cell:
             "last_connect_error_s": self.last_connect_error_s,
             "lat": {name: s.to_wire() for name, s in self.latencies.items() if s.count},
             "done": [[w, k, t] for w, (k, t) in self.completed.items()],
+            "klass": self.klass,
         }
 
     @classmethod
     def from_wire(cls, d: CellWire) -> Cell:
-        c = cls(str(d["workload"]), int(d["stage"]))
+        c = cls(str(d["workload"]), int(d["stage"]), str(d.get("klass", "direct")))
         c.requests, c.warmup_requests = int(d["requests"]), int(d["warmup"])
         for k, n in d["outcomes"].items():
             c.outcomes[Outcome(k).value] += int(n)
@@ -248,10 +251,10 @@ class Cell:
 
 
 class Aggregate:
-    """Cells keyed by (workload, stage); the unit that is added to, merged, shipped and summarised."""
+    """Cells keyed by (workload, stage, class); the unit that is added to, merged, shipped and summarised."""
 
     def __init__(self) -> None:
-        self.cells: dict[tuple[str, int], Cell] = {}
+        self.cells: dict[tuple[str, int, str], Cell] = {}
 
     def __bool__(self) -> bool:
         return bool(self.cells)
@@ -259,20 +262,20 @@ class Aggregate:
     def __iter__(self) -> Iterator[Cell]:
         return iter(self.cells.values())
 
-    def cell(self, workload: str, stage: int = 0) -> Cell:
-        key = (workload, stage)
+    def cell(self, workload: str, stage: int = 0, klass: str = "direct") -> Cell:
+        key = (workload, stage, klass)
         c = self.cells.get(key)
         if c is None:
-            c = self.cells[key] = Cell(workload, stage)
+            c = self.cells[key] = Cell(workload, stage, klass)
         return c
 
     def add(self, record: RequestRecord, window: int | None = None) -> None:
-        """Count `record` in its (workload, sent stage) cell; `window`: see `Cell.add`."""
-        self.cell(record.workload, int(record.stage)).add(record, window)
+        """Count `record` in its (workload, sent stage, class) cell; `window`: see `Cell.add`."""
+        self.cell(record.workload, int(record.stage), record.request_class).add(record, window)
 
     def merge(self, other: Aggregate) -> None:
         for c in other:
-            self.cell(c.workload, c.stage).merge(c)
+            self.cell(c.workload, c.stage, c.klass).merge(c)
 
     def take_delta(self) -> Aggregate:
         """Hand over everything added since the last call and start empty (worker side)."""
@@ -281,16 +284,26 @@ class Aggregate:
         return delta
 
     def workloads(self) -> list[str]:
-        return sorted({w for w, _ in self.cells})
+        return sorted({w for w, _, _ in self.cells})
 
     def stages(self) -> list[int]:
-        return sorted({s for _, s in self.cells})
+        return sorted({s for _, s, _ in self.cells})
 
-    def combined(self, workload: str | None = None, stage: int | None = None) -> Cell:
-        """A fresh cell merging every cell matching `workload` and `stage` (None = all)."""
-        out = Cell(workload or "total", -1 if stage is None else stage)
-        for (w, s), c in self.cells.items():
-            if (workload is None or w == workload) and (stage is None or s == stage):
+    def classes(self, workload: str | None = None) -> list[str]:
+        """The request classes seen (of one workload, or of all)."""
+        return sorted({k for w, _, k in self.cells if workload is None or w == workload})
+
+    def combined(
+        self, workload: str | None = None, stage: int | None = None, klass: str | None = None
+    ) -> Cell:
+        """A fresh cell merging every cell matching `workload`, `stage` and `klass` (None = all)."""
+        out = Cell(workload or "total", -1 if stage is None else stage, klass or "all")
+        for (w, s, k), c in self.cells.items():
+            if (
+                (workload is None or w == workload)
+                and (stage is None or s == stage)
+                and (klass is None or k == klass)
+            ):
                 out.merge(c)
         return out
 
@@ -307,5 +320,7 @@ class Aggregate:
             )
         agg = cls()
         for cd in d["cells"]:
-            agg.cell(str(cd["workload"]), int(cd["stage"])).merge(Cell.from_wire(cd))
+            agg.cell(str(cd["workload"]), int(cd["stage"]), str(cd.get("klass", "direct"))).merge(
+                Cell.from_wire(cd)
+            )
         return agg

@@ -184,6 +184,8 @@ class Summary(TypedDict):
     stage_timeline: NotRequired[list[StageTimelineEntry]]
     client_bound: NotRequired[list[ClientBound]]
     slo: NotRequired[list[VerdictEntry]]
+    intended_prefix_share: NotRequired[dict[str, float]]  # workload -> share of prompt tokens shared
+    classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:
@@ -297,6 +299,10 @@ def build(
     }
     for name in workloads:
         out[name] = block(agg.combined(workload=name), duration)
+    out["classes"] = {
+        name: {k: block(agg.combined(workload=name, klass=k), duration) for k in agg.classes(name)}
+        for name in workloads
+    }
     stages = []
     for stage in agg.stages():
         cell = agg.combined(stage=stage)

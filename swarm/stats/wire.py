@@ -9,7 +9,7 @@ per report, never merged wrongly). Only dicts, lists, str, int, float, bool and 
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 WIRE_KEY = "swarm"
 
@@ -46,6 +46,7 @@ class CellWire(TypedDict):
     last_connect_error_s: float | None
     lat: dict[str, LatencyWire]  # latencies with at least one value
     done: list[list[int]]  # [[completion window (stage index or -1: the drain), requests, output tokens]]
+    klass: NotRequired[str]  # the request class (absent: "direct")
 
 
 class AggregateWire(TypedDict):

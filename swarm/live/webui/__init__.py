@@ -88,10 +88,20 @@ def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") ->
 def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str = "-") -> list[dict[str, Any]]:
     """One row per workload, then `Total`. `rates`: workload (and "total") -> (qps, output tok/s);
     `client`: the "Client" column (`client_status`), the same on every row (the workers serve them all)."""
-    out = [
-        row(name, agg.combined(workload=name), rates.get(name, (0.0, 0.0)), client)
-        for name in agg.workloads()
-    ]
+    out = []
+    for name in agg.workloads():
+        out.append(row(name, agg.combined(workload=name), rates.get(name, (0.0, 0.0)), client))
+        classes = agg.classes(name)
+        if len(classes) > 1:  # each request class beside the workload's total (rates: the workload's only)
+            out.extend(
+                row(
+                    f"{name} / {k}",
+                    agg.combined(workload=name, klass=k),
+                    rates.get(f"{name}/{k}", (0.0, 0.0)),
+                    client,
+                )
+                for k in classes
+            )
     out.append(row("Total", agg.combined(), rates.get("total", (0.0, 0.0)), client))
     return out
 

@@ -37,7 +37,7 @@ def test_counters_equal_the_sums_sent(text, records):
     samples = _samples(text)
     for wl in ("short_qa", "chat"):
         mine = [r for r in records if r.workload == wl]
-        base = (("model_name", "Qwen/Qwen3-27B"), ("run_id", "run-1"), ("workload", wl))
+        base = (("class", "direct"), ("model_name", "Qwen/Qwen3-27B"), ("run_id", "run-1"), ("workload", wl))
         for o in OUTCOMES:
             key = ("swarm_requests_total", tuple(sorted((*base, ("outcome", o.value)))))
             assert samples[key] == sum(r.outcome is o for r in mine)

@@ -1,0 +1,70 @@
+"""Before the load starts, in each worker (or a local runner): build the prompts that need a tokenizer.
+
+Workloads with `needs_tokenizer` (synthetic) count tokens while they build their prompts, with the
+tokenizer `--tokenizer` names (swarm/client/tokenize.py): the target's own over HTTP, a local one,
+or the pseudo-tokenizer. This runs on Locust's `test_start`, which a worker fires before it spawns
+its users, so no request waits on it and nothing is tokenized on the request path. The master
+builds nothing; it draws the run's seed when none was given, and Locust hands it to the workers
+with the spawn message, so every worker builds the same shared prefixes.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+from urllib.parse import urlsplit
+
+from locust.runners import MasterRunner, WorkerRunner
+
+from swarm.client.discovery import discover
+from swarm.client.tokenize import Http, open_tokenizer
+from swarm.core.errors import UsageError
+from swarm.live.state import swarm_state
+
+log = logging.getLogger(__name__)
+
+
+def draw_seed(environment: Any) -> None:
+    """Master / local runner: a seed for this test when the user gave none (workers get the master's)."""
+    parsed = getattr(environment, "parsed_options", None)
+    if parsed is None or isinstance(environment.runner, WorkerRunner):
+        return
+    state = swarm_state(environment)
+    if state.seed_given is None:
+        state.seed_given = getattr(parsed, "seed", None) is not None
+    if not state.seed_given:
+        parsed.seed = random.SystemRandom().getrandbits(31)
+
+
+def prepare_workloads(environment: Any, user_classes: list[type]) -> None:
+    """Build the prompts of every workload mix that needs a tokenizer (not on a master)."""
+    if isinstance(getattr(environment, "runner", None), MasterRunner):
+        return
+    state = swarm_state(environment)
+    mixes = [(cls, state.mix(environment, cls.workload)) for cls in user_classes]
+    mixes = [(cls, mix) for cls, mix in mixes if mix.needs_tokenizer]
+    if not mixes:
+        return
+    opts = state.llm_options(environment)
+    host = getattr(environment, "host", None) or mixes[0][0].host or ""
+    parts = urlsplit(host)
+    prefix = parts.path.rstrip("/")
+    prefix = prefix[:-3] if prefix.endswith("/v1") else prefix
+    base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{prefix}" if parts.netloc else None
+    model, dialect = opts.model, opts.dialect
+    if base and opts.tokenizer in ("auto", "server"):
+        http = Http(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}", opts.api_key)
+        served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos)
+        model, dialect = served.model, served.dialect.name
+        wants_eos = any(getattr(w, "ignore_eos", False) for _, mix in mixes for w, _ in mix.items)
+        if wants_eos and served.discovered and not served.dialect.ignore_eos:
+            raise UsageError(
+                f"the target speaks the {dialect} dialect, which cannot ignore EOS; synthetic forces "
+                "output lengths with ignore_eos: add --no-ignore-eos to send max_tokens alone"
+            )
+    tok = open_tokenizer(opts.tokenizer, base_url=base, model=model, dialect=dialect, api_key=opts.api_key)
+    worker = getattr(environment.runner, "worker_index", 0) if environment.runner is not None else 0
+    for cls, mix in mixes:
+        log.info("building %s prompts (tokenizer %s) ...", opts.workload or cls.workload, tok.name)
+        mix.prepare(tok, chat=opts.endpoint == "chat", worker=worker, progress=log.info)
