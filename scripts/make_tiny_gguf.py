@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
     w.add_layer_norm_rms_eps(config["rms_norm_eps"])
     w.add_rope_freq_base(config["rope_theta"])
     w.add_tokenizer_model("gpt2")  # byte-level BPE
-    w.add_tokenizer_pre("gpt2")  # the GPT-2 split regex, as tokenizer.json's ByteLevel(use_regex)
+    w.add_tokenizer_pre("gpt-2")  # the GPT-2 split regex, as tokenizer.json's ByteLevel(use_regex)
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
