@@ -1,7 +1,9 @@
 """A real llama.cpp for the e2e tests: `llama-server` built here with the tiny GGUF model, once per session.
 
 `llamacpp_target` (session scope) builds llama-server when needed (scripts/llama-server-build.sh:
-minutes the first time on a machine, then a check of well under a second), makes the tiny GGUF
+about 23 minutes the first time on a 2-core machine, then a check of well under a second; `make
+test` runs it before pytest as `make llama-server`, since a cold build inside the fixture would
+run into the test's timeout), makes the tiny GGUF
 (scripts/make_tiny_gguf.py, seconds, once), starts `swarm.orchestrate.llamacpp.llamacpp_server`
 on a free loopback port with SLOTS slots and stops it at the end of the session. A build or
 start-up failure FAILS the tests that use it, with the builder's output or the server's log tail.
