@@ -54,9 +54,16 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total",),
     "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
-    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
-    "spec_accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
+    # llama.cpp (b11434) exposes the same three under its own prefix
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
+    "spec_draft_tokens": (
+        "vllm:spec_decode_num_draft_tokens_total",
+        "llamacpp:spec_decode_num_draft_tokens_total",
+    ),
+    "spec_accepted": (
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "llamacpp:spec_decode_num_accepted_tokens_total",
+    ),
 }
 SUCCESS = "vllm:request_success_total"  # label finished_reason
 LLAMACPP_CACHED = "llamacpp:prompt_tokens_cached_total"  # prompt tokens reused, not in prompt_tokens_total
