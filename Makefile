@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps demo test test-fast lint bench clean
+.PHONY: setup system-deps llama-server demo test test-fast lint bench clean
 
 setup: $(STAMP) system-deps
 
@@ -19,11 +19,17 @@ $(STAMP): pyproject.toml
 system-deps:
 	@bash scripts/install-system-deps.sh
 
+# llama.cpp's llama-server for tests/e2e/test_llamacpp_real.py, built once per machine (about 23 min
+# on 2 busy cores the first time, cached in ~/.cache/llm-swarm/llama-server; then under a second).
+# Built here rather than in the test fixture: pytest's per-test timeout would cut a cold build.
+llama-server: system-deps
+	@bash scripts/llama-server-build.sh >/dev/null
+
 demo: setup
 	$(VENV)/bin/swarm demo
 
 # The whole suite (tests/: unit, integration, e2e), after the lint.
-test: lint
+test: lint llama-server
 	$(VENV)/bin/python -m pytest
 
 # The in-process tests only (tests/unit: no process started), in well under a minute.

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Installs the Debian programs the test-suite runs as real processes, only when missing.
+# Installs the Debian programs the test-suite runs as real processes (and the compilers that
+# build llama-server), only when missing.
 set -euo pipefail
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# scripts/llama-server-build.sh compiles llama.cpp's llama-server from source
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
+command -v c++ >/dev/null 2>&1 || need+=(g++)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or: sudo apt-get install ${need[*]})" >&2

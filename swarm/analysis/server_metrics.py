@@ -6,7 +6,11 @@ One normalised `ServerSnapshot` per scrape, whatever the server:
 - vLLM 0.10/0.11 names (`vllm:gpu_cache_usage_perc`, `vllm:gpu_prefix_cache_*`,
   `vllm:time_per_output_token_seconds`); 0.10/0.11 expose old and new side by side: the new
   name wins, the old one is never added on top of it
-- llama.cpp `llama-server --metrics` (`llamacpp:*`: running/deferred, token counters, no histograms)
+- llama.cpp `llama-server --metrics` (`llamacpp:*`: running/deferred, token counters, no histograms).
+  Its `prompt_tokens_total` leaves out the tokens reused from the prompt cache, which
+  `prompt_tokens_cached_total` counts (llama.cpp b6xxx+): `prompt_tokens` is their sum (every
+  prompt token of every request, as vLLM's counter and the responses' usage count them),
+  `prefix_hits` the cached part and `prefix_queries` the sum again.
 
 Label sets: with several `model_name`s the one asked for is kept (all of them when it is not
 there); data-parallel engines (`engine` label) are summed (KV usage: averaged).
@@ -50,11 +54,19 @@ COUNTERS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total",),
     "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
-    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
-    "spec_accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
+    # llama.cpp (b11434) exposes the same three under its own prefix
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
+    "spec_draft_tokens": (
+        "vllm:spec_decode_num_draft_tokens_total",
+        "llamacpp:spec_decode_num_draft_tokens_total",
+    ),
+    "spec_accepted": (
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "llamacpp:spec_decode_num_accepted_tokens_total",
+    ),
 }
 SUCCESS = "vllm:request_success_total"  # label finished_reason
+LLAMACPP_CACHED = "llamacpp:prompt_tokens_cached_total"  # prompt tokens reused, not in prompt_tokens_total
 HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "ttft": ("vllm:time_to_first_token_seconds",),
     "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
@@ -199,6 +211,11 @@ def parse_metrics(text: str, ts: float | None = None, model: str | None = None) 
                 total = math.fsum(values)
                 setattr(snap, fieldname, total / len(values) if fieldname in AVERAGED_GAUGES else total)
                 break
+    cached = [v for _, v in rows(LLAMACPP_CACHED) if not math.isnan(v)]
+    if source == "llamacpp" and cached and snap.prompt_tokens is not None:
+        snap.prefix_hits = math.fsum(cached)
+        snap.prompt_tokens += snap.prefix_hits
+        snap.prefix_queries = snap.prompt_tokens
     for lab, v in rows(SUCCESS):
         reason = lab.get("finished_reason", "unknown")
         snap.request_success[reason] = snap.request_success.get(reason, 0.0) + v

@@ -1,6 +1,8 @@
-"""`swarm target vllm-cpu`: a real vLLM (its CPU build) on loopback, to try the swarm without a GPU.
+"""`swarm target vllm-cpu|llamacpp`: a real vLLM (its CPU build) or llama.cpp on loopback, to try
+the swarm without a GPU.
 
     swarm target vllm-cpu --port 8000        # then: swarm run --host http://127.0.0.1:8000 -- --ignore-eos
+    swarm target llamacpp --port 8080 --parallel 4   # llama-server: swarm/orchestrate/llamacpp.py
 
 What it starts (tests/helpers/vllm_fixture.py starts the same thing for the integration tests):
 
@@ -26,27 +28,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError, UsageError
 from swarm.orchestrate.processes import sigterm_as_interrupt
+from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, log_tail, port_free, stop, wait_ready
 
 MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "tiny-qwen2"
-SERVED_MODEL = "tiny-qwen2"
 INSTALLER = Path(__file__).resolve().parent.parent.parent / "scripts" / "vllm-cpu-venv.sh"
 START_TIMEOUT_S = 300.0
 INSTALL_TIMEOUT_S = 1800.0
-HOST = "127.0.0.1"  # never anything else: a test server with random weights is nobody's service
 
 
 def venv_dir() -> Path:
@@ -147,23 +143,6 @@ def server_env() -> dict[str, str]:
     return env
 
 
-def log_tail(path: Path, lines: int = 60) -> str:
-    """The end of vLLM's log, without the route table it prints at start-up."""
-    if not path.exists():
-        return "(no log)"
-    kept = [line for line in path.read_text(errors="replace").splitlines() if "Route: " not in line]
-    return "\n".join(kept[-lines:])
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
 @dataclass
 class VllmServer:
     url: str
@@ -172,40 +151,6 @@ class VllmServer:
     log: Path
     popen: subprocess.Popen
     startup_s: float
-
-
-def wait_ready(url: str, popen: subprocess.Popen, log: Path, timeout_s: float) -> float:
-    """Seconds until GET url/health answered 200; TargetError with the log tail otherwise."""
-    t0 = time.monotonic()
-    deadline = t0 + timeout_s
-    while time.monotonic() < deadline:
-        if popen.poll() is not None:
-            raise TargetError(
-                f"vLLM exited with code {popen.returncode} while starting; log {log}:\n{log_tail(log)}"
-            )
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return time.monotonic() - t0
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    raise TargetError(
-        f"vLLM did not answer {url}/health within {timeout_s:.0f} s; log {log}:\n{log_tail(log)}"
-    )
-
-
-def stop(popen: subprocess.Popen, grace_s: float = 20.0) -> None:
-    if popen.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(popen.pid, signal.SIGTERM)
-    try:
-        popen.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(popen.pid, signal.SIGKILL)
-        popen.wait(timeout=10)
 
 
 @contextlib.contextmanager
@@ -238,7 +183,10 @@ def vllm_cpu_server(
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "kind", choices=["vllm-cpu"], help="vllm-cpu: vLLM's CPU build with the shipped tiny model"
+        "kind",
+        choices=["vllm-cpu", "llamacpp"],
+        help="vllm-cpu: vLLM's CPU build with the shipped tiny model; llamacpp: llama.cpp's "
+        "llama-server (built once from source) with the tiny model as GGUF",
     )
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)")
     p.add_argument("--max-model-len", type=int, default=4096, help="context length (default 4096)")
@@ -253,7 +201,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model-dir", default=str(MODEL_DIR), help="model directory (default: the shipped tiny-qwen2)"
     )
-    p.add_argument("--log", default=None, help="vLLM's log file (default: a file in the temp directory)")
+    p.add_argument(
+        "--log", default=None, help="the server's log file (default: a file in the temp directory)"
+    )
     p.add_argument(
         "--start-timeout",
         type=float,
@@ -267,6 +217,27 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="ARG",
         help="extra vLLM server option (repeatable), e.g. --vllm-arg=--max-num-batched-tokens=2048",
     )
+    llama = p.add_argument_group("llamacpp")
+    llama.add_argument("--parallel", type=int, default=4, help="llama-server slots (default 4)")
+    llama.add_argument(
+        "--ctx-size",
+        type=int,
+        default=8192,
+        help="KV cache of all slots together, in tokens; each slot gets ctx-size/parallel (default 8192)",
+    )
+    llama.add_argument(
+        "--reasoning-format",
+        default="deepseek",
+        help="none | deepseek | deepseek-legacy | auto (default deepseek: thinking in reasoning_content)",
+    )
+    llama.add_argument("--model", default=None, help="a .gguf model (default: the tiny model, made once)")
+    llama.add_argument(
+        "--llama-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra llama-server option (repeatable), e.g. --llama-arg=--threads=2",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -274,6 +245,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be 1-65535 (got {args.port})")
     if not port_free(args.port):
         raise UsageError(f"port {args.port} on {HOST} is in use: pick another with --port")
+    if args.kind == "llamacpp":
+        return main_llamacpp(args)
     model_dir = Path(args.model_dir)
     if not (model_dir / "config.json").exists():
         raise UsageError(f"--model-dir {model_dir}: no config.json there")
@@ -310,4 +283,57 @@ def main(args: argparse.Namespace) -> int:
             )
             code = srv.popen.wait()
             print(f"swarm target: vLLM exited with code {code}; log tail:\n{log_tail(log)}", file=sys.stderr)
+            return 1
+
+
+def main_llamacpp(args: argparse.Namespace) -> int:
+    from swarm.orchestrate.llamacpp import (
+        REASONING_FORMATS,
+        ensure_llama_server,
+        ensure_tiny_gguf,
+        llamacpp_server,
+    )
+
+    if args.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
+    if args.ctx_size < 64 * args.parallel:
+        raise UsageError(f"--ctx-size must give each of the {args.parallel} slots 64 tokens at least")
+    if args.reasoning_format not in REASONING_FORMATS:
+        raise UsageError(
+            f"--reasoning-format must be one of {', '.join(REASONING_FORMATS)} (got {args.reasoning_format})"
+        )
+    if args.model and not Path(args.model).is_file():
+        raise UsageError(f"--model {args.model}: no such file")
+    extra = list(args.llama_arg)
+    if any(a == "--host" or a.startswith("--host=") for a in extra):
+        raise UsageError(f"the server binds to {HOST} only; --host cannot be passed through")
+    log = Path(args.log) if args.log else Path(tempfile.gettempdir()) / f"llm-swarm-llamacpp-{args.port}.log"
+    with sigterm_as_interrupt():
+        print("swarm target: preparing llama-server (the first use builds it: minutes)", flush=True)
+        build = ensure_llama_server()
+        model = Path(args.model) if args.model else ensure_tiny_gguf(build)
+        print(f"swarm target: starting {build.server} on {HOST}:{args.port} (log {log})", flush=True)
+        with llamacpp_server(
+            args.port,
+            log,
+            build=build,
+            model=model,
+            start_timeout_s=args.start_timeout,
+            parallel=args.parallel,
+            ctx_size=args.ctx_size,
+            reasoning_format=args.reasoning_format,
+            extra=extra,
+        ) as srv:
+            print(
+                f"swarm target: llama-server ready at {srv.url} in {srv.startup_s:.0f} s, model {srv.model}, "
+                f"{srv.parallel} slots\n"
+                f"  try: swarm run --host {srv.url} --workload mixed -u 8 -t 30s -- --ignore-eos --max-tokens 64\n"
+                "  Ctrl-C stops it",
+                flush=True,
+            )
+            code = srv.popen.wait()
+            print(
+                f"swarm target: llama-server exited with code {code}; log tail:\n{log_tail(log)}",
+                file=sys.stderr,
+            )
             return 1

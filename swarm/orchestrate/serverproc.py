@@ -1,0 +1,73 @@
+"""A test server as a child process on loopback: wait for its /health, show its log tail, stop it.
+
+Shared by `swarm target vllm-cpu` (swarm/orchestrate/targets.py) and `swarm target llamacpp`
+(swarm/orchestrate/llamacpp.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from swarm.core.errors import TargetError
+
+HOST = "127.0.0.1"  # never anything else: a test server with random weights is nobody's service
+SERVED_MODEL = "tiny-qwen2"
+
+
+def log_tail(path: Path, lines: int = 60) -> str:
+    """The end of the server's log, without the route table vLLM prints at start-up."""
+    if not path.exists():
+        return "(no log)"
+    kept = [line for line in path.read_text(errors="replace").splitlines() if "Route: " not in line]
+    return "\n".join(kept[-lines:])
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_ready(url: str, popen: subprocess.Popen, log: Path, timeout_s: float, name: str = "vLLM") -> float:
+    """Seconds until GET url/health answered 200; TargetError with the log tail otherwise."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            raise TargetError(
+                f"{name} exited with code {popen.returncode} while starting; log {log}:\n{log_tail(log)}"
+            )
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return time.monotonic() - t0
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    raise TargetError(
+        f"{name} did not answer {url}/health within {timeout_s:.0f} s; log {log}:\n{log_tail(log)}"
+    )
+
+
+def stop(popen: subprocess.Popen, grace_s: float = 20.0) -> None:
+    if popen.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(popen.pid, signal.SIGTERM)
+    try:
+        popen.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(timeout=10)
