@@ -21,13 +21,14 @@ reached the server: nothing is recorded and the exit goes straight on.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 import gevent
 import orjson
 from gevent import GreenletExit
 from geventhttpclient._parser import HTTPParseError
-from geventhttpclient.response import HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
 from swarm.client.clock import BLOCK_SIZE, Clock
 from swarm.client.dialects import error_message
@@ -71,6 +72,10 @@ def failure(
     if phase == "streaming":  # reset / broken chunked framing mid-stream
         return Outcome.TRUNCATED, f"stream broken: {type(exc).__name__}: {exc}"
     return Outcome.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"
+
+
+class _Stale(Exception):
+    """A kept-alive connection the server had closed: not one byte of an answer came back."""
 
 
 class _Response(HTTPSocketPoolResponse):
@@ -135,6 +140,7 @@ class Transport:
         self.deadline_s = deadline_s  # seconds for a whole request (--request-deadline); None: none
         self._deadline: gevent.Timeout | None = None  # the request in flight's (one timer per request)
         self.cut: GreenletExit | None = None  # the stop that cancelled the last exchange, to raise again
+        self._used: weakref.WeakSet[Any] = weakref.WeakSet()  # sockets that carried a request already
 
     def get(self, path: str) -> tuple[int, bytes]:
         """A plain GET on the pool (no Locust event): status and body. Raises on failure."""
@@ -180,28 +186,40 @@ class Transport:
         timeout = self.timeout
         perf = time.perf_counter
         t0 = perf()  # (a read cannot arrive before this)
-        try:
-            sock = pool.get_socket()
-        except Exception as e:
-            return (*failure(e, "connecting", timeout), perf(), 0)
-        try:
-            sock.settimeout(timeout)
-            sock.sendall(data)
-        except BaseException as e:
-            pool.release_socket(sock)
-            if isinstance(e, Exception):
-                return (*failure(e, "sending", timeout), perf(), 0)
-            raise
-        try:
-            return self._answer(sock, tally, record, t0)
-        except GreenletExit as e:  # sent, then stopped: one `cancelled` record (the user raises `cut` again)
-            self.cut = e
-            return Outcome.CANCELLED, CANCELLED_MESSAGE.format(phase="waiting for the status"), perf(), 0
+        for attempt in (1, 2):
+            try:
+                sock = pool.get_socket()
+            except Exception as e:
+                return (*failure(e, "connecting", timeout), perf(), 0)
+            try:
+                sock.settimeout(timeout)
+                sock.sendall(data)
+            except BaseException as e:
+                pool.release_socket(sock)
+                if isinstance(e, Exception):
+                    return (*failure(e, "sending", timeout), perf(), 0)
+                raise
+            reused = sock in self._used
+            self._used.add(sock)
+            try:
+                return self._answer(sock, tally, record, t0, stale_ok=reused and attempt == 1)
+            except _Stale:  # the server had closed it after its last answer: once more, on a new one
+                continue
+            except (
+                GreenletExit
+            ) as e:  # sent, then stopped: one `cancelled` record (the user raises `cut` again)
+                self.cut = e
+                return Outcome.CANCELLED, CANCELLED_MESSAGE.format(phase="waiting for the status"), perf(), 0
+        raise AssertionError("unreachable: the second attempt never raises _Stale")
 
     def _answer(
-        self, sock: Any, tally: StreamTally, record: RequestRecord, t0: float
+        self, sock: Any, tally: StreamTally, record: RequestRecord, t0: float, stale_ok: bool = False
     ) -> tuple[Outcome, str | None, float, int]:
-        """The response to a request sent on `sock`: status, headers, then the stream or the error."""
+        """The response to a request sent on `sock`: status, headers, then the stream or the error.
+
+        `stale_ok`: `sock` was kept alive from an earlier request; if it turns out closed before
+        one byte of an answer, raise `_Stale` (the request never reached a server that reads it:
+        llama-server closes every streamed connection though its headers say keep-alive)."""
         pool = self.pool
         timeout = self.timeout
         perf = time.perf_counter
@@ -218,9 +236,14 @@ class Transport:
                     pool.release_socket(sock)
                     return (*failure(e, "waiting for the status", timeout), perf(), 0)
                 head = b""  # reset before any byte: geventhttpclient reads again and says so
+            if not head and stale_ok:
+                pool.release_socket(sock)
+                raise _Stale
         try:  # status line and headers (the response releases the socket itself on failure)
             resp = _Response(sock, pool, block_size=BLOCK_SIZE, method="POST", pre_buffered=head)
         except (HTTPParseError, OSError) as e:  # (TimeoutError is an OSError)
+            if stale_ok and not head and isinstance(e, (HTTPConnectionClosed, ConnectionResetError)):
+                raise _Stale from None
             return (*failure(e, "waiting for the status", timeout), perf(), 0)
         if b"\r\n\r\n" not in head or head[9:10] == b"1":  # geventhttpclient read the rest (or a 1xx)
             t_headers = perf()

@@ -25,21 +25,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 
 MSGS = [{"role": "user", "content": "用一句话介绍北京"}]
 # llama-server (b11434) closes the connection after every streamed response while its headers say
-# `Keep-Alive: timeout=5, max=100` (test_streamed_response_closes_the_connection). A request the
-# swarm then sends on that pooled connection fails at once with "connection closed" and never
-# reaches the server; Locust's exit code would be 1 for them, hence --exit-code-on-error 0. The
-# tests check that every failure is exactly that, and reconcile the ok records with the server.
-LOCUST = ("--max-tokens", str(MAX_TOKENS), "--exit-code-on-error", "0")
+# `Keep-Alive: timeout=5, max=100` (test_streamed_response_closes_the_connection). A request sent on
+# that pooled connection gets no byte back; the swarm's transport then sends it once more on a new
+# connection (swarm/client/transport.py `_Stale`, as Chromium does for a reused socket), so every
+# record must be ok.
+LOCUST = ("--max-tokens", str(MAX_TOKENS))
 SWEEP_TOKENS = 256
-STALE = "HTTPConnectionClosed: connection closed."
 
 
 def stale_connection_failures(df) -> int:
-    """How many records failed on a connection the server had closed; AssertionError for any other failure."""
+    """Records that failed (none may: the stale kept-alive connection is retried on a new one)."""
     bad = df[df.outcome != "ok"]
-    other = bad[(bad.outcome != "connect_error") | (bad.error != STALE) | bad.http_status.notna()]
-    assert other.empty, other[["outcome", "error", "http_status"]].head()
-    assert (bad.e2e_s < 0.5).all(), bad.e2e_s.max()  # refused at once, not cut mid-answer
+    assert bad.empty, bad[["outcome", "error", "http_status"]].head()
     return len(bad)
 
 
@@ -264,8 +261,8 @@ def test_sweep_past_the_slots_pins_processing_and_defers(llamacpp_target, llamac
 def test_streamed_response_closes_the_connection(llamacpp_target, llamacpp_report):
     """What the swarm meets: after a streamed answer llama-server closes the keep-alive connection.
 
-    If a llama.cpp release fixes this, this test fails: then drop LOCUST's --exit-code-on-error and
-    require every record ok again."""
+    If a llama.cpp release fixes this, this test fails: then the transport's retry of a stale
+    kept-alive connection has nothing left to do for llama.cpp (keep it: proxies do this too)."""
     import http.client
     from urllib.parse import urlparse
 
