@@ -287,3 +287,32 @@ def test_streamed_response_closes_the_connection(llamacpp_target, llamacpp_repor
         f"same connection: {second}"
     )
     assert keep_alive and second != "answered"
+
+
+def test_synthetic_prompts_have_exact_lengths_by_llamacpps_own_count(
+    llamacpp_target, llamacpp_report, tmp_path
+):
+    """`--tokenizer server` on llama.cpp (/apply-template + /tokenize): every prompt is exactly as
+    long as the server's usage says, and every answer exactly --output-tokens."""
+    run = swarm_run(
+        llamacpp_target,
+        tmp_path / "run",
+        "--workload",
+        "synthetic",
+        "-u",
+        "2",
+        "-t",
+        "20s",  # (each worker counts its prompts with the server before the load starts)
+        locust=("--tokenizer", "server", "--input-tokens", "40-120", "--output-tokens", "16"),
+    )
+    df = run.records
+    stale_connection_failures(df)
+    assert len(df) > 0 and df.tokens_from_usage.all()
+    assert df.prompt_tokens.between(40, 120).all(), df.prompt_tokens.describe()
+    assert (df.output_tokens == 16).all()
+    assert df.prompt_tokens.nunique() > 5  # the range is drawn, not one length
+    assert run.summary["total"]["prompt_tokens"] == run.delta("prompt_tokens") == df.prompt_tokens.sum()
+    llamacpp_report.add(
+        f"synthetic 40-120 in / 16 out, --tokenizer server: {len(df)} requests, prompt tokens by usage "
+        f"{df.prompt_tokens.min()}-{df.prompt_tokens.max()} ({df.prompt_tokens.nunique()} lengths), all in range"
+    )
