@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps demo test test-fast lint bench clean
+.PHONY: setup system-deps demo test test-fast lint bench bench-scale k8s-dashboards clean
 
 setup: $(STAMP) system-deps
 
@@ -36,6 +36,10 @@ lint: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/run.py
+
+# The Grafana dashboards as ConfigMaps for Kubernetes (deploy/k8s/base/grafana-dashboards.yaml).
+k8s-dashboards: setup
+	$(PY) scripts/k8s_dashboards.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian programs the test-suite runs as real processes, only when missing.
+# Installs the Debian programs the test-suite runs as real processes, only when missing (idempotent).
 set -euo pipefail
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# Compose v1 (Python): `docker-compose config` validates docker-compose.yml; no engine needed
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or: sudo apt-get install ${need[*]})" >&2
