@@ -37,6 +37,10 @@ lint: setup
 bench: setup
 	$(VENV)/bin/python benchmarks/run.py
 
+# Cluster scale: one master with 16/64/256 (fake, replaying) workers; one worker with 10,000 streams.
+bench-scale: setup
+	$(VENV)/bin/python benchmarks/master_scale.py
+
 # The Grafana dashboards as ConfigMaps for Kubernetes (deploy/k8s/base/grafana-dashboards.yaml).
 k8s-dashboards: setup
 	$(PY) scripts/k8s_dashboards.py
