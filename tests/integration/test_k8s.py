@@ -207,6 +207,7 @@ def test_locust_accepts_the_commands(overlay: str, role: str, tmp_path: Path) ->
         assert opts["worker"] and opts["master_host"] == "llm-swarm-master"
         return
     assert opts["master"] and opts["num_users"] == int(run["LOCUST_USERS"])
+    assert opts["enable_rebalancing"], "workers that join a running test get users"
     if not headless:
         assert not opts["headless"] and opts["web_port"] == 8089
         return
