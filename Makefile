@@ -40,6 +40,7 @@ bench: setup
 # Cluster scale: one master with 16/64/256 (fake, replaying) workers; one worker with 10,000 streams.
 bench-scale: setup
 	$(VENV)/bin/python benchmarks/master_scale.py
+	$(VENV)/bin/python benchmarks/streams_10k.py
 
 # The Grafana dashboards as ConfigMaps for Kubernetes (deploy/k8s/base/grafana-dashboards.yaml).
 k8s-dashboards: setup
