@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps llama-server demo test test-fast lint bench clean
+.PHONY: setup system-deps llama-server demo test test-fast lint bench bench-scale k8s-dashboards clean
 
 setup: $(STAMP) system-deps
 
@@ -42,6 +42,15 @@ lint: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/run.py
+
+# Cluster scale: one master with 16/64/256 (fake, replaying) workers; one worker with 10,000 streams.
+bench-scale: setup
+	$(VENV)/bin/python benchmarks/master_scale.py
+	$(VENV)/bin/python benchmarks/streams_10k.py
+
+# The Grafana dashboards as ConfigMaps for Kubernetes (deploy/k8s/base/grafana-dashboards.yaml).
+k8s-dashboards: setup
+	$(PY) scripts/k8s_dashboards.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian programs the test-suite runs as real processes (and the compilers that
-# build llama-server), only when missing.
+# build llama-server), only when missing (idempotent).
 set -euo pipefail
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
@@ -11,6 +11,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v ninja >/dev/null 2>&1 || need+=(ninja-build)
 command -v c++ >/dev/null 2>&1 || need+=(g++)
+# Compose v1 (Python): `docker-compose config` validates docker-compose.yml; no engine needed
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or: sudo apt-get install ${need[*]})" >&2

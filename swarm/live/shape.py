@@ -32,6 +32,7 @@ from swarm.load.arrivals import ArrivalSchedule
 from swarm.load.stages import Stage, StagePlan
 
 STAGE_MESSAGE = "swarm_stage"
+STAGE_REQUEST = "swarm_stage_request"  # worker -> master, at start-up
 
 
 def stage_plan(environment: Any) -> StagePlan:
@@ -62,9 +63,41 @@ def _set_stage(
         gevent.spawn_later(warmup_s, clear)
 
 
+def _stage_message(environment: Any, stage: Stage, workers: int) -> dict[str, Any]:
+    """The `swarm_stage` message for `stage` (warm-up: what is left of it), over `workers` workers."""
+    left = max(0.0, stage.warmup_s - (time.time() - stage.start_wall_s))
+    return {
+        "index": stage.index,
+        "warmup_s": left,
+        "users": stage.users,
+        "rate_per_worker": stage.rate / max(1, workers) if stage.rate else None,
+        "arrivals": option(environment, "arrivals") or "poisson",
+    }
+
+
+def _tell_joining_worker(environment: Any, client_id: str) -> None:
+    """A worker that starts in the middle of a stage (a pod scaled up, a worker restarted) asks for
+    the current stage (STAGE_REQUEST, sent once its handler is registered: a stage message sent on
+    Locust's `worker_connect` would arrive before that and be dropped); otherwise it would tag its
+    requests with stage 0 until the next stage change. In open loop it gets an even share of the
+    stage's rate (the workers already running keep theirs until the next stage)."""
+    timeline = swarm_state(environment).stage.timeline
+    runner = environment.runner
+    if not timeline or timeline[-1].end_wall_s is not None:
+        return
+    workers = runner.worker_count + (client_id not in runner.clients)
+    runner.send_message(
+        STAGE_MESSAGE, _stage_message(environment, timeline[-1], workers), client_id=client_id
+    )
+
+
 @events.init.add_listener
 def _on_init(environment: Any, **_kwargs: Any) -> None:
     swarm_state(environment)
+    if isinstance(environment.runner, MasterRunner):
+        environment.runner.register_message(
+            STAGE_REQUEST, lambda msg, **_: _tell_joining_worker(environment, msg.node_id)
+        )
     if isinstance(environment.runner, WorkerRunner):
         environment.runner.register_message(
             STAGE_MESSAGE,
@@ -76,6 +109,7 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
                 msg.data.get("arrivals", "poisson"),
             ),
         )
+        environment.runner.send_message(STAGE_REQUEST, None)  # the current stage, if one runs
 
 
 class SwarmShape(LoadTestShape):
@@ -102,22 +136,13 @@ class SwarmShape(LoadTestShape):
         if last is not None:
             last.end_wall_s = now
         timeline.append(Stage(index, users, now, None, warmup_s, rate))
-        arrivals = option(env, "arrivals") or "poisson"
         if isinstance(self.runner, MasterRunner):
-            per_worker = rate / max(1, self.runner.worker_count) if rate else None
             _set_stage(env, index, warmup_s)
             self.runner.send_message(
-                STAGE_MESSAGE,
-                {
-                    "index": index,
-                    "warmup_s": warmup_s,
-                    "users": users,
-                    "rate_per_worker": per_worker,
-                    "arrivals": arrivals,
-                },
+                STAGE_MESSAGE, _stage_message(env, timeline[-1], self.runner.worker_count)
             )
         else:
-            _set_stage(env, index, warmup_s, rate, arrivals)
+            _set_stage(env, index, warmup_s, rate, option(env, "arrivals") or "poisson")
 
     def _close(self) -> None:
         timeline = swarm_state(self.runner.environment).stage.timeline

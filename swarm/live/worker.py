@@ -58,6 +58,8 @@ class WorkerStats:
         if role == "worker":
             ev.report_to_master.add_listener(self._on_report_to_master)
         self._ticker = gevent.spawn(self._cpu_forever)
+        if self.out_dir is not None:  # --swarm-out known now: pay the writer's one-off set-up at start-up,
+            self._ensure_writer()  # not at test start, when every worker pays it at once and heartbeats wait
 
     # ---- records ---------------------------------------------------------------------------
     def _on_record(self, record: RequestRecord, **_: Any) -> None:

@@ -1,0 +1,241 @@
+"""Ten thousand open streams in one worker process.
+
+    .venv/bin/python benchmarks/streams_10k.py                    # `make bench-scale`, ~3 min
+    .venv/bin/python benchmarks/streams_10k.py --streams 2000     # smaller
+
+One `swarm sim` with benchmarks/profiles/slow-decode.toml (a token per second for every running
+sequence, up to 16,384 of them) on core 0 beside the master, and ONE Locust worker on core 1 with
+`--streams` users in closed loop, each streaming 12-token answers back to back: about `--streams`
+streams open at every moment. Measured over a steady window after the first burst (the run goes
+on until the window's streams have ended, so every one of them is recorded): streams open (from
+the records, each second, and the simulator's running requests), the worker's RSS per open
+stream (peak in the window minus the worker's before its users), CPU per chunk (CPU seconds /
+token chunks received in the window), and the TTFT error against the simulator's trace (the
+client's first-token time - the server's first-token write, per request id, for first tokens in
+the window). Closed loop has no schedule, so no send lag here: `make bench` measures it in open loop.
+
+Before the run: the file-descriptor limit is raised to its hard limit and the ephemeral port
+range checked; when either cannot hold the streams (plus a margin), one line says so and the
+benchmark exits 2 instead of failing with connect errors half-way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import resource
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
+
+REPO = harness.REPO
+PROFILE = REPO / "benchmarks/profiles/slow-decode.toml"
+TOKENS = 12  # output tokens per stream (--max-tokens, --ignore-eos)
+FD_MARGIN = 1024  # files, pipes and sockets beside the streams
+
+
+def log(msg: str) -> None:
+    print(f"[streams {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def check_limits(streams: int) -> str | None:
+    """Raise RLIMIT_NOFILE to the hard limit (children inherit it); None when the streams fit,
+    else the one-line reason they cannot."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = streams + FD_MARGIN
+    if soft < need:
+        target = hard if hard == resource.RLIM_INFINITY else min(hard, max(need, soft))
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and soft < need:
+        return (
+            f"open-file limit {soft} < {need} ({streams} streams + {FD_MARGIN}); the hard limit is {hard}: "
+            f"raise it (ulimit -Hn / limits.conf / systemd LimitNOFILE) or run fewer --streams"
+        )
+    with contextlib.suppress(OSError):
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        if high - low + 1 < streams:
+            return (
+                f"ephemeral ports {low}-{high} ({high - low + 1}) < {streams} streams to one server address: "
+                f"widen net.ipv4.ip_local_port_range or run fewer --streams"
+            )
+    return None
+
+
+class StreamRun(harness.SwarmRun):
+    """`make bench`'s master + worker, with TOKENS-token answers."""
+
+    def _common(self) -> list[str]:
+        common = super()._common()
+        common[common.index("--max-tokens") + 1] = str(TOKENS)
+        return common
+
+
+def chunk_times(out: Path) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """Every token-carrying chunk's arrival (wall clock) from the records, and the records."""
+    from swarm.core import recordfile
+
+    cols = ["request_id", "start_wall_s", "ttft_s", "itl_s", "e2e_s", "outcome"]
+    rows = recordfile.read_table(out / "records").select(cols).to_pylist()
+    times = []
+    for r in rows:
+        if r["ttft_s"] is None:
+            continue
+        first = r["start_wall_s"] + r["ttft_s"]
+        times.append(first + np.concatenate([[0.0], np.cumsum(r["itl_s"] or [])]))
+    return (np.concatenate(times) if times else np.array([])), rows
+
+
+def open_streams(records: list[dict[str, Any]], start: float, end: float) -> list[int]:
+    """Requests open (sent, not yet ended) at each whole second of [start, end)."""
+    begins = np.array([r["start_wall_s"] for r in records])
+    ends = begins + np.array([r["e2e_s"] or 0.0 for r in records])
+    return [int(np.sum((begins <= t) & (ends > t))) for t in np.arange(start, end, 1.0)]
+
+
+def poll_running(url: str, stop: float, out: list[tuple[float, float]]) -> None:
+    """The simulator's vllm:num_requests_running, once a second until `stop` (a thread)."""
+    while time.time() < stop:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("vllm:num_requests_running"):
+                    out.append((time.time(), float(line.rsplit(" ", 1)[1])))
+        time.sleep(1.0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", type=int, default=10_000, help="streams open at once (default 10000)")
+    ap.add_argument(
+        "--steady-s", type=int, default=30, help="seconds measured at full concurrency (default 30)"
+    )
+    ap.add_argument("--out", type=Path, default=REPO / "runs/bench/streams", help="run files")
+    ap.add_argument("--results", type=Path, help="write the figures as JSON here")
+    args = ap.parse_args(argv)
+    if args.streams < 10:
+        ap.error("--streams: at least 10")
+    why = check_limits(args.streams)
+    if why:
+        print(f"streams_10k: {why}", file=sys.stderr)
+        return 2
+    log(
+        f"{harness.cores()} cores, load average {harness.load_average()[0]:.2f}; open files "
+        f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}; {args.streams} streams"
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    ramp_s = 30  # all users spawned, their first streams (begun in one burst) ended
+    drain_s = 40  # streams begun in the window end (and are recorded) before the stop
+    prompts = harness.write_prompts(args.out / "prompts.jsonl", n=2000)
+    rows = [{**json.loads(line), "max_tokens": TOKENS} for line in prompts.read_text().splitlines()]
+    prompts.write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )  # a row's max_tokens wins over --max-tokens
+    port = harness.free_port()
+    trace = args.out / "sim-trace.jsonl"
+    trace.unlink(missing_ok=True)
+    sim_cmd = [*harness.pin(0), sys.executable, "-m", "swarm", "sim", "--profile", str(PROFILE)]
+    sim_cmd += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--model",
+        harness.SIM_MODEL,
+        "--trace",
+        str(trace),
+    ]
+    sampler = harness.Sampler(interval_s=1.0)
+    running: list[tuple[float, float]] = []
+    with sampler, harness.started("sim", sim_cmd, args.out / "sim.log") as sim:
+        url = f"http://127.0.0.1:{port}"
+        harness.wait_http(url + "/health", sim)
+        sampler.watch("sim", sim.pid)
+        run = StreamRun(
+            args.out / "swarm", url, prompts, users=args.streams, run_time_s=ramp_s + args.steady_s + drain_s
+        )
+        poller = threading.Thread(
+            target=poll_running,
+            args=(url + "/metrics", time.time() + run.expected_s() + 30, running),
+            daemon=True,
+        )
+        poller.start()
+        log(
+            f"closed loop, {args.streams} users streaming {TOKENS}-token answers: {ramp_s} s to fill, "
+            f"{args.steady_s} s measured, {drain_s} s for the measured streams to end"
+        )
+        summary = run.run(sampler)
+    time.sleep(0.5)
+    stage = summary["stage_timeline"][0]
+    start = stage["start_wall_s"] + ramp_s
+    end = start + args.steady_s
+    chunks_at, rows = chunk_times(args.out / "swarm")
+    records = [r for r in rows if r["e2e_s"] is not None]
+    server = harness.read_trace(trace)
+    errors = []  # requests whose first token came in the window
+    for r in records:
+        s = server.get(r["request_id"])
+        if r["outcome"] != "ok" or r["ttft_s"] is None or not s or s.get("first_token_time") is None:
+            continue
+        if start <= r["start_wall_s"] + r["ttft_s"] < end:
+            errors.append((r["start_wall_s"] + r["ttft_s"] - s["first_token_time"]) * 1000)
+    opened = open_streams(records, start, end)
+    server_open = [n for t, n in running if start <= t < end]
+    chunks = int(np.sum((chunks_at >= start) & (chunks_at < end)))
+    cpu = sampler.cpu_percent("worker-0", start, end)
+    sim_cpu = sampler.cpu_percent("sim", start, end)
+    rss = sampler.rss("worker-0")
+    base = ([b for t, b in rss if t < stage["start_wall_s"] and b > 0] or [rss[0][1]])[-1]  # before the users
+    peak = max(b for t, b in rss if start <= t <= end)
+    outcomes: dict[str, int] = {}
+    for r in rows:
+        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+    streams = statistics.median(opened)
+    result = {
+        "streams_target": args.streams,
+        "streams_open_median": streams,
+        "streams_open_min": min(opened),
+        "server_running_median": statistics.median(server_open) if server_open else None,
+        "worker_rss_mib_idle": base / 2**20,
+        "worker_rss_mib_peak": peak / 2**20,
+        "rss_kib_per_stream": (peak - base) / 1024 / max(1, streams),
+        "worker_cpu_percent": cpu,
+        "chunks_per_s": chunks / (end - start),
+        "cpu_us_per_chunk": (cpu or 0) / 100 * (end - start) / max(1, chunks) * 1e6,
+        "ttft_error_ms_p50": harness.percentile(errors, 0.5),
+        "ttft_error_ms_p99": harness.percentile(errors, 0.99),
+        "ttft_error_ms_max": max(errors, default=None),
+        "ttft_pairs": len(errors),
+        "sim_cpu_percent": sim_cpu,
+        "outcomes": outcomes,
+    }
+    log(
+        f"{streams:.0f} streams open (min {result['streams_open_min']}; the simulator's running median "
+        f"{result['server_running_median']}); worker RSS {result['worker_rss_mib_idle']:.0f} -> "
+        f"{result['worker_rss_mib_peak']:.0f} MiB ({result['rss_kib_per_stream']:.1f} KiB per stream); "
+        f"worker CPU {cpu:.0f}% for {result['chunks_per_s']:,.0f} chunks/s ({result['cpu_us_per_chunk']:.1f} us per chunk)"
+    )
+    if errors:
+        log(
+            f"TTFT error vs the simulator's trace: p50 {result['ttft_error_ms_p50']:.2f} ms, p99 "
+            f"{result['ttft_error_ms_p99']:.2f} ms, max {result['ttft_error_ms_max']:.1f} ms ({len(errors)} requests)"
+        )
+    log(f"simulator {sim_cpu:.0f}% CPU; outcomes {outcomes}")
+    if args.results:
+        args.results.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
