@@ -25,18 +25,24 @@ Cases (each one request after another, in one process per tree and repetition):
         one recv().
 
 Time-dependent paths are pinned: the record writer flushes by count only (never, here) and
-synchronously; `time.perf_counter` advances 1 ms a call in the send cases (read times, hence
-ITL values and sketch bins, are the same every run). CPU time: `time.process_time()` around
+synchronously; `time.perf_counter` and `time.time` advance 1 ms a call in the send cases (read
+times, hence ITL values and sketch bins, and Locust's per-second counts are the same every run);
+before each case's loop the heap is collected and frozen (`gc.freeze()`), so the garbage
+collections inside it cost what the request path allocates, not what start-up left. CPU time: `time.process_time()` around
 N requests, after a warm-up request; the median over the repetitions, whose case order
 rotates (and, with several trees, whose tree order alternates). Instructions (--callgrind):
-`valgrind --tool=callgrind` on one process per tree, counted between `os.getppid()` markers
-around each case's loop (start-up and warm-up excluded); deterministic (PYTHONHASHSEED=0).
+`valgrind --tool=callgrind` on one process per tree, the main thread's (where the request path
+runs) counted between `os.getppid()` markers around each case's loop (start-up and warm-up
+excluded), with PYTHONHASHSEED=0. Reproducible to ~0.01% for the parts and to ~0.1-0.6% for
+send (runs of one tree differ in dict and method-cache lookups: CPython hashes some keys by
+object address); a change smaller than that needs several runs to show.
 A chunk is one token chunk (64 a request), as `make bench`'s chunks/s counts them.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -257,8 +263,10 @@ def parts_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
 
 
 def send_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
-    ticks = iter(range(10**12))  # the request path's clock: 1 ms a call
+    ticks = iter(range(10**12))  # the request path's clocks: 1 ms a call each
     time.perf_counter = lambda: 1000.0 + next(ticks) * 0.001
+    wall = iter(range(10**12))  # (the record's start and Locust's per-second request counts)
+    time.time = lambda: 1.7e9 + next(wall) * 0.001
 
     from locust.env import Environment
 
@@ -330,6 +338,8 @@ def child(args: argparse.Namespace) -> int:
         for case in order:
             one = runners[case]
             n = args.requests
+            gc.collect()  # a collection in the loop scans the loop's objects only, whatever
+            gc.freeze()  # start-up and the cases before left on the heap
             c0 = time.process_time()
             os.getppid()  # marker: callgrind --dump-before=getppid starts a new part here
             chunks = 0
@@ -361,6 +371,7 @@ def run_child(
         cmd = [
             valgrind,
             "--tool=callgrind",
+            "--separate-threads=yes",  # the main thread's counts: pyarrow's threads run when they will
             "--dump-before=getppid",
             f"--callgrind-out-file={callgrind}",
             *cmd,
@@ -375,10 +386,10 @@ def run_child(
 
 
 def callgrind_parts(out_file: Path) -> list[int]:
-    """Instructions of each callgrind dump, in order (`<file>.1`, `<file>.2`, ...)."""
+    """The main thread's instructions in each callgrind dump, in order (`<file>.1-01`, ...)."""
     totals = []
     k = 1
-    while (part := Path(f"{out_file}.{k}")).exists():
+    while (part := Path(f"{out_file}.{k}-01")).exists():
         for line in part.read_text().splitlines():
             if line.startswith("totals:") or line.startswith("summary:"):
                 totals.append(int(line.split()[1]))
