@@ -34,7 +34,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The request path's CPU cost without a server (~5 s), then the load benchmark against the simulator.
+# The request path's CPU cost without a server (~10 s), then the load benchmark against the simulator.
 bench: setup
 	$(VENV)/bin/python benchmarks/request_cost.py --json bench-request-cost.json
 	$(VENV)/bin/python benchmarks/run.py

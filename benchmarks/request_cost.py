@@ -1,6 +1,6 @@
 """The client's CPU cost per request on the request path, without a server or a network.
 
-    .venv/bin/python benchmarks/request_cost.py                    # CPU µs per request/chunk (~5 s)
+    .venv/bin/python benchmarks/request_cost.py                    # CPU µs per request/chunk (~10 s)
     .venv/bin/python benchmarks/request_cost.py --callgrind        # + instructions per request (~1 min)
     .venv/bin/python benchmarks/request_cost.py --code DIR         # the swarm package found in DIR/swarm
     .venv/bin/python benchmarks/request_cost.py --code A --code B  # two trees, interleaved, B/A ratios
