@@ -40,7 +40,9 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The request path's CPU cost without a server (~10 s), then the load benchmark against the simulator.
 bench: setup
+	$(VENV)/bin/python benchmarks/request_cost.py --json bench-request-cost.json
 	$(VENV)/bin/python benchmarks/run.py
 
 # Cluster scale: one master with 16/64/256 (fake, replaying) workers; one worker with 10,000 streams.
