@@ -38,6 +38,7 @@ SCHEMA = pa.schema(
         ("send_lag_s", pa.float64()),
         ("warmup", pa.bool_()),
         ("request_class", pa.string()),
+        ("model", pa.string()),
     ]
 )
 FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches
