@@ -275,7 +275,8 @@ class Aggregate:
 
     def add(self, record: RequestRecord, window: int | None = None) -> None:
         """Count `record` in its (workload, sent stage, class, model) cell; `window`: see `Cell.add`."""
-        self.cell(record.workload, int(record.stage), record.request_class, record.model).add(record, window)
+        cell = self.cell(record.workload, int(record.stage), record.request_class, record.model or "")
+        cell.add(record, window)
 
     def merge(self, other: Aggregate) -> None:
         for c in other:

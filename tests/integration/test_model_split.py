@@ -76,7 +76,9 @@ def test_a_3_to_1_split_holds_and_reconciles_per_model(tmp_path):
         assert block["requests"] == len(mine) == served[m]
         assert block["prompt_tokens"] == mine.prompt_tokens.sum() == prompt[m]
         assert block["output_tokens"] == mine.output_tokens.sum() == generated[m]
-    assert "  model base" in p.stdout and "  model sql-lora" in p.stdout
+    assert "  model base" in p.stdout and "  model sql-lora" in p.stdout  # the table: a row per model
+    report = (out / "report.html").read_text()
+    assert "model base" in report and "model sql-lora" in report
 
 
 @pytest.mark.integration
