@@ -11,6 +11,7 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 
+from tests.helpers.locust_run import run_locust
 from tests.helpers.sim_http import call, scrape
 from tests.helpers.support import sim_server, swarm_cmd
 
@@ -99,3 +100,18 @@ def test_bad_or_unserved_models_are_one_line_and_exit_2(tmp_path, spec, says):
     assert p.returncode == 2, p.stdout[-1500:] + p.stderr[-1500:]
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.integration
+def test_plain_locust_checks_the_split_at_test_start(tmp_path):
+    """Without `swarm run`'s own check: the user's test start refuses an unserved model, exit 2."""
+    with sim_server(tmp_path, "--profile", "instant", trace=False, model="base,sql-lora") as s:
+        bad, _, _ = run_locust(tmp_path, s.url, "--model", "base:3,nope:1", run_time="5s")
+        ok, records, _ = run_locust(tmp_path, s.url, "--model", "base:1,sql-lora:1", "--max-tokens", "4",
+                                    run_time="3s")  # fmt: skip
+    assert bad.returncode == 2, bad.stderr[-1500:]
+    errors = [line for line in bad.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "nope is not served by the target; it serves: base, sql-lora" in errors[0]
+    assert ok.returncode == 0, ok.stderr[-1500:]
+    assert records and {r["model"] for r in records} == set(MODELS)
+    assert all(r["outcome"] == "ok" for r in records)
