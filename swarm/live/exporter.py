@@ -3,7 +3,7 @@
 Series, all labelled `model_name` (the run's `--model` as given, else the discovered model: one
 name, or the split `a:3,b:1`; unchanged from before splits) and `run_id`; the per-request ones also
 `workload`, `class` (the request class: direct / thinking, or a dataset's) and `model` (the served
-model each request named, one series per model of a split): `sum by (workload)` is the workload's
+model each request named, one series per model of a split; `unknown` when it named none): `sum by (workload)` is the workload's
 total, `sum by (model)` a model's:
 - histograms `swarm_{ttft,ttfa,itl,tpot,e2e}_seconds`: exact counts on swarm.stats.aggregate.BUCKETS,
   which contain every vLLM TTFT/ITL/E2E bucket boundary, so
