@@ -47,7 +47,8 @@ def row(name: str, block: Block | Mapping[str, Any]) -> list[str]:
 
 
 def workload_rows(summary: Summary | Mapping[str, Any]) -> list[list[str]]:
-    """One row per workload, its request classes right under it (when it has several), `total` last."""
+    """One row per workload, its request classes right under it (when it has several), `total`, then
+    one row per served model under the total when the run split its traffic (`--model a:3,b:1`)."""
     rows = []
     for n in (n for n in summary.get("workloads", []) if n != "total"):
         if (block := workload_block(summary, n)) is None:
@@ -58,6 +59,9 @@ def workload_rows(summary: Summary | Mapping[str, Any]) -> list[list[str]]:
             rows.extend(row(f"  {n}/{k}", b) for k, b in sorted(classes.items()))
     if (total := workload_block(summary, "total")) is not None:
         rows.append(row("total", total))
+    models = summary.get("models") or {}
+    if len(models) > 1:  # each served model beside the total
+        rows.extend(row(f"  model {m or '(none)'}", b) for m, b in sorted(models.items()))
     return rows
 
 

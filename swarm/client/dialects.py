@@ -111,6 +111,14 @@ def first_model(models: Any) -> str | None:
         return None
 
 
+def model_ids(models: Any) -> list[str]:
+    """Every model id a `/v1/models` answer lists (LoRA adapters included: vLLM lists them too)."""
+    try:
+        return [str(m["id"]) for m in models["data"]]
+    except (KeyError, TypeError):
+        return []
+
+
 def error_message(payload: Any) -> str:
     """The human message of an OpenAI / vLLM / llama.cpp error object (or of any JSON value)."""
     err = payload.get("error", payload) if isinstance(payload, dict) else payload

@@ -2,20 +2,30 @@
 
 One `ServedModel` per process (the users share it); when /v1/models does not answer, the
 options' model and the openai dialect are used and the question is asked again after
-`DISCOVERY_RETRY_S`.
+`DISCOVERY_RETRY_S`. With a split (`--model a:3,b:1`) every model of it must be listed there:
+`require_served` says in one line which are not, and what the target serves.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-from swarm.client.dialects import Dialect, detect_dialect, error_message, first_model, get_dialect
+from swarm.client.dialects import (
+    Dialect,
+    detect_dialect,
+    error_message,
+    first_model,
+    get_dialect,
+    model_ids,
+)
 from swarm.client.transport import json_or_text
+from swarm.core.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +43,29 @@ class ServedModel:
         return self.discovered or time.monotonic() < self.retry_at
 
 
+def require_served(models: Any, wanted: Sequence[str], spec: str) -> None:
+    """UsageError (one line) unless the `/v1/models` answer `models` lists every name in `wanted`."""
+    served = model_ids(models)
+    missing = [m for m in wanted if m not in served]
+    if missing:
+        raise UsageError(
+            f"--model {spec}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not served by the "
+            f"target; it serves: {', '.join(served) or '(no models)'}"
+        )
+
+
 def discover(
-    get: Callable[[str], tuple[int, bytes]], prefix: str, model: str | None, dialect: str, ignore_eos: bool
+    get: Callable[[str], tuple[int, bytes]],
+    prefix: str,
+    model: str | None,
+    dialect: str,
+    ignore_eos: bool,
+    split: Sequence[str] = (),
+    spec: str = "",
 ) -> ServedModel:
-    """`get(path) -> (status, body)`: a GET on the target. `dialect`: a name or "auto"."""
-    if model and dialect != "auto":
+    """`get(path) -> (status, body)`: a GET on the target. `dialect`: a name or "auto". `split`: the
+    models of `--model a:3,b:1` (`spec`), each of which must be served (UsageError otherwise)."""
+    if model and dialect != "auto" and not split:
         return ServedModel(model, get_dialect(dialect), True)
     try:
         status, body = get(prefix + "/v1/models")
@@ -55,6 +83,8 @@ def discover(
             DISCOVERY_RETRY_S,
         )
         return ServedModel(model, get_dialect(fallback), False, time.monotonic() + DISCOVERY_RETRY_S)
+    if split:
+        require_served(models, split, spec)
     name = dialect if dialect != "auto" else detect_dialect(models)
     chosen = model or first_model(models)
     if ignore_eos and name == "openai":

@@ -82,7 +82,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--model",
-        "model name sent in requests (default: the first model of /v1/models)",
+        "model name sent in requests (default: the first model of /v1/models), or a weighted split "
+        "over served models, e.g. base:3,my-lora:1 (LoRA adapters): each request draws one",
         "workload",
         run=True,
     ),

@@ -38,6 +38,7 @@ SCHEMA = pa.schema(
         ("send_lag_s", pa.float64()),
         ("warmup", pa.bool_()),
         ("request_class", pa.string()),
+        ("model", pa.string()),
     ]
 )
 FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches
@@ -66,6 +67,8 @@ def read_records(directory: Path) -> list[RequestRecord]:
     out = []
     for row in table.to_pylist():
         row["outcome"] = Outcome(row["outcome"])
+        row["request_class"] = row["request_class"] or "direct"  # parts written before these columns
+        row["model"] = row["model"] or ""
         out.append(RequestRecord(**row))
     return out
 

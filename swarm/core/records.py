@@ -60,6 +60,7 @@ class RequestRecord:
     send_lag_s: float | None = None  # open loop: how late the request left vs its schedule
     warmup: bool = False  # sent during a stage's warm-up: excluded from that stage's stats
     request_class: str = "direct"  # the request's class: direct / thinking, or a dataset's class column
+    model: str = ""  # the served model the request named (--model, its split, or /v1/models); "" = none
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,10 @@
 """Prometheus text for the master's merged aggregate (a prometheus_client custom Collector).
 
-Series, all labelled `model_name` and `run_id`; the per-request ones also `workload` and `class`
-(the request class: direct / thinking, or a dataset's; `sum by (workload)` is the workload's total):
+Series, all labelled `model_name` (the run's `--model` as given, else the discovered model: one
+name, or the split `a:3,b:1`; unchanged from before splits) and `run_id`; the per-request ones also
+`workload`, `class` (the request class: direct / thinking, or a dataset's) and `model` (the served
+model each request named, one series per model of a split; `unknown` when it named none): `sum by (workload)` is the workload's
+total, `sum by (model)` a model's:
 - histograms `swarm_{ttft,ttfa,itl,tpot,e2e}_seconds`: exact counts on swarm.stats.aggregate.BUCKETS,
   which contain every vLLM TTFT/ITL/E2E bucket boundary, so
   `histogram_quantile(0.99, sum by (le) (rate(swarm_ttft_seconds_bucket[1m])))` and the same on
@@ -61,13 +64,15 @@ class SwarmCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         st = self._state()
         run = [st.model_name or "unknown", st.run_id]
-        wl_labels = ["workload", "class", "model_name", "run_id"]
+        wl_labels = ["workload", "class", "model", "model_name", "run_id"]
         agg = st.aggregate
         cells = {
-            (name, k): agg.combined(workload=name, klass=k)
+            (name, k, m or "unknown"): agg.combined(workload=name, klass=k, model=m)
             for name in agg.workloads()
             for k in agg.classes(name)
+            for m in agg.models()
         }
+        cells = {key: c for key, c in cells.items() if c.requests}
 
         for name in LATENCIES:
             h = HistogramMetricFamily(f"swarm_{name}_seconds", _HELP[name], labels=wl_labels)

@@ -222,7 +222,7 @@ class MasterStats:
                 )
         counts: dict[str, tuple[int, int]] = {}
         for cell in self.aggregate:
-            for key in (cell.workload, f"{cell.workload}/{cell.klass}", "total"):
+            for key in (cell.workload, f"{cell.workload}/{cell.klass}", f"model:{cell.model}", "total"):
                 r, t = counts.get(key, (0, 0))
                 counts[key] = (r + cell.requests, t + cell.output_tokens)
         self._rate_history.append((now, counts))

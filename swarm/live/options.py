@@ -23,6 +23,7 @@ from swarm.core.options import (
     GROUP_TITLES,
     OPTIONS,
 )
+from swarm.load.models import ModelSplit, parse_models
 from swarm.load.workloads import WORKLOADS, Knobs, parse_token_range
 
 
@@ -59,7 +60,7 @@ class LLMOptions:
     """The user's options, validated."""
 
     workload: str | None = None  # None: the user class's default
-    model: str | None = None
+    model: str | None = None  # the (first) model of --model; None: the first of /v1/models
     api_key: str | None = None
     endpoint: str = "chat"
     dialect: str = "auto"
@@ -68,10 +69,19 @@ class LLMOptions:
     knobs: Knobs = field(default_factory=Knobs)
     request_deadline: float = DEFAULT_REQUEST_DEADLINE_S  # 0: none
     tokenizer: str = "auto"  # auto, server, pseudo or a PATH (swarm/client/tokenize.py)
+    models: ModelSplit | None = None  # --model parsed: one name, or a weighted split a:3,b:1
+
+    def _model_text(self) -> str | None:
+        return str(self.models) if self.models is not None else None
+
+    @property
+    def split(self) -> ModelSplit | None:
+        """The split when --model names several models (each request draws one), else None."""
+        return self.models if self.models is not None and self.models.split else None
 
     def __repr__(self) -> str:  # never show the key
         return (
-            f"LLMOptions(workload={self.workload!r}, model={self.model!r}, endpoint={self.endpoint!r}, "
+            f"LLMOptions(workload={self.workload!r}, model={self._model_text()!r}, endpoint={self.endpoint!r}, "
             f"dialect={self.dialect!r}, request_timeout={self.request_timeout!r}, "
             f"request_deadline={self.request_deadline!r}, knobs={self.knobs!r})"
         )
@@ -130,6 +140,7 @@ class LLMOptions:
             dataset_sample=number("dataset_sample", int, "--dataset-sample"),
         )
         tokenizer = str(get("tokenizer", "auto"))
+        models = parse_models(get("model"))  # ("" is unset: the web UI's empty field)
         workload = get("workload")
         if knobs.dataset and "dataset" not in str(workload or ""):
             raise UsageError("--dataset is read by the dataset workload: add --workload dataset")
@@ -146,7 +157,7 @@ class LLMOptions:
             )
         return cls(
             get("workload"),
-            get("model"),
+            models.names[0] if models is not None else None,
             get("api_key"),
             endpoint,
             dialect,
@@ -155,6 +166,7 @@ class LLMOptions:
             knobs,
             deadline,
             tokenizer,
+            models,
         )
 
 

@@ -37,6 +37,32 @@ def draw_seed(environment: Any) -> None:
         parsed.seed = random.SystemRandom().getrandbits(31)
 
 
+def _target(host: str) -> tuple[str | None, str]:
+    """`--host` -> (scheme://host:port without credentials, or None; path prefix without /v1)."""
+    parts = urlsplit(host)
+    prefix = parts.path.rstrip("/")
+    prefix = prefix[:-3] if prefix.endswith("/v1") else prefix
+    return (f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}" if parts.netloc else None), prefix
+
+
+def check_models(environment: Any, user_classes: list[type]) -> None:
+    """With `--model a:3,b:1`: every model of the split is served (UsageError naming what is), and
+    the discovery is kept for the users. Not on a master; nothing to check without a split."""
+    if isinstance(getattr(environment, "runner", None), MasterRunner):
+        return
+    state = swarm_state(environment)
+    opts = state.llm_options(environment)
+    split = opts.split
+    host = getattr(environment, "host", None) or next((c.host for c in user_classes if c.host), "")
+    origin, prefix = _target(host or "")
+    if split is None or origin is None:
+        return
+    http = Http(origin, opts.api_key)
+    served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos, split.names, str(split))
+    if served.discovered:
+        state.served = served
+
+
 def prepare_workloads(environment: Any, user_classes: list[type]) -> None:
     """Build the prompts of every workload mix that needs a tokenizer (not on a master)."""
     if isinstance(getattr(environment, "runner", None), MasterRunner):
@@ -47,14 +73,11 @@ def prepare_workloads(environment: Any, user_classes: list[type]) -> None:
     if not mixes:
         return
     opts = state.llm_options(environment)
-    host = getattr(environment, "host", None) or mixes[0][0].host or ""
-    parts = urlsplit(host)
-    prefix = parts.path.rstrip("/")
-    prefix = prefix[:-3] if prefix.endswith("/v1") else prefix
-    base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{prefix}" if parts.netloc else None
+    origin, prefix = _target(getattr(environment, "host", None) or mixes[0][0].host or "")
+    base = origin + prefix if origin else None
     model, dialect = opts.model, opts.dialect
-    if base and opts.tokenizer in ("auto", "server"):
-        http = Http(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}", opts.api_key)
+    if origin and opts.tokenizer in ("auto", "server"):
+        http = Http(origin, opts.api_key)
         served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos)
         model, dialect = served.model, served.dialect.name
         wants_eos = any(getattr(w, "ignore_eos", False) for _, mix in mixes for w, _ in mix.items)

@@ -39,7 +39,7 @@ from swarm.client.transport import MALFORMED, Transport, failure
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.live.options import LLMOptions, exit_on_usage_error
-from swarm.live.prepare import draw_seed, prepare_workloads
+from swarm.live.prepare import check_models, draw_seed, prepare_workloads
 from swarm.live.state import swarm_state
 from swarm.load.workloads import LLMRequest
 
@@ -91,6 +91,7 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
     try:
         _validate(environment)
         draw_seed(environment)
+        check_models(environment, _llm_user_classes(environment))
         prepare_workloads(environment, _llm_user_classes(environment))
     except SwarmError as e:
         log.error("%s", e)
@@ -124,6 +125,7 @@ class LLMUser(FastHttpUser):
         super().__init__(environment)
         Clock.probe()  # here, at spawn: not inside the first request's timing
         self.mix = self.state.mix(environment, type(self).workload)
+        self.split = self.opts.split  # --model a:3,b:1: each request draws its model (None: one model)
         self.rng = random.Random()
         parts = urlsplit(self.host)
         prefix = parts.path.rstrip("/")
@@ -183,6 +185,8 @@ class LLMUser(FastHttpUser):
             if s is not None and s.fresh():
                 return s
             opts = self.opts
+            # (a split's models were checked at test start, swarm/live/prepare.py `check_models`; one
+            # that went away since is answered with the server's 404 per request, recorded as such)
             s = state.served = discover(
                 self.transport.get, self._prefix, opts.model, opts.dialect, opts.ignore_eos
             )
@@ -201,6 +205,7 @@ class LLMUser(FastHttpUser):
             stage=stage.index,
             warmup=stage.warmup,
             request_class=req.request_class or ("thinking" if req.thinking else "direct"),
+            model=self.split.draw(self.rng) if self.split is not None else "",
         )
         n_bytes = 0
         t0 = time.perf_counter()
@@ -208,10 +213,12 @@ class LLMUser(FastHttpUser):
         transport = self.transport
         try:
             served = self.served()
+            if not record.model:
+                record.model = served.model or ""
             chat = self._chat
             body = served.dialect.body(
                 endpoint="chat" if chat else "completions",
-                model=served.model,
+                model=record.model or None,
                 messages=req.messages if chat else None,
                 prompt=None if chat else req.prompt_text(),
                 max_tokens=req.max_tokens,

@@ -175,6 +175,10 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
             dataset_columns=_locust_option(extra, "--dataset-columns"),
         ),
     )
+    if args.model is not None:
+        from swarm.load.models import parse_models
+
+        parse_models(args.model)  # NAME or a split a:3,b:1; UsageError on a:0, a:x, an empty one
     if args.slo:
         from swarm.stats import slo
 
@@ -217,19 +221,38 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     )
 
 
-def check_target(host: str, api_key: str | None, timeout_s: float = 5.0) -> None:
-    """Fail fast with one line when the target does not answer at all (before any user spawns)."""
+def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> None:
+    """Fail fast with one line when the target does not answer at all (before any user spawns), or
+    when `model` is a split (`a:3,b:1`) and a model of it is not in the target's /v1/models."""
+    from swarm.client.discovery import require_served
+    from swarm.load.models import parse_models
+
     req = urllib.request.Request(host + "/v1/models")
     if api_key:
         req.add_header("Authorization", f"Bearer {api_key}")
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s):
-            return
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            body = r.read()
     except urllib.error.HTTPError:
         return  # it answers; auth or routing problems are recorded per request with their reason
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise TargetError(f"target {host} is unreachable: {reason}") from None
+    split = parse_models(model) if model else None
+    if split is not None and split.split:
+        try:
+            listed = json.loads(body)
+        except ValueError:
+            return  # no model list to check against: the workers' discovery tells per request
+        require_served(listed, split.names, str(split))
+
+
+def _sim_models(model: str | None) -> str:
+    """The embedded simulator's --model: the split's names (a,b), the one name, or sim-model."""
+    from swarm.load.models import parse_models
+
+    split = parse_models(model) if model else None
+    return ",".join(split.names) if split is not None else "sim-model"
 
 
 def locust_common_args(plan: RunPlan, host: str) -> list[str]:
@@ -283,7 +306,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                     "--trace",
                     str(plan.out / "sim-trace.jsonl"),
                     "--model",
-                    plan.model or "sim-model",
+                    _sim_models(plan.model),
                     *plan.sim_args,
                 ]
                 sim = procs.start("sim", sim_cmd, env)
@@ -292,7 +315,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                     raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
                 print(f"swarm: embedded simulator ({plan.sim_profile}) at {host}")
             else:
-                check_target(host, api_key)
+                check_target(host, api_key, model=plan.model)
             master_port = free_port()
             common = locust_common_args(plan, host)
             master_cmd = [

@@ -16,7 +16,13 @@ from swarm.sim.profile import REASONING_FIELDS, bundled_profiles
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
-    parser.add_argument("--model", default="sim-model", help="served model name (default: sim-model)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME[,NAME]",
+        help="served model name; repeat it or give a comma list to serve several, the first as the base "
+        "and the others as its LoRA adapters, one engine for all (default: sim-model)",
+    )
     parser.add_argument(
         "--profile",
         default="instant",
@@ -53,6 +59,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--seed", type=int, default=0, help="seed for lengths, text and faults (default: 0)")
 
 
+def served_models(given: list[str] | None) -> tuple[str, ...]:
+    """`--model a --model b` / `--model a,b` -> ("a", "b"); none -> ("sim-model",). UsageError on
+    an empty or repeated name."""
+    if not given:
+        return ("sim-model",)
+    names: list[str] = []
+    for item in given:
+        for name in item.split(","):
+            name = name.strip()
+            if not name:
+                raise UsageError(f"--model {item!r}: an empty model name; use e.g. --model base,my-lora")
+            if name in names:
+                raise UsageError(f"--model: {name!r} is given twice")
+            names.append(name)
+    return tuple(names)
+
+
 def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
     from swarm.sim.faults import FaultPlan
     from swarm.sim.profile import load_profile
@@ -78,11 +101,13 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         merge_reasoning=True if args.merge_reasoning else None,
         utf8_split=args.utf8_split,
     )
+    models = served_models(args.model)
     if args.api_key is not None and not args.api_key:
         raise UsageError("--api-key: must not be empty")
     return SimConfig(
         profile=profile,
-        model=args.model,
+        model=models[0],
+        models=models,
         host=args.host,
         port=args.port,
         api_key=args.api_key,
@@ -112,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
         if ready.is_set():
             p = cfg.profile
             print(
-                f"swarm sim: serving {cfg.model!r} (profile {p.name}, max_model_len {p.max_model_len}) "
+                f"swarm sim: serving {', '.join(map(repr, cfg.models))} (profile {p.name}, max_model_len {p.max_model_len}) "
                 f"on http://{cfg.host}:{cfg.port}",
                 flush=True,
             )

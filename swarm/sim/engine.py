@@ -56,6 +56,7 @@ class Sequence:
     finish_time: float | None = None
     preemptions: int = 0
     waiter: Any = None  # a future the HTTP handler awaits; resolved on progress
+    tally: ModelCounters | None = None  # the served model's own counters (several models on one engine)
 
     @property
     def held_blocks(self) -> int:
@@ -136,6 +137,16 @@ class StepPlan:
     @property
     def tokens(self) -> int:
         return self.prefill_tokens + self.decode_tokens
+
+
+@dataclass(slots=True)
+class ModelCounters:
+    """One served model's share of the engine's token counters, and its ITL observer (None: the
+    engine's). Several models (LoRA adapters) share one engine; each counts its own sequences."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    itl: Observer | None = None
 
 
 @dataclass
@@ -316,11 +327,18 @@ class Engine:
                 self._register(seq)
             seq.generated += 1
             counters.generation_tokens += 1
+            tally = seq.tally
+            if tally is not None:
+                tally.generation_tokens += 1
             if seq.first_token_time is None:
                 seq.first_token_time = now
                 counters.prompt_tokens += seq.prompt_tokens
-            elif itl is not None:
-                itl.observe(now - seq.last_token_time)
+                if tally is not None:
+                    tally.prompt_tokens += seq.prompt_tokens
+            else:
+                obs = itl if tally is None or tally.itl is None else tally.itl
+                if obs is not None:
+                    obs.observe(now - seq.last_token_time)
             seq.last_token_time = now
             if seq.generated >= seq.target_tokens:
                 seq.state = FINISHED

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,14 +132,20 @@ def load_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def check_model(body: dict[str, Any], served: str) -> None:
+def check_model(body: dict[str, Any], served: str | Sequence[str]) -> str:
+    """The served model `body` names (the first when it names none, as vLLM does); vLLM's 404 else."""
+    names = (served,) if isinstance(served, str) else tuple(served)
     model = body.get("model")
     if model is None:
-        return  # vLLM serves its one model when none is named
-    if not isinstance(model, str) or model != served:
+        return names[0]  # vLLM serves its (base) model when none is named
+    if not isinstance(model, str) or model not in names:
         raise ApiError(
-            404, f"The model `{model}` does not exist. Valid aliases: {served}.", "NotFoundError", "model"
+            404,
+            f"The model `{model}` does not exist. Valid aliases: {', '.join(names)}.",
+            "NotFoundError",
+            "model",
         )
+    return model
 
 
 def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_len: int) -> GenRequest:

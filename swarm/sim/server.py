@@ -42,7 +42,8 @@ _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Contr
 @dataclass
 class SimConfig:
     profile: Profile
-    model: str = "sim-model"
+    model: str = "sim-model"  # the first (base) served model
+    models: tuple[str, ...] = ()  # every served model (LoRA adapters too); () = (model,)
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None
@@ -62,6 +63,7 @@ class _Call:
     fault: str | None
     fault_at: int  # tokens sent before a mid-stream fault fires (-1: none)
     thinking: bool
+    model: str  # the served model it named
 
 
 class SimServer:
@@ -69,7 +71,8 @@ class SimServer:
         self.cfg = cfg
         self.profile = p = cfg.profile
         self.engine = Engine(p)
-        self.metrics = SimMetrics(self.engine, cfg.model)
+        self.served = cfg.models or (cfg.model,)
+        self.metrics = SimMetrics(self.engine, self.served)
         self.tape = Tape.build(cfg.seed, p.utf8_split, p.reasoning_field)
         self.rng = random.Random(cfg.seed)
         self.trace = TraceWriter(cfg.trace_path) if cfg.trace_path else None
@@ -106,20 +109,21 @@ class SimServer:
         if self._auth and request.headers.get("Authorization") != self._auth:
             return self._unauthorized(rid)
         created = int(time.time())
-        model = self.cfg.model
+        base = self.served[0]
         body = {
             "object": "list",
             "data": [
-                {
+                {  # vLLM lists its base model, then each LoRA adapter with the base as its parent
                     "id": model,
                     "object": "model",
                     "created": created,
                     "owned_by": "vllm",
                     "root": model,
-                    "parent": None,
+                    "parent": None if model == base else base,
                     "max_model_len": self.profile.max_model_len,
                     "permission": [],
                 }
+                for model in self.served
             ],
         }
         return _json(orjson.dumps(body), 200, rid)
@@ -131,7 +135,7 @@ class SimServer:
             return self._unauthorized(rid)
         try:
             body = load_body(await request.read())
-            check_model(body, self.cfg.model)
+            check_model(body, self.served)
             answer = tokenize_answer(body, self.profile.max_model_len)
         except ApiError as e:
             return _json(e.body(), e.status, rid)
@@ -174,7 +178,7 @@ class SimServer:
             body = load_body(raw)
             stream = body.get("stream", False)
             rec.stream = stream if isinstance(stream, bool) else None
-            check_model(body, self.cfg.model)
+            model = check_model(body, self.served)
             max_len = self.profile.max_model_len
             req = parse_chat(body, max_len) if endpoint == "chat" else parse_completion(body, max_len)
         except ApiError as e:
@@ -197,8 +201,9 @@ class SimServer:
             prompt_block_hashes(req.prompt_pieces, self.profile.block_size) if self.engine.caching else ()
         )
         seq = Sequence(rid, req.prompt_tokens, out.target_tokens, hashes, arrival)
+        seq.tally = self.metrics.counters(model)
         self.engine.add(seq)
-        call = _Call(req, out, seq, rec, fault, fault_at, thinking)
+        call = _Call(req, out, seq, rec, fault, fault_at, thinking, model)
         try:
             if req.stream:
                 return await self._stream(request, call)
@@ -242,7 +247,7 @@ class SimServer:
         renderer = StreamRenderer(
             self.tape,
             out,
-            self.cfg.model,
+            call.model,
             req.endpoint,
             req.continuous_usage,
             p.merge_reasoning,
@@ -321,7 +326,7 @@ class SimServer:
         rec.finish_reason = out.finish_reason
         rec.end_time = time.time()
         if fault is None:
-            self.metrics.observe_success(seq, out.finish_reason)
+            self.metrics.observe_success(seq, out.finish_reason, call.model)
         self._write_trace(rec)
         await resp.write(b"".join(parts))
         await resp.write_eof()
@@ -360,7 +365,7 @@ class SimServer:
         body = full_body(
             self.tape,
             out,
-            self.cfg.model,
+            call.model,
             req.endpoint,
             self.profile.reasoning_field,
             call.thinking,
@@ -374,7 +379,7 @@ class SimServer:
         rec.reasoning_tokens = out.reasoning_tokens
         rec.finish_reason = out.finish_reason
         if fault is None:
-            self.metrics.observe_success(seq, out.finish_reason)
+            self.metrics.observe_success(seq, out.finish_reason, call.model)
         self._write_trace(rec)
         return _json(body, 200, out.id)
 

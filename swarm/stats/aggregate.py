@@ -1,4 +1,4 @@
-"""Mergeable per-(workload, stage) aggregates: exact counters + latency sketches, and their wire form.
+"""Mergeable per-(workload, stage, class, model) aggregates: exact counters + latency sketches, and their wire form.
 
 A worker adds every `RequestRecord` it produces to an `Aggregate`, hands the delta to Locust's
 `report_to_master` every interval (`take_delta().to_wire()`), and the master merges the deltas
@@ -36,14 +36,14 @@ from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 2  # 2: cells carry `done` (completions per window)
+WIRE_VERSION = 3  # 2: cells carry `done` (completions per window); 3: and `model`
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
 DRAIN = -1  # completion window of the requests that finished after the run's stop began
 
 
 class Cell:
-    """Everything measured for one (workload, stage): exact counters and five latencies."""
+    """Everything measured for one (workload, stage, class, model): exact counters and the latencies."""
 
     __slots__ = (
         "completed",
@@ -55,6 +55,7 @@ class Cell:
         "last_end_s",
         "last_response_s",
         "latencies",
+        "model",
         "outcomes",
         "output_tokens",
         "prompt_tokens",
@@ -65,9 +66,10 @@ class Cell:
         "workload",
     )
 
-    def __init__(self, workload: str, stage: int = 0, klass: str = "direct") -> None:
+    def __init__(self, workload: str, stage: int = 0, klass: str = "direct", model: str = "") -> None:
         self.workload = workload
         self.klass = klass  # the request class (swarm/core/records.py `request_class`)
+        self.model = model  # the served model the requests named ("" = none)
         self.stage = stage
         self.requests = 0
         self.warmup_requests = 0
@@ -227,11 +229,12 @@ class Cell:
             "lat": {name: s.to_wire() for name, s in self.latencies.items() if s.count},
             "done": [[w, k, t] for w, (k, t) in self.completed.items()],
             "klass": self.klass,
+            "model": self.model,
         }
 
     @classmethod
     def from_wire(cls, d: CellWire) -> Cell:
-        c = cls(str(d["workload"]), int(d["stage"]), str(d.get("klass", "direct")))
+        c = cls(str(d["workload"]), int(d["stage"]), str(d.get("klass", "direct")), str(d["model"]))
         c.requests, c.warmup_requests = int(d["requests"]), int(d["warmup"])
         for k, n in d["outcomes"].items():
             c.outcomes[Outcome(k).value] += int(n)
@@ -251,10 +254,11 @@ class Cell:
 
 
 class Aggregate:
-    """Cells keyed by (workload, stage, class); the unit that is added to, merged, shipped and summarised."""
+    """Cells keyed by (workload, stage, class, model); the unit that is added to, merged, shipped
+    and summarised."""
 
     def __init__(self) -> None:
-        self.cells: dict[tuple[str, int, str], Cell] = {}
+        self.cells: dict[tuple[str, int, str, str], Cell] = {}
 
     def __bool__(self) -> bool:
         return bool(self.cells)
@@ -262,20 +266,21 @@ class Aggregate:
     def __iter__(self) -> Iterator[Cell]:
         return iter(self.cells.values())
 
-    def cell(self, workload: str, stage: int = 0, klass: str = "direct") -> Cell:
-        key = (workload, stage, klass)
+    def cell(self, workload: str, stage: int = 0, klass: str = "direct", model: str = "") -> Cell:
+        key = (workload, stage, klass, model)
         c = self.cells.get(key)
         if c is None:
-            c = self.cells[key] = Cell(workload, stage, klass)
+            c = self.cells[key] = Cell(workload, stage, klass, model)
         return c
 
     def add(self, record: RequestRecord, window: int | None = None) -> None:
-        """Count `record` in its (workload, sent stage, class) cell; `window`: see `Cell.add`."""
-        self.cell(record.workload, int(record.stage), record.request_class).add(record, window)
+        """Count `record` in its (workload, sent stage, class, model) cell; `window`: see `Cell.add`."""
+        cell = self.cell(record.workload, int(record.stage), record.request_class, record.model or "")
+        cell.add(record, window)
 
     def merge(self, other: Aggregate) -> None:
         for c in other:
-            self.cell(c.workload, c.stage, c.klass).merge(c)
+            self.cell(c.workload, c.stage, c.klass, c.model).merge(c)
 
     def take_delta(self) -> Aggregate:
         """Hand over everything added since the last call and start empty (worker side)."""
@@ -284,25 +289,34 @@ class Aggregate:
         return delta
 
     def workloads(self) -> list[str]:
-        return sorted({w for w, _, _ in self.cells})
+        return sorted({w for w, _, _, _ in self.cells})
 
     def stages(self) -> list[int]:
-        return sorted({s for _, s, _ in self.cells})
+        return sorted({s for _, s, _, _ in self.cells})
 
     def classes(self, workload: str | None = None) -> list[str]:
         """The request classes seen (of one workload, or of all)."""
-        return sorted({k for w, _, k in self.cells if workload is None or w == workload})
+        return sorted({k for w, _, k, _ in self.cells if workload is None or w == workload})
+
+    def models(self) -> list[str]:
+        """The served models the requests named ("" for requests sent without a model name)."""
+        return sorted({m for _, _, _, m in self.cells})
 
     def combined(
-        self, workload: str | None = None, stage: int | None = None, klass: str | None = None
+        self,
+        workload: str | None = None,
+        stage: int | None = None,
+        klass: str | None = None,
+        model: str | None = None,
     ) -> Cell:
-        """A fresh cell merging every cell matching `workload`, `stage` and `klass` (None = all)."""
-        out = Cell(workload or "total", -1 if stage is None else stage, klass or "all")
-        for (w, s, k), c in self.cells.items():
+        """A fresh cell merging every cell matching `workload`, `stage`, `klass` and `model` (None = all)."""
+        out = Cell(workload or "total", -1 if stage is None else stage, klass or "all", model or "all")
+        for (w, s, k, m), c in self.cells.items():
             if (
                 (workload is None or w == workload)
                 and (stage is None or s == stage)
                 and (klass is None or k == klass)
+                and (model is None or m == model)
             ):
                 out.merge(c)
         return out
@@ -320,7 +334,6 @@ class Aggregate:
             )
         agg = cls()
         for cd in d["cells"]:
-            agg.cell(str(cd["workload"]), int(cd["stage"]), str(cd.get("klass", "direct"))).merge(
-                Cell.from_wire(cd)
-            )
+            c = Cell.from_wire(cd)
+            agg.cell(c.workload, c.stage, c.klass, c.model).merge(c)
         return agg

@@ -14,6 +14,8 @@ Layout (top level):
   target refusing connections, the time it went away (the first `connect_error`, or the end of
   the last response when connections had also failed before); null while it still answered;
 - `total` and one block per workload name (so `summary[name]` is what swarm.stats.slo reads);
+- `classes`: workload -> request class -> block; `models`: served model the requests named ->
+  block, over all workloads (one entry without a split; several with `--model a:3,b:1`);
 - `stages`: [{stage, duration_s, total, <workload>...}] per load-stage index.
 
 A block has exactly: requests, completed, cancelled, failures, prompt_tokens, output_tokens,
@@ -186,6 +188,7 @@ class Summary(TypedDict):
     slo: NotRequired[list[VerdictEntry]]
     intended_prefix_share: NotRequired[dict[str, float]]  # workload -> share of prompt tokens shared
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
+    models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:
@@ -303,6 +306,7 @@ def build(
         name: {k: block(agg.combined(workload=name, klass=k), duration) for k in agg.classes(name)}
         for name in workloads
     }
+    out["models"] = {m: block(agg.combined(model=m), duration) for m in agg.models()}
     stages = []
     for stage in agg.stages():
         cell = agg.combined(stage=stage)

@@ -28,7 +28,7 @@ class LatencyWire(TypedDict):
 
 
 class CellWire(TypedDict):
-    """One (workload, stage) cell (swarm/stats/aggregate.py `Cell`)."""
+    """One (workload, stage, class, model) cell (swarm/stats/aggregate.py `Cell`)."""
 
     workload: str
     stage: int
@@ -47,6 +47,7 @@ class CellWire(TypedDict):
     lat: dict[str, LatencyWire]  # latencies with at least one value
     done: list[list[int]]  # [[completion window (stage index or -1: the drain), requests, output tokens]]
     klass: NotRequired[str]  # the request class (absent: "direct")
+    model: str  # the served model the requests named ("" = none); since WIRE_VERSION 3
 
 
 class AggregateWire(TypedDict):

@@ -81,10 +81,15 @@ def master_from_workers(records, n_workers=3) -> Aggregate:
     return master
 
 
+MODELS = ("Qwen/Qwen3-27B", "support-lora")
+
+
 def exporter_records() -> list[RequestRecord]:
-    """1500 records of two workloads; every failure's message carries SECRET (it must never be exported)."""
+    """1500 records of two workloads split over two models (MODELS, 2:1); every failure's message
+    carries SECRET (it must never be exported)."""
     rs = synthetic_records(1500, seed=21, workloads=("short_qa", "chat"))
-    for r in rs:
+    for i, r in enumerate(rs):
+        r.model = MODELS[1] if i % 3 == 2 else MODELS[0]
         if r.outcome.failed:
             r.error = f"401 Unauthorized: bad key {SECRET}"
     return rs

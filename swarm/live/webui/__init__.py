@@ -86,7 +86,8 @@ def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") ->
 
 
 def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str = "-") -> list[dict[str, Any]]:
-    """One row per workload, then `Total`. `rates`: workload (and "total") -> (qps, output tok/s);
+    """One row per workload (and its classes), then `Total`, then one per served model when there are
+    several. `rates`: workload, "workload/class", "total" and "model:NAME" -> (qps, output tok/s);
     `client`: the "Client" column (`client_status`), the same on every row (the workers serve them all)."""
     out = []
     for name in agg.workloads():
@@ -103,6 +104,12 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
                 for k in classes
             )
     out.append(row("Total", agg.combined(), rates.get("total", (0.0, 0.0)), client))
+    models = agg.models()
+    if len(models) > 1:  # each served model beside the total (`--model a:3,b:1`)
+        out.extend(
+            row(f"model {m or '(none)'}", agg.combined(model=m), rates.get(f"model:{m}", (0.0, 0.0)), client)
+            for m in models
+        )
     return out
 
 

@@ -12,7 +12,7 @@ from swarm.core.buckets import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUC
 from swarm.core.records import OUTCOMES
 from swarm.live.exporter import ExportState, render
 from swarm.stats.aggregate import Aggregate
-from tests.helpers.synthetic import SECRET, exact_values, exporter_records, exporter_text
+from tests.helpers.synthetic import MODELS, SECRET, exact_values, exporter_records, exporter_text
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +35,16 @@ def _samples(text):
 
 def test_counters_equal_the_sums_sent(text, records):
     samples = _samples(text)
-    for wl in ("short_qa", "chat"):
-        mine = [r for r in records if r.workload == wl]
-        base = (("class", "direct"), ("model_name", "Qwen/Qwen3-27B"), ("run_id", "run-1"), ("workload", wl))
+    for wl, model in ((wl, m) for wl in ("short_qa", "chat") for m in MODELS):
+        mine = [r for r in records if r.workload == wl and r.model == model]
+        assert mine
+        base = (
+            ("class", "direct"),
+            ("model", model),
+            ("model_name", "Qwen/Qwen3-27B"),
+            ("run_id", "run-1"),
+            ("workload", wl),
+        )
         for o in OUTCOMES:
             key = ("swarm_requests_total", tuple(sorted((*base, ("outcome", o.value)))))
             assert samples[key] == sum(r.outcome is o for r in mine)

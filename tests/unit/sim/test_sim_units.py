@@ -306,3 +306,36 @@ def test_metric_buckets_and_success_only_counts():
         if line.startswith("vllm:time_to_first_token_seconds_bucket")
     ]
     assert les == [*(str(float(b)) for b in TTFT_BUCKETS), "+Inf"]
+
+
+def test_several_models_share_one_engine_and_count_apart():
+    from swarm.sim.cli import served_models
+    from swarm.sim.protocol import ApiError, check_model
+
+    assert served_models(None) == ("sim-model",)
+    assert served_models(["base", "a,b"]) == ("base", "a", "b")
+    for bad in (["a,,b"], ["a", "a"], [""]):
+        with pytest.raises(UsageError):
+            served_models(bad)
+    assert check_model({}, ("base", "a")) == "base" and check_model({"model": "a"}, ("base", "a")) == "a"
+    with pytest.raises(ApiError) as e:
+        check_model({"model": "x"}, ("base", "a"))
+    assert e.value.status == 404 and "Valid aliases: base, a." in e.value.body().decode()
+
+    eng = Engine(_profile())
+    m = SimMetrics(eng, ("base", "a"))
+    seqs = [Sequence(f"s{i}", 10 + i, 2 + i, (), 0.0) for i in range(3)]
+    for seq, model in zip(seqs, ("base", "a", "a"), strict=True):
+        seq.tally = m.counters(model)
+        eng.add(seq)
+    _drain(eng)
+    for seq, model in zip(seqs, ("base", "a", "a"), strict=True):
+        m.observe_success(seq, "length", model)
+    text = m.render().decode()
+    assert 'vllm:prompt_tokens_total{engine="0",model_name="base"} 10.0' in text
+    assert 'vllm:prompt_tokens_total{engine="0",model_name="a"} 23.0' in text
+    assert 'vllm:generation_tokens_total{engine="0",model_name="a"} 7.0' in text
+    assert 'vllm:request_success_total{engine="0",finished_reason="length",model_name="a"} 2.0' in text
+    assert eng.counters.prompt_tokens == 33 and eng.counters.generation_tokens == 9  # the engine's sum
+    assert 'vllm:num_requests_running{engine="0",model_name="base"}' in text
+    assert 'vllm:num_requests_running{engine="0",model_name="a"}' not in text  # one engine: the base's
