@@ -45,6 +45,7 @@ import argparse
 import gc
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -297,6 +298,8 @@ def send_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
     u._chat = True
     u._prefix = ""
     u._url = "http://127.0.0.1:1/v1/chat/completions"
+    u.split = getattr(opts, "split", None)  # (attributes __init__ sets; older trees ignore the new ones)
+    u.rng = random.Random(0)
     common = "Host: 127.0.0.1:1\r\nUser-Agent: llm-swarm\r\n"
     req_head = (
         f"POST /v1/chat/completions HTTP/1.1\r\n{common}Accept: text/event-stream\r\n"

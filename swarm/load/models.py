@@ -5,8 +5,9 @@ share of the traffic to each adapter (or to each model of a multi-model gateway)
 `--model NAME` keeps its meaning: every request names NAME. The draw is one `rng.random()` and a
 bisect over cumulative weights computed once, so its cost per request does not grow with the split.
 
-A weight is the text after an item's last `:`, and it must be a number > 0: a model name that
-holds a colon itself (`llama3:8b`) is written with its weight, `llama3:8b:1`.
+A weight is a number after an item's last `:`, and it must be > 0. Text after the colon that is
+not a number stays part of the name (Ollama's `llama3:8b`, weight 1); a typo such as `a:x` is then
+caught by discovery as a model the target does not serve.
 """
 
 from __future__ import annotations
@@ -74,22 +75,20 @@ def parse_models(spec: str | None) -> ModelSplit | None:
         if not item:
             raise UsageError(f"bad --model {text!r}: an empty item; {_EXAMPLE}")
         name, sep, w = item.rpartition(":")
-        if not sep:
+        try:
+            weight = float(w) if sep else 1.0
+        except ValueError:  # not a weight: part of the name (Ollama's `llama3:8b`), weight 1
             name, weight = item, 1.0
         else:
-            name = name.strip()
-            hint = ""
-            try:
-                weight = float(w)
-            except ValueError:
-                weight, hint = -1.0, f" (a name with a colon takes its weight: {item}:1)"
-            if not name:
-                raise UsageError(f"bad --model {text!r}: {item!r} has no model name; {_EXAMPLE}")
-            if not math.isfinite(weight) or weight <= 0:
-                raise UsageError(
-                    f"bad --model {text!r}: weight {w.strip()!r} of {name!r} is not a number > 0; "
-                    f"{_EXAMPLE}{hint}"
-                )
+            if not sep:
+                name = item
+        name = name.strip()
+        if not name:
+            raise UsageError(f"bad --model {text!r}: {item!r} has no model name; {_EXAMPLE}")
+        if not math.isfinite(weight) or weight <= 0:
+            raise UsageError(
+                f"bad --model {text!r}: weight {w.strip()!r} of {name!r} is not a number > 0; {_EXAMPLE}"
+            )
         if name in names:
             raise UsageError(f"bad --model {text!r}: {name!r} is listed twice")
         names.append(name)

@@ -87,7 +87,7 @@ def test_a_3_to_1_split_holds_and_reconciles_per_model(tmp_path):
     ("spec", "says"),
     [
         ("a:0", "weight '0' of 'a' is not a number > 0"),
-        ("a:x", "weight 'x' of 'a' is not a number > 0"),
+        ("a:x,base:1", "a:x is not served by the target; it serves: base, sql-lora"),  # a name, unserved
         ("", "empty --model"),
         ("base:3,nope:1", "nope is not served by the target; it serves: base, sql-lora"),
     ],
