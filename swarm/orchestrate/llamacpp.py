@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError
-from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, stop, wait_ready
+from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, run_setup_script, stop, wait_ready
 
 SCRIPTS = Path(__file__).resolve().parent.parent.parent / "scripts"
 BUILDER = SCRIPTS / "llama-server-build.sh"
@@ -59,25 +59,9 @@ def ensure_llama_server(*, quiet: bool = False) -> LlamaBuild:
             f"no builder at {BUILDER} (it ships with the llm-swarm repository): set "
             "SWARM_LLAMA_SERVER to a llama-server binary"
         )
-    try:
-        p = subprocess.run(
-            ["bash", str(BUILDER)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if quiet else None,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
-        raise TargetError(f"llama-server build ({BUILDER}) took more than {BUILD_TIMEOUT_S:.0f} s") from None
-    if p.returncode != 0:
-        tail = "\n".join((p.stderr or "").splitlines()[-40:])
-        raise TargetError(
-            f"llama-server build failed (exit {p.returncode}, {BUILDER}){':' if tail else ''}\n{tail}"
-        )
-    lines = p.stdout.strip().splitlines()
-    if not lines or not Path(lines[-1]).is_file():
-        raise TargetError(f"llama-server builder printed no binary path: {p.stdout[-500:]!r}")
-    server = Path(lines[-1])
+    server = run_setup_script(BUILDER, "llama-server build", BUILD_TIMEOUT_S, quiet=quiet)
+    if not server.is_file():
+        raise TargetError(f"llama-server builder printed {server}, which is not a file")
     home = server.parent.parent.parent  # <version>/build/bin/llama-server
     seconds = home / "build-seconds"
     build_s = float(seconds.read_text()) if seconds.exists() else None

