@@ -93,9 +93,11 @@ class Cell:
         self.outcomes[outcome.value] += 1
         self.prompt_tokens += r.prompt_tokens or 0
         self.output_tokens += r.output_tokens or 0
-        done = self.completed.get(r.stage if window is None else window)
+        if window is None:
+            window = r.stage
+        done = self.completed.get(window)
         if done is None:
-            done = self.completed[r.stage if window is None else window] = [0, 0]
+            done = self.completed[window] = [0, 0]
         done[0] += 1
         done[1] += r.output_tokens or 0
         self.reasoning_tokens += r.reasoning_tokens or 0

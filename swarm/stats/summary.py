@@ -300,8 +300,9 @@ def build(
             "duration_s": drain_s(total, load_end) if drained or total.cancelled else 0.0,
         },
     }
-    for name in workloads:
-        out[name] = block(agg.combined(workload=name), duration)
+    by_workload = {name: agg.combined(workload=name) for name in workloads}
+    for name, cell in by_workload.items():
+        out[name] = block(cell, duration)
     out["classes"] = {
         name: {k: block(agg.combined(workload=name, klass=k), duration) for k in agg.classes(name)}
         for name in workloads
@@ -320,8 +321,7 @@ def build(
         for name in workloads:
             wl = agg.combined(workload=name, stage=stage)
             if wl.requests:
-                done = agg.combined(workload=name).completed_in([stage])
-                entry[name] = block(wl, stage_duration, done)
+                entry[name] = block(wl, stage_duration, by_workload[name].completed_in([stage]))
         stages.append(entry)
     out["stages"] = stages
     return cast(Summary, out)
