@@ -28,6 +28,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="instant",
         help=f"bundled profile ({', '.join(bundled_profiles())}) or a path to your own .toml (default: instant)",
     )
+    parser.add_argument(
+        "--server",
+        choices=("vllm", "llamacpp"),
+        default="vllm",
+        help="the server it speaks as: vllm (default) or llamacpp (llama-server's events, errors, "
+        "/metrics, /tokenize and /apply-template; --max-num-seqs is its --parallel slot count and "
+        "--max-model-len each slot's context)",
+    )
     g = parser.add_argument_group("engine (override the profile)")
     g.add_argument("--max-num-seqs", type=int, help="most sequences running at once")
     g.add_argument("--max-num-batched-tokens", type=int, help="token budget of one step (chunked prefill)")
@@ -89,6 +97,8 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
             raise UsageError(f"--{flag.replace('_', '-')} {v}: must be a positive integer")
     if args.utf8_split is not None and not (0.0 <= args.utf8_split < 1.0 and math.isfinite(args.utf8_split)):
         raise UsageError(f"--utf8-split {args.utf8_split}: must be in [0, 1), e.g. 0.3")
+    llama = args.server == "llamacpp"
+    reasoning_field = args.reasoning_field or ("reasoning_content" if llama else None)
     profile = load_profile(args.profile).with_overrides(
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
@@ -96,12 +106,14 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         max_model_len=args.max_model_len,
         block_size=args.block_size,
         prefix_caching=False if args.no_prefix_caching else None,
-        reasoning_field=args.reasoning_field,
+        reasoning_field=reasoning_field,
         thinking_default=None if args.thinking_default is None else args.thinking_default == "on",
         merge_reasoning=True if args.merge_reasoning else None,
         utf8_split=args.utf8_split,
     )
     models = served_models(args.model)
+    if llama and len(models) > 1:
+        raise UsageError("--server llamacpp serves one model (llama-server's one model); give one --model")
     if args.api_key is not None and not args.api_key:
         raise UsageError("--api-key: must not be empty")
     return SimConfig(
@@ -114,6 +126,7 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         faults=FaultPlan.from_specs(args.fault, args.stall_s),
         trace_path=args.trace,
         seed=args.seed,
+        server=args.server,
     )
 
 

@@ -48,6 +48,7 @@ class Sequence:
     computed: int = 0  # tokens whose KV is computed
     generated: int = 0  # completion tokens produced so far
     cached_hashes: list[int] = field(default_factory=list)  # shared prompt blocks held
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache when first scheduled
     private_blocks: int = 0
     registered: bool = False  # prompt blocks published to the prefix cache
     scheduled_time: float | None = None  # first time scheduled (end of queueing)
@@ -159,6 +160,8 @@ class EngineCounters:
     prefix_queries: int = 0
     prefix_hits: int = 0
     steps: int = 0
+    prompt_cached: int = 0  # prompt tokens of first-token sequences that came from the cache
+    step_seqs: int = 0  # sequences scheduled, summed over steps (llama.cpp's busy slots per decode)
 
 
 class Engine:
@@ -294,6 +297,7 @@ class Engine:
                 self.counters.prefix_hits += start
             if seq.scheduled_time is None:
                 seq.scheduled_time = now
+                seq.cached_tokens = start
             scheduled.append((seq, n))
             budget -= n
             prefill += n
@@ -333,6 +337,7 @@ class Engine:
             if seq.first_token_time is None:
                 seq.first_token_time = now
                 counters.prompt_tokens += seq.prompt_tokens
+                counters.prompt_cached += seq.cached_tokens
                 if tally is not None:
                     tally.prompt_tokens += seq.prompt_tokens
             else:
@@ -351,6 +356,7 @@ class Engine:
         if any_finished:
             self.running = [s for s in self.running if s.state == RUNNING]
         counters.steps += 1
+        counters.step_seqs += len(plan.scheduled)
         if self.iteration_tokens is not None:
             self.iteration_tokens.observe(plan.tokens)
 

@@ -203,6 +203,10 @@ class StreamRenderer:
         usage = self._usage(k + 1) if self.continuous else b""
         return self.head + delta + self.final_mid + usage + self.final_end
 
+    def closing(self, completion: int, seq: object = None) -> bytes:
+        """What follows the last token chunk: the usage chunk when include_usage asked for it."""
+        return self.usage_chunk(completion) if self.final_end is _END else b""
+
     def usage_chunk(self, completion: int) -> bytes:
         return self.prefix + b',"choices":[]' + self._usage(completion) + _FINGERPRINT_END
 

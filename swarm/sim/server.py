@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import orjson
 from aiohttp import web
 
+from swarm.sim import llamacpp
 from swarm.sim.engine import ABORTED, Engine, Sequence, prompt_block_hashes
 from swarm.sim.faults import HTTP_FAULTS, FaultPlan, fault_position
 from swarm.sim.metrics import CONTENT_TYPE, SimMetrics
@@ -50,6 +51,7 @@ class SimConfig:
     faults: FaultPlan = field(default_factory=FaultPlan)
     trace_path: str | None = None
     seed: int = 0
+    server: str = "vllm"  # the server it speaks as: vllm | llamacpp (swarm/sim/llamacpp.py)
 
 
 @dataclass(slots=True)
@@ -72,7 +74,10 @@ class SimServer:
         self.profile = p = cfg.profile
         self.engine = Engine(p)
         self.served = cfg.models or (cfg.model,)
-        self.metrics = SimMetrics(self.engine, self.served)
+        self.llama = cfg.server == llamacpp.SERVER
+        self.metrics = (
+            llamacpp.LlamaMetrics(self.engine) if self.llama else SimMetrics(self.engine, self.served)
+        )
         self.tape = Tape.build(cfg.seed, p.utf8_split, p.reasoning_field)
         self.rng = random.Random(cfg.seed)
         self.trace = TraceWriter(cfg.trace_path) if cfg.trace_path else None
@@ -88,17 +93,25 @@ class SimServer:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_post("/tokenize", self.tokenize)
+        if self.llama:
+            app.router.add_post("/apply-template", self.apply_template)
+            app.router.add_route("*", "/{tail:.*}", self.no_route)
+            return app
         app.router.add_route("*", "/v1/{tail:.*}", self.no_route)  # last: unknown /v1 paths and methods
         return app
 
     async def no_route(self, request: web.Request) -> web.Response:
         """FastAPI's answers (vLLM runs on it), with an x-request-id like every /v1 response."""
         rid = f"req-{next(self._other_ids)}"
+        if self.llama:
+            return _json(llamacpp.NOT_FOUND_BODY, 404, rid)
         if request.path in ("/v1/chat/completions", "/v1/completions", "/v1/models"):
             return _json(b'{"detail":"Method Not Allowed"}', 405, rid)
         return _json(b'{"detail":"Not Found"}', 404, rid)
 
     async def health(self, request: web.Request) -> web.Response:
+        if self.llama:
+            return web.json_response({"status": "ok"})
         return web.Response(status=200)
 
     async def metrics_page(self, request: web.Request) -> web.Response:
@@ -110,6 +123,10 @@ class SimServer:
             return self._unauthorized(rid)
         created = int(time.time())
         base = self.served[0]
+        if self.llama:
+            return _json(
+                orjson.dumps(llamacpp.models_body(base, self.profile.max_model_len, created)), 200, rid
+            )
         body = {
             "object": "list",
             "data": [
@@ -134,12 +151,24 @@ class SimServer:
         if self._auth and request.headers.get("Authorization") != self._auth:
             return self._unauthorized(rid)
         try:
+            if self.llama:
+                answer = llamacpp.tokenize_answer(llamacpp.load_body(await request.read()))
+                return _json(orjson.dumps(answer), 200, rid)
             body = load_body(await request.read())
             check_model(body, self.served)
             answer = tokenize_answer(body, self.profile.max_model_len)
         except ApiError as e:
             return _json(e.body(), e.status, rid)
         return _json(orjson.dumps(answer), 200, rid)
+
+    async def apply_template(self, request: web.Request) -> web.Response:
+        """llama.cpp's `/apply-template`: the chat prompt as text (its /tokenize counts usage's tokens)."""
+        rid = f"req-{next(self._other_ids)}"
+        try:
+            messages = llamacpp.messages_of(llamacpp.load_body(await request.read()))
+        except ApiError as e:
+            return _json(e.body(), e.status, rid)
+        return _json(orjson.dumps({"prompt": llamacpp.apply_template(messages)}), 200, rid)
 
     @staticmethod
     def _unauthorized(rid: str) -> web.Response:
@@ -161,7 +190,7 @@ class SimServer:
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         arrival = time.time()
         rng = self.rng
-        prefix = "chatcmpl-" if endpoint == "chat" else "cmpl-"
+        prefix = "chatcmpl-" if endpoint == "chat" or self.llama else "cmpl-"  # llama.cpp: chatcmpl- for both
         rid = f"{prefix}{rng.getrandbits(128):032x}"
         rec = TraceRecord(id=rid, arrival_time=arrival, endpoint=endpoint)
         if self._auth and request.headers.get("Authorization") != self._auth:
@@ -175,12 +204,17 @@ class SimServer:
                 raise ApiError(
                     413, f"Request body larger than {MAX_BODY_BYTES} bytes.", "BadRequestError"
                 ) from None
-            body = load_body(raw)
+            max_len = self.profile.max_model_len
+            if self.llama:  # llama-server answers any model name with its one model
+                body = llamacpp.load_body(raw)
+                model = self.served[0]
+                req = llamacpp.parse_request(body, endpoint, max_len)
+            else:
+                body = load_body(raw)
+                model = check_model(body, self.served)
+                req = parse_chat(body, max_len) if endpoint == "chat" else parse_completion(body, max_len)
             stream = body.get("stream", False)
             rec.stream = stream if isinstance(stream, bool) else None
-            model = check_model(body, self.served)
-            max_len = self.profile.max_model_len
-            req = parse_chat(body, max_len) if endpoint == "chat" else parse_completion(body, max_len)
         except ApiError as e:
             rec.status = e.status
             self._write_trace(rec)
@@ -190,7 +224,7 @@ class SimServer:
         rec.fault = fault
         if fault in HTTP_FAULTS:
             status, err_type = HTTP_FAULTS[fault]
-            err = ApiError(status, f"Simulated fault ({fault}).", err_type)
+            err = self._error(status, f"Simulated fault ({fault}).", err_type)
             rec.status = status
             self._write_trace(rec)
             return _json(err.body(), status, rid)
@@ -233,6 +267,13 @@ class SimServer:
         )
         return out, thinking
 
+    def _error(self, status: int, message: str, err_type: str) -> ApiError:
+        if self.llama:
+            return llamacpp.LlamaError(
+                status, message, "server_error" if status >= 500 else "invalid_request_error"
+            )
+        return ApiError(status, message, err_type)
+
     async def _until(self, seq: Sequence, tokens: int) -> None:
         """Wait until the engine has produced `tokens` tokens for `seq` (or dropped it)."""
         loop = asyncio.get_running_loop()
@@ -244,17 +285,25 @@ class SimServer:
     async def _stream(self, request: web.Request, call: _Call) -> web.StreamResponse:
         req, out = call.req, call.out
         p = self.profile
-        renderer = StreamRenderer(
-            self.tape,
-            out,
-            call.model,
-            req.endpoint,
-            req.continuous_usage,
-            p.merge_reasoning,
-            p.reports_reasoning_tokens,
-            req.include_usage,
-        )
-        resp = web.StreamResponse(status=200, headers={**_SSE_HEADERS, "x-request-id": out.id})
+        renderer: StreamRenderer | llamacpp.LlamaStreamRenderer
+        if self.llama:
+            renderer = llamacpp.LlamaStreamRenderer(
+                self.tape, out, call.model, req.endpoint, req.include_usage
+            )
+            headers = {**llamacpp.SSE_HEADERS, "x-request-id": out.id}
+        else:
+            renderer = StreamRenderer(
+                self.tape,
+                out,
+                call.model,
+                req.endpoint,
+                req.continuous_usage,
+                p.merge_reasoning,
+                p.reports_reasoning_tokens,
+                req.include_usage,
+            )
+            headers = {**_SSE_HEADERS, "x-request-id": out.id}
+        resp = web.StreamResponse(status=200, headers=headers)
         try:
             await resp.prepare(request)
             await self._stream_body(request, resp, renderer, call)
@@ -263,10 +312,13 @@ class SimServer:
         return resp
 
     async def _stream_body(
-        self, request: web.Request, resp: web.StreamResponse, renderer: StreamRenderer, call: _Call
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        renderer: StreamRenderer | llamacpp.LlamaStreamRenderer,
+        call: _Call,
     ) -> None:
-        req, out, seq, rec, fault, fault_at = (
-            call.req,
+        out, seq, rec, fault, fault_at = (
             call.out,
             call.seq,
             call.rec,
@@ -320,8 +372,7 @@ class SimServer:
                     self._write_trace(rec)
                     _cut(request)
                     return
-        if req.include_usage:
-            parts.append(renderer.usage_chunk(target))
+        parts.append(renderer.closing(target, seq))
         parts.append(DONE)
         rec.finish_reason = out.finish_reason
         rec.end_time = time.time()
@@ -330,6 +381,10 @@ class SimServer:
         self._write_trace(rec)
         await resp.write(b"".join(parts))
         await resp.write_eof()
+        if self.llama and request.transport is not None:
+            # llama-server closes the connection after a streamed answer, though its headers said
+            # Keep-Alive (tests/e2e/test_llamacpp_real.py): a client must not reuse it
+            request.transport.close()
 
     async def _whole(self, request: web.Request, call: _Call) -> web.StreamResponse:
         req, out, seq, rec, fault, fault_at = (
@@ -362,15 +417,18 @@ class SimServer:
             return web.Response(status=500)
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
-        body = full_body(
-            self.tape,
-            out,
-            call.model,
-            req.endpoint,
-            self.profile.reasoning_field,
-            call.thinking,
-            self.profile.reports_reasoning_tokens,
-        )
+        if self.llama:
+            body = llamacpp.full_body(self.tape, out, call.model, req.endpoint, seq, call.thinking)
+        else:
+            body = full_body(
+                self.tape,
+                out,
+                call.model,
+                req.endpoint,
+                self.profile.reasoning_field,
+                call.thinking,
+                self.profile.reports_reasoning_tokens,
+            )
         if fault == "bad_chunk":
             body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact
         now = time.time()

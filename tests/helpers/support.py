@@ -108,9 +108,12 @@ class Sim:
     proc: Proc
     trace: Path | None
 
+    def get(self, path: str, timeout: float = 10.0) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            return r.read()
+
     def metrics_text(self) -> str:
-        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as r:
-            return r.read().decode()
+        return self.get("/metrics", timeout=5).decode()
 
 
 @contextlib.contextmanager
