@@ -1,7 +1,7 @@
 """Grafana's HTTP API through grafana-client: `swarm grafana push` and run annotations.
 
 - `swarm grafana push --url URL` creates (or updates) the Prometheus datasource and imports the
-  three dashboards of swarm/grafana/dashboards.py into an existing Grafana.
+  four dashboards of swarm/grafana/dashboards.py into an existing Grafana.
 - `Annotator` posts organisation-wide annotations (run start, each stage, run end) tagged
   `llm-swarm` and `run_id:<id>`; every dashboard shows annotations with the `llm-swarm` tag.
   Annotations are a side show: a Grafana that is down, slow or refuses the token gives ONE

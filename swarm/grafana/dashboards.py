@@ -1,4 +1,4 @@
-"""Grafana dashboards as code: three dashboards built with Grafana's own grafana-foundation-sdk.
+"""Grafana dashboards as code: four dashboards built with Grafana's own grafana-foundation-sdk.
 
 `swarm dashboards build` writes them to `dashboards/grafana/dashboards/*.json` (checked in,
 provisioned by docker-compose); tests/unit/grafana/test_dashboards.py fails when those files are
@@ -7,7 +7,8 @@ scraping a real run.
 
 - "LLM load test" (client side, `swarm_*` from the master's /metrics);
 - "vLLM server" (`vllm:*`, current names with a PromQL `or` fallback to the pre-0.12 names);
-- "Client vs server" (the two measured side by side, with ratios and gaps).
+- "Client vs server" (the two measured side by side, with ratios and gaps);
+- "llama.cpp server" (`llamacpp:*` of `llama-server --metrics`: slots, token rates, prompt cache).
 
 Every selector uses regex matchers (`=~"$var"`) so the "All" value (`.*`) and multi-value
 selections work; every rate uses `$__rate_interval`.
@@ -42,6 +43,7 @@ GRAFANA = mdash.DataSourceRef(type_val="grafana", uid="-- Grafana --")
 CLIENT = 'run_id=~"$run_id", workload=~"$workload", model_name=~"$model_name"'
 RUN = 'run_id=~"$run_id"'
 SERVER = 'model_name=~"$model_name"'
+LLAMA = 'instance=~"$instance"'  # llama-server's metrics carry no labels of their own
 RI = "$__rate_interval"
 TOKS = "suffix: tok/s"
 
@@ -703,10 +705,109 @@ def client_vs_server() -> gdash.Dashboard:
     return d
 
 
+def llamacpp_server() -> gdash.Dashboard:
+    d = base(
+        "llm-swarm-llamacpp-server",
+        "llama.cpp server",
+        "llama-server's own /metrics (started with --metrics): slots busy and requests deferred, "
+        "prompt and generation token rates, the prompt cache, time per token.",
+        ["server", "llamacpp"],
+    )
+    d = d.with_variable(
+        label_variable("instance", "server", "label_values(llamacpp:requests_processing, instance)")
+    )
+    lay = Layout(d)
+
+    lay.row("Slots")
+    lay.timeseries(
+        "Requests processing / deferred",
+        "llamacpp:requests_processing (requests in a slot) and requests_deferred (waiting for a free "
+        "slot). Processing pinned at --parallel while deferred grows: the slot count is the limit.",
+        [
+            Q(f"sum(llamacpp:requests_processing{{{LLAMA}}})", "processing"),
+            Q(f"sum(llamacpp:requests_deferred{{{LLAMA}}})", "deferred"),
+        ],
+        "short",
+        width=12,
+    )
+    lay.timeseries(
+        "Busy slots per decode",
+        "llamacpp:n_busy_slots_per_decode: the average batch of one llama_decode() call, since start.",
+        [Q(f"avg(llamacpp:n_busy_slots_per_decode{{{LLAMA}}})", "slots per decode")],
+        "short",
+        width=12,
+    )
+
+    lay.row("Tokens")
+    lay.timeseries(
+        "Token throughput",
+        "Prompt tokens evaluated (llamacpp:prompt_tokens_total, the cache's excluded), prompt tokens "
+        "taken from the cache (prompt_tokens_cached_total) and tokens generated (tokens_predicted_total).",
+        [
+            Q(f"sum({rate('llamacpp:prompt_tokens_total', LLAMA)})", "prompt (evaluated)"),
+            Q(f"sum({rate('llamacpp:prompt_tokens_cached_total', LLAMA)})", "prompt (from cache)"),
+            Q(f"sum({rate('llamacpp:tokens_predicted_total', LLAMA)})", "generated"),
+        ],
+        "tok/s",
+        width=12,
+    )
+    lay.timeseries(
+        "Prompt cache hit rate",
+        "Share of prompt tokens taken from the cache: cached / (cached + evaluated).",
+        [
+            Q(
+                f"sum({rate('llamacpp:prompt_tokens_cached_total', LLAMA)}) / "
+                f"(sum({rate('llamacpp:prompt_tokens_cached_total', LLAMA)}) + "
+                f"sum({rate('llamacpp:prompt_tokens_total', LLAMA)}))",
+                "hit rate",
+            )
+        ],
+        "percentunit",
+        width=12,
+    )
+
+    lay.row("Time per token")
+    lay.timeseries(
+        "Time per generated / evaluated token",
+        "Seconds spent generating over tokens generated (tokens_predicted_seconds_total / "
+        "tokens_predicted_total), and the same for prompt evaluation, over the rate window.",
+        [
+            Q(
+                f"sum({rate('llamacpp:tokens_predicted_seconds_total', LLAMA)}) / "
+                f"sum({rate('llamacpp:tokens_predicted_total', LLAMA)})",
+                "per generated token",
+            ),
+            Q(
+                f"sum({rate('llamacpp:prompt_seconds_total', LLAMA)}) / "
+                f"sum({rate('llamacpp:prompt_tokens_total', LLAMA)})",
+                "per prompt token",
+            ),
+        ],
+        "s",
+        width=12,
+    )
+    lay.stat(
+        "Longest sequence",
+        "llamacpp:n_tokens_max: the longest prompt + generation seen since start (against --ctx-size / --parallel).",
+        [Q(f"max(llamacpp:n_tokens_max{{{LLAMA}}})")],
+        "short",
+        width=6,
+    )
+    lay.stat(
+        "Decode calls",
+        "llama_decode() calls over the dashboard's time range (llamacpp:n_decode_total).",
+        [Q(f"sum(increase(llamacpp:n_decode_total{{{LLAMA}}}[$__range]))")],
+        "short",
+        width=6,
+    )
+    return d
+
+
 DASHBOARDS = {
     "llm-load-test.json": llm_load_test,
     "vllm-server.json": vllm_server,
     "client-vs-server.json": client_vs_server,
+    "llamacpp-server.json": llamacpp_server,
 }
 
 

@@ -4,8 +4,10 @@ dashboards/prometheus/prometheus.yml pointed at local ports:
 - test_every_query_is_valid_promql: Prometheus parses and evaluates each query (no data needed).
 - test_every_panel_returns_data: Prometheus scrapes a real `swarm run` (master + 2 workers) against
   `swarm sim`, and, in the config's second `vllm` target slot, a small exporter speaking the
-  pre-0.12 vLLM names and the speculative-decoding counters (the simulator has neither); each
-  query returns a non-empty result with the dashboards' template variables set to the run's values.
+  pre-0.12 vLLM names and the speculative-decoding counters (the simulator has neither), and, as
+  the `llamacpp` job's target, the simulator's llama.cpp face (`swarm sim --server llamacpp`) under
+  a steady trickle of repeated prompts; each query returns a non-empty result with the dashboards'
+  template variables set to the run's values.
 """
 
 from __future__ import annotations
@@ -143,7 +145,9 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
         assert check.returncode == 0, check.stdout + check.stderr
         bad = []
         for name, title, ref, expr in all_queries():
-            answer = prom.query(substitute(expr, {"run_id": "r", "workload": ".*", "model_name": ".*"}, 300))
+            answer = prom.query(
+                substitute(expr, {"run_id": "r", "workload": ".*", "model_name": ".*", "instance": ".*"}, 300)
+            )
             if answer.get("status") != "success":
                 bad.append(f"{name} / {title} / {ref}: {answer.get('error')}")
         assert not bad, "\n".join(bad)
@@ -233,11 +237,18 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
         legacy = LegacyVllmExporter()
         stack.callback(legacy.close)
         sim = stack.enter_context(sim_server(tmp_path, "--profile", "instant", trace=False, model=SIM_MODEL))
+        llama = stack.enter_context(
+            sim_server(
+                tmp_path, "--server", "llamacpp", "--profile", "instant", trace=False, model="tiny-qwen2"
+            )
+        )
+        stack.enter_context(_trickle(llama.url))
         cfg = local_config(
             {
                 ("swarm", "master:8089"): f"127.0.0.1:{master_prom}",
                 ("vllm", "sim:8000"): sim.url.removeprefix("http://"),
                 ("vllm", "target:8000"): f"127.0.0.1:{legacy.port}",
+                ("llamacpp", "llamacpp:8080"): llama.url.removeprefix("http://"),
             },
             f"127.0.0.1:{prom_port}",
         )
@@ -262,6 +273,29 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
         assert code == 0, run.output()[-3000:]
 
 
+@contextlib.contextmanager
+def _trickle(url: str) -> Iterator[None]:
+    """Requests to the llama.cpp face until the block ends, the same prompt each time (cache hits)."""
+    stop = threading.Event()
+    body = json.dumps({"messages": [{"role": "user", "content": "hello " * 40}], "max_tokens": 8}).encode()
+
+    def loop() -> None:
+        while not stop.wait(0.2):
+            req = urllib.request.Request(
+                url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(req, timeout=10) as r:
+                r.read()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=15)
+
+
 def _wait_for_data(prom: Prometheus, run: Proc, run_id: str, timeout_s: float = 60.0) -> None:
     """Until the master's first requests are scraped twice (rate() needs two samples)."""
     deadline = time.monotonic() + timeout_s
@@ -280,7 +314,7 @@ def _check_all(prom: Prometheus, run_id: str, range_s: int) -> list[str]:
         model = (
             LEGACY_MODEL if "spec_decode" in expr else SIM_MODEL
         )  # the simulator has no speculative decoding
-        variables = {"run_id": run_id, "workload": ".*", "model_name": model}
+        variables = {"run_id": run_id, "workload": ".*", "model_name": model, "instance": ".*"}
         q = substitute(expr, variables, range_s)
         answer = prom.query(q)
         if answer.get("status") != "success":

@@ -38,11 +38,11 @@ def test_push_creates_datasource_and_imports_every_dashboard() -> None:
             assert stored["version"] == 1
             assert stored["dashboard"] == {k: v for k, v in model.items() if k not in ("id", "version")}
         posts = [r for r in g.requests if r.path == "/api/dashboards/db"]
-        assert len(posts) == 3 and all(r.body["overwrite"] is True for r in posts)
+        assert len(posts) == len(built) and all(r.body["overwrite"] is True for r in posts)
         assert all(r.headers["Authorization"] == f"Bearer {TOKEN}" for r in g.requests)
     assert results[0]["message"] == "Datasource added"
     assert all(r["status"] == "success" for r in results[1:])
-    assert "created" in out and out.count("dashboard ") == 3
+    assert "created" in out and out.count("dashboard ") == len(dashboards.DASHBOARDS)
     assert TOKEN not in out
 
 
@@ -90,9 +90,9 @@ def test_push_command_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
         monkeypatch.setenv("GRAFANA_TOKEN", TOKEN)
         args = parser.parse_args(["push", "--url", g.url + "/", "--prometheus-url", PROM_URL])
         assert grafana.main(args) == 0
-        assert len(g.dashboards) == 3
+        assert len(g.dashboards) == len(dashboards.DASHBOARDS)
     out = capsys.readouterr().out
-    assert out.count("\n") == 4 and TOKEN not in out
+    assert out.count("\n") == 1 + len(dashboards.DASHBOARDS) and TOKEN not in out  # the datasource, each dashboard
     with pytest.raises(UsageError):
         grafana.main(parser.parse_args(["push", "--url", "localhost:3000"]))
 
