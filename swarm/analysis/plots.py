@@ -223,10 +223,10 @@ def _server_timeline(data: RunData, plt: Any) -> Any:
         a2.plot(t, [math.nan if v is None else v for v in kv], "C2-", label="KV-cache usage %")
         a2.axhline(90, color="C3", ls="--", lw=1, alpha=0.6)
         a2.set_ylim(0, 105)
-    else:
+        a2.legend(loc="upper left")
+    else:  # (llama.cpp exposes no KV usage)
         a2.text(0.5, 0.5, "KV-cache usage not exposed by this server", transform=a2.transAxes, ha="center")
     a2.set(xlabel="seconds since start", ylabel="KV usage %")
-    a2.legend(loc="upper left")
     a2.grid(True, alpha=0.3)
     _stage_lines(a2, data, t0)
     fig.tight_layout()

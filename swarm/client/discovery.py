@@ -54,6 +54,15 @@ def require_served(models: Any, wanted: Sequence[str], spec: str) -> None:
         )
 
 
+def require_model_served(models: Any, names: Sequence[str], spec: str, split: bool) -> None:
+    """`--model` against the `/v1/models` answer `models`: every model of a split must be listed;
+    one plain model too when the target is vLLM, which answers a model it does not list with 404
+    (llama.cpp answers any name with its one model, and OpenAI-compatible proxies may serve
+    names they do not list: those are left to the requests)."""
+    if split or detect_dialect(models) == "vllm":
+        require_served(models, names, spec)
+
+
 def discover(
     get: Callable[[str], tuple[int, bytes]],
     prefix: str,

@@ -15,9 +15,10 @@ import random
 from typing import Any
 from urllib.parse import urlsplit
 
+import orjson
 from locust.runners import MasterRunner, WorkerRunner
 
-from swarm.client.discovery import discover
+from swarm.client.discovery import discover, require_model_served
 from swarm.client.tokenize import Http, open_tokenizer
 from swarm.core.errors import UsageError
 from swarm.live.state import swarm_state
@@ -47,7 +48,8 @@ def _target(host: str) -> tuple[str | None, str]:
 
 def check_models(environment: Any, user_classes: list[type]) -> None:
     """With `--model a:3,b:1`: every model of the split is served (UsageError naming what is), and
-    the discovery is kept for the users. Not on a master; nothing to check without a split."""
+    the discovery is kept for the users; with one `--model` on a vLLM, that it is listed. Not on a
+    master."""
     if isinstance(getattr(environment, "runner", None), MasterRunner):
         return
     state = swarm_state(environment)
@@ -55,9 +57,20 @@ def check_models(environment: Any, user_classes: list[type]) -> None:
     split = opts.split
     host = getattr(environment, "host", None) or next((c.host for c in user_classes if c.host), "")
     origin, prefix = _target(host or "")
-    if split is None or origin is None:
+    if origin is None:
         return
     http = Http(origin, opts.api_key)
+    if split is None:
+        if opts.model:  # one model: vLLM must list it (swarm.client.discovery.require_model_served)
+            try:
+                status, body = http.get(prefix + "/v1/models")
+                listed = orjson.loads(body) if status == 200 else None
+            except Exception as e:  # no model list: the users' discovery retries and says why
+                log.info("GET /v1/models at test start failed (%s): --model %s not checked", e, opts.model)
+                return
+            if listed is not None:
+                require_model_served(listed, (opts.model,), opts.model, split=False)
+        return
     served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos, split.names, str(split))
     if served.discovered:
         state.served = served

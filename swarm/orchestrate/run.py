@@ -223,8 +223,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
 
 def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> None:
     """Fail fast with one line when the target does not answer at all (before any user spawns), or
-    when `model` is a split (`a:3,b:1`) and a model of it is not in the target's /v1/models."""
-    from swarm.client.discovery import require_served
+    when a model `model` names is not served (swarm.client.discovery.require_model_served)."""
+    from swarm.client.discovery import require_model_served
     from swarm.load.models import parse_models
 
     req = urllib.request.Request(host + "/v1/models")
@@ -239,12 +239,12 @@ def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: 
         reason = getattr(e, "reason", e)
         raise TargetError(f"target {host} is unreachable: {reason}") from None
     split = parse_models(model) if model else None
-    if split is not None and split.split:
+    if split is not None:
         try:
             listed = json.loads(body)
         except ValueError:
             return  # no model list to check against: the workers' discovery tells per request
-        require_served(listed, split.names, str(split))
+        require_model_served(listed, split.names, str(split), split.split)
 
 
 def _sim_models(model: str | None) -> str:

@@ -90,6 +90,7 @@ def test_a_3_to_1_split_holds_and_reconciles_per_model(tmp_path):
         ("a:x,base:1", "a:x is not served by the target; it serves: base, sql-lora"),  # a name, unserved
         ("", "empty --model"),
         ("base:3,nope:1", "nope is not served by the target; it serves: base, sql-lora"),
+        ("nope", "nope is not served by the target; it serves: base, sql-lora"),  # one model, on vLLM
     ],
 )
 def test_bad_or_unserved_models_are_one_line_and_exit_2(tmp_path, spec, says):
@@ -104,14 +105,17 @@ def test_bad_or_unserved_models_are_one_line_and_exit_2(tmp_path, spec, says):
 
 @pytest.mark.integration
 def test_plain_locust_checks_the_split_at_test_start(tmp_path):
-    """Without `swarm run`'s own check: the user's test start refuses an unserved model, exit 2."""
+    """Without `swarm run`'s own check: the user's test start refuses an unserved model (of a split,
+    or the one --model on vLLM), exit 2."""
     with sim_server(tmp_path, "--profile", "instant", trace=False, model="base,sql-lora") as s:
         bad, _, _ = run_locust(tmp_path, s.url, "--model", "base:3,nope:1", run_time="5s")
         ok, records, _ = run_locust(tmp_path, s.url, "--model", "base:1,sql-lora:1", "--max-tokens", "4",
                                     run_time="3s")  # fmt: skip
-    assert bad.returncode == 2, bad.stderr[-1500:]
-    errors = [line for line in bad.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and "nope is not served by the target; it serves: base, sql-lora" in errors[0]
+        one, _, _ = run_locust(tmp_path, s.url, "--model", "nope", run_time="5s")
+    for p in (bad, one):
+        assert p.returncode == 2, p.stderr[-1500:]
+        errors = [line for line in p.stderr.splitlines() if "ERROR" in line]
+        assert len(errors) == 1 and "nope is not served by the target; it serves: base, sql-lora" in errors[0]
     assert ok.returncode == 0, ok.stderr[-1500:]
     assert records and {r["model"] for r in records} == set(MODELS)
     assert all(r["outcome"] == "ok" for r in records)
