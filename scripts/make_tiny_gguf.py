@@ -5,7 +5,8 @@
 The same model as swarm/models/tiny-qwen2 (which vLLM serves with random weights): its
 config.json (Qwen2, hidden 256, 2 layers, 4 heads, 2 KV heads, head_dim 64), its byte-level BPE
 tokenizer (tokenizer.json: vocabulary, merges, added tokens) and its Qwen3-style ChatML chat
-template (tokenizer_config.json: `enable_thinking` false appends an empty think block). GGUF has
+template (tokenizer_config.json: `enable_thinking` false appends an empty think block; the GGUF's
+copy also opens a think block with thinking on, see GGUF_CHAT_TEMPLATE). GGUF has
 no "dummy weights" switch, so the weights are drawn here: normal(0, initializer_range) from a
 fixed seed (numpy's PCG64), RMS-norm weights 1, float32. About 6.5 MB.
 
@@ -25,6 +26,31 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "swarm" / "models" / "tiny-qwen2"
 SEED = 20261123
 TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED = 1, 3, 4  # gguf.TokenType values
+
+
+# The chat template written into the GGUF: the model's own (tokenizer_config.json: ChatML, an empty
+# think block when `enable_thinking` is false) plus what llama.cpp's template analysis needs to
+# parse reasoning (common/chat-diff-analyzer.cpp renders an assistant turn with reasoning_content
+# and looks for its markers): a past assistant turn shows its reasoning_content in <think> tags, and
+# with thinking on, the generation prompt opens a <think> block, as "forced-open" thinking templates
+# do. The random model never writes </think>, so with thinking on llama-server sends everything as
+# `reasoning_content`, and with thinking off as `content`, as a real reasoning model's server would.
+GGUF_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message['content'] is string %}{%- set content = message['content'] %}"
+    "{%- elif message['content'] is not defined or message['content'] is none %}{%- set content = '' %}"
+    "{%- else %}{%- set content = message['content'] | map(attribute='text') | join('') %}{%- endif %}"
+    "{%- if message['role'] == 'assistant' and message['reasoning_content'] is defined"
+    " and message['reasoning_content'] %}"
+    "{%- set content = '<think>\\n' + message['reasoning_content'] + '\\n</think>\\n\\n' + content %}"
+    "{%- endif %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- else %}{{- '<think>\\n' }}{%- endif %}"
+    "{%- endif %}"
+)
 
 
 def tensors(config: dict, rng) -> list[tuple[str, object]]:
@@ -116,7 +142,7 @@ def main(argv: list[str]) -> int:
     w.add_eos_token_id(ids[tok_config["eos_token"]])
     w.add_pad_token_id(ids[tok_config["pad_token"]])
     w.add_add_bos_token(False)
-    w.add_chat_template(tok_config["chat_template"])
+    w.add_chat_template(GGUF_CHAT_TEMPLATE)
     rng = np.random.Generator(np.random.PCG64(SEED))
     for name, array in tensors(config, rng):
         w.add_tensor(name, array)

@@ -18,6 +18,7 @@ What `swarm target llamacpp` and tests/helpers/llamacpp_fixture.py start:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, run_setup_script, s
 SCRIPTS = Path(__file__).resolve().parent.parent.parent / "scripts"
 BUILDER = SCRIPTS / "llama-server-build.sh"
 GGUF_MAKER = SCRIPTS / "make_tiny_gguf.py"
+TINY_MODEL = Path(__file__).resolve().parent.parent / "models" / SERVED_MODEL  # what the GGUF is made from
 BUILD_TIMEOUT_S = 3600.0  # a cold build on 2 busy cores
 START_TIMEOUT_S = 120.0
 REASONING_FORMATS = ("none", "deepseek", "deepseek-legacy", "auto")
@@ -68,11 +70,20 @@ def ensure_llama_server(*, quiet: bool = False) -> LlamaBuild:
     return LlamaBuild(server, home / "src", build_s)
 
 
+def gguf_digest() -> str:
+    """12 hex digits of what the GGUF is made from (the maker script and the model's files): a
+    change to either makes a new file instead of serving a stale one."""
+    h = hashlib.sha256(GGUF_MAKER.read_bytes())
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        h.update((TINY_MODEL / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
 def ensure_tiny_gguf(build: LlamaBuild, out: Path | None = None) -> Path:
     """The tiny model's GGUF (made once beside the build, or at `out`). Raises TargetError."""
     if build.src is None:
         raise TargetError("SWARM_LLAMA_SERVER is set: give the model with --model (a .gguf file)")
-    path = out or build.src.parent / f"{SERVED_MODEL}.gguf"
+    path = out or build.src.parent / f"{SERVED_MODEL}-{gguf_digest()}.gguf"
     if path.exists():
         return path
     p = subprocess.run(

@@ -146,10 +146,11 @@ def test_unknown_model_and_path_are_answered_alike(llamacpp_target, llama_sim):
     [
         (CHAT, {"stream_options": {"include_usage": True}}),
         (CHAT, {}),
+        (CHAT, {"chat_template_kwargs": {"enable_thinking": True}}),
         (COMPLETIONS, {"stream_options": {"include_usage": True}}),
         (COMPLETIONS, {}),
     ],
-    ids=["chat+usage", "chat", "completions+usage", "completions"],
+    ids=["chat+usage", "chat", "chat+thinking", "completions+usage", "completions"],
 )
 def test_stream_events_have_llamacpps_shapes(llamacpp_target, llama_sim, llamacpp_report, path, extra):
     body: dict[str, Any] = {
@@ -160,7 +161,7 @@ def test_stream_events_have_llamacpps_shapes(llamacpp_target, llama_sim, llamacp
     }
     body.update(extra)
     if path == CHAT:
-        body.update(messages=MSGS, **NO_THINKING)
+        body = {"messages": MSGS, **NO_THINKING, **body}  # (extra may turn thinking on)
     else:
         body["prompt"] = "Explain prefix caching."
     real = events(llamacpp_target.url, path, body)

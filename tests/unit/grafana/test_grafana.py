@@ -92,7 +92,9 @@ def test_push_command_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captu
         assert grafana.main(args) == 0
         assert len(g.dashboards) == len(dashboards.DASHBOARDS)
     out = capsys.readouterr().out
-    assert out.count("\n") == 1 + len(dashboards.DASHBOARDS) and TOKEN not in out  # the datasource, each dashboard
+    assert (
+        out.count("\n") == 1 + len(dashboards.DASHBOARDS) and TOKEN not in out
+    )  # the datasource, each dashboard
     with pytest.raises(UsageError):
         grafana.main(parser.parse_args(["push", "--url", "localhost:3000"]))
 
