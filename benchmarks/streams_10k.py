@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/streams_10k.py                    # `make bench-scale`, ~3 min
     .venv/bin/python benchmarks/streams_10k.py --streams 2000     # smaller
+    .venv/bin/python benchmarks/streams_10k.py --open-loop        # send lag at 10,000 streams, ~4 min
 
 One `swarm sim` with benchmarks/profiles/slow-decode.toml (a token per second for every running
 sequence, up to 16,384 of them) on core 0 beside the master, and ONE Locust worker on core 1 with
@@ -12,7 +13,13 @@ the records, each second, and the simulator's running requests), the worker's RS
 stream (peak in the window minus the worker's before its users), CPU per chunk (CPU seconds /
 token chunks received in the window), and the TTFT error against the simulator's trace (the
 client's first-token time - the server's first-token write, per request id, for first tokens in
-the window). Closed loop has no schedule, so no send lag here: `make bench` measures it in open loop.
+the window). Closed loop has no schedule, so no send lag there.
+
+`--open-loop` measures the send lag at that concurrency: Poisson arrivals at `--streams` /
+(answer length in seconds) requests/s, so that about `--streams` streams are open in the steady
+window, with 30% more users than that as the in-flight cap; each request's `send_lag_s` (how late
+it left against its schedule) in the window gives p50/p99/max, and the cap must never be reached
+(else the lag would be the cap's, not the worker's).
 
 Before the run: the file-descriptor limit is raised to its hard limit and the ephemeral port
 range checked; when either cannot hold the streams (plus a margin), one line says so and the
@@ -42,6 +49,7 @@ import harness
 REPO = harness.REPO
 PROFILE = REPO / "benchmarks/profiles/slow-decode.toml"
 TOKENS = 12  # output tokens per stream (--max-tokens, --ignore-eos)
+STEP_S = 1.0  # the profile's step: one token per stream per second
 FD_MARGIN = 1024  # files, pipes and sockets beside the streams
 
 
@@ -87,7 +95,7 @@ def chunk_times(out: Path) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Every token-carrying chunk's arrival (wall clock) from the records, and the records."""
     from swarm.core import recordfile
 
-    cols = ["request_id", "start_wall_s", "ttft_s", "itl_s", "e2e_s", "outcome"]
+    cols = ["request_id", "start_wall_s", "ttft_s", "itl_s", "e2e_s", "outcome", "send_lag_s"]
     rows = recordfile.read_table(out / "records").select(cols).to_pylist()
     times = []
     for r in rows:
@@ -121,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--steady-s", type=int, default=30, help="seconds measured at full concurrency (default 30)"
     )
+    ap.add_argument(
+        "--open-loop",
+        action="store_true",
+        help="Poisson arrivals that keep --streams open, to measure the send lag at that concurrency",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "runs/bench/streams", help="run files")
     ap.add_argument("--results", type=Path, help="write the figures as JSON here")
     args = ap.parse_args(argv)
@@ -137,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     ramp_s = 30  # all users spawned, their first streams (begun in one burst) ended
     drain_s = 40  # streams begun in the window end (and are recorded) before the stop
+    answer_s = TOKENS * STEP_S + STEP_S  # a stream's life: TOKENS steps and the wait for the first
+    rate = args.streams / answer_s if args.open_loop else None
+    users = int(args.streams * 1.3) if args.open_loop else args.streams
     prompts = harness.write_prompts(args.out / "prompts.jsonl", n=2000)
     rows = [{**json.loads(line), "max_tokens": TOKENS} for line in prompts.read_text().splitlines()]
     prompts.write_text(
@@ -162,17 +178,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         url = f"http://127.0.0.1:{port}"
         harness.wait_http(url + "/health", sim)
         sampler.watch("sim", sim.pid)
-        run = StreamRun(
-            args.out / "swarm", url, prompts, users=args.streams, run_time_s=ramp_s + args.steady_s + drain_s
-        )
+        total_s = ramp_s + args.steady_s + drain_s
+        if rate is None:
+            run = StreamRun(args.out / "swarm", url, prompts, users=users, run_time_s=total_s)
+        else:  # one open-loop stage as long as the closed-loop run, without warm-up
+            run = StreamRun(
+                args.out / "swarm",
+                url,
+                prompts,
+                users=users,
+                rates=[round(rate, 1)],
+                stage_time_s=total_s,
+                warmup_s=0,
+            )
         poller = threading.Thread(
             target=poll_running,
             args=(url + "/metrics", time.time() + run.expected_s() + 30, running),
             daemon=True,
         )
         poller.start()
+        loop = (
+            f"open loop, {rate:.1f} req/s (Poisson) with at most {users} in flight"
+            if rate is not None
+            else f"closed loop, {args.streams} users"
+        )
         log(
-            f"closed loop, {args.streams} users streaming {TOKENS}-token answers: {ramp_s} s to fill, "
+            f"{loop} streaming {TOKENS}-token answers: {ramp_s} s to fill, "
             f"{args.steady_s} s measured, {drain_s} s for the measured streams to end"
         )
         summary = run.run(sampler)
@@ -202,7 +233,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in rows:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
     streams = statistics.median(opened)
+    lags = [
+        r["send_lag_s"] * 1000
+        for r in rows
+        if r["send_lag_s"] is not None and start <= r["start_wall_s"] < end
+    ]
     result = {
+        "open_loop_rate": rate,
+        "in_flight_cap": users if rate is not None else None,
+        "streams_open_max": max(opened),
+        "send_lag_ms_p50": harness.percentile(lags, 0.5),
+        "send_lag_ms_p99": harness.percentile(lags, 0.99),
+        "send_lag_ms_max": max(lags, default=None),
+        "send_lag_requests": len(lags),
         "streams_target": args.streams,
         "streams_open_median": streams,
         "streams_open_min": min(opened),
@@ -230,6 +273,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(
             f"TTFT error vs the simulator's trace: p50 {result['ttft_error_ms_p50']:.2f} ms, p99 "
             f"{result['ttft_error_ms_p99']:.2f} ms, max {result['ttft_error_ms_max']:.1f} ms ({len(errors)} requests)"
+        )
+    if lags:
+        capped = result["streams_open_max"] >= users
+        log(
+            f"send lag at {streams:.0f} open streams ({rate:.1f} req/s offered): p50 "
+            f"{result['send_lag_ms_p50']:.2f} ms, p99 {result['send_lag_ms_p99']:.2f} ms, max "
+            f"{result['send_lag_ms_max']:.1f} ms ({len(lags)} requests); in-flight cap {users} "
+            + ("REACHED: the lag is the cap's, not the worker's" if capped else "never reached")
         )
     log(f"simulator {sim_cpu:.0f}% CPU; outcomes {outcomes}")
     if args.results:
