@@ -34,7 +34,7 @@ from swarm.core.units import new_run_id
 from swarm.live import webui
 from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
 from swarm.live.options import option
-from swarm.live.shape import stage_timeline
+from swarm.live.shape import share_rate, stage_timeline
 from swarm.live.state import swarm_state
 from swarm.live.worker import WorkerStats
 from swarm.stats import slo, summary
@@ -210,6 +210,7 @@ class MasterStats:
         if self.role == "master":
             self.max_workers = max(self.max_workers, self.runner.worker_count)
             self._check_workers()
+            share_rate(self.environment)  # open loop: a worker quit or went missing mid-stage
         for bound_stage, (worker, pct) in sorted(self.client_load.bound().items()):
             if bound_stage not in self._flagged:
                 self._flagged.add(bound_stage)

@@ -10,7 +10,8 @@ to the state's timeline, from which summary.json takes each stage's window.
 
 Open loop: `--rate 5,10,20 [--arrivals poisson|constant]` makes each stage a request rate
 instead of a user count (swarm/load/arrivals.py); `-u` then caps the requests in flight. The master
-splits each stage's rate evenly over the workers it has.
+splits each stage's rate evenly over the workers it has, and splits it again mid-stage when a
+worker joins or leaves (`share_rate`), so the offered rate stays the stage's.
 
 Without `--sweep` or `--rate` the shape behaves like Locust's plain -u/-r/-t run (one stage,
 index 0), so every swarm locustfile can carry it.
@@ -79,16 +80,36 @@ def _tell_joining_worker(environment: Any, client_id: str) -> None:
     """A worker that starts in the middle of a stage (a pod scaled up, a worker restarted) asks for
     the current stage (STAGE_REQUEST, sent once its handler is registered: a stage message sent on
     Locust's `worker_connect` would arrive before that and be dropped); otherwise it would tag its
-    requests with stage 0 until the next stage change. In open loop it gets an even share of the
-    stage's rate (the workers already running keep theirs until the next stage)."""
+    requests with stage 0 until the next stage change. In open loop every worker, the new one and
+    those already running, then gets an even share of the stage's rate (`share_rate`)."""
     timeline = swarm_state(environment).stage.timeline
     runner = environment.runner
     if not timeline or timeline[-1].end_wall_s is not None:
         return
-    workers = runner.worker_count + (client_id not in runner.clients)
+    joining = client_id not in runner.clients
+    workers = runner.worker_count + joining
     runner.send_message(
         STAGE_MESSAGE, _stage_message(environment, timeline[-1], workers), client_id=client_id
     )
+    share_rate(environment, workers)
+
+
+def share_rate(environment: Any, workers: int | None = None) -> None:
+    """Master, open loop: when the number of workers (`workers`, default the runner's live count)
+    differs from the one the current stage's rate was split over, send every worker its new share
+    (the stage index and warm-up unchanged). Called when a worker joins and on every bookkeeping
+    tick (swarm/live/master.py), which notices workers that quit or went missing."""
+    runner = environment.runner
+    state = swarm_state(environment).stage
+    timeline = state.timeline
+    if not isinstance(runner, MasterRunner) or not timeline or timeline[-1].end_wall_s is not None:
+        return
+    stage = timeline[-1]
+    workers = runner.worker_count if workers is None else workers
+    if not stage.rate or workers < 1 or workers == state.rate_workers:
+        return
+    state.rate_workers = workers
+    runner.send_message(STAGE_MESSAGE, _stage_message(environment, stage, workers))
 
 
 @events.init.add_listener
@@ -138,6 +159,7 @@ class SwarmShape(LoadTestShape):
         timeline.append(Stage(index, users, now, None, warmup_s, rate))
         if isinstance(self.runner, MasterRunner):
             _set_stage(env, index, warmup_s)
+            swarm_state(env).stage.rate_workers = self.runner.worker_count
             self.runner.send_message(
                 STAGE_MESSAGE, _stage_message(env, timeline[-1], self.runner.worker_count)
             )

@@ -108,6 +108,7 @@ class StageState:
     index: int = 0
     warmup: bool = False
     timeline: list[Stage] = field(default_factory=list)  # master/local: the stages run so far
+    rate_workers: int = 0  # master, open loop: the worker count the current stage's rate is split over
 
     def windows(self, run_start_s: float | None, run_end_s: float | None) -> Mapping[int, Window]:
         return stage_windows(self.timeline, run_start_s, run_end_s)
