@@ -95,6 +95,8 @@ class MasterStats:
         ev.reset_stats.add_listener(self._on_reset_stats)
         if role == "master":
             ev.worker_report.add_listener(self._on_worker_report)
+            # before Locust's own listener, which reads data["user_classes_count"] (see _complete_report)
+            ev.worker_report._handlers.insert(0, self._complete_report)
             ev.worker_connect.add_listener(self._on_worker_connect)
         self._registry = registry_for(self.export_state)
         self._ticker = gevent.spawn(self._tick_forever)
@@ -119,6 +121,18 @@ class MasterStats:
     # ---- reports in ------------------------------------------------------------------------
     def _on_worker_connect(self, client_id: str, **_: Any) -> None:
         self.known_workers.setdefault(client_id, time.time())
+
+    def _complete_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        """A worker told to quit while still starting (its WorkerRunner waits for the master's ack,
+        its message loop already running) sends a last report before Locust registered its own
+        report listener: no `user_classes_count`. Locust's master handler then raises KeyError
+        (Locust 2.47, runners.py `on_worker_report`) and the run exits 2. Seen with 24 workers on a
+        starved 2-core machine, the last ones still starting when the run ended. Keep what the
+        master last knew of that worker instead."""
+        if "user_classes_count" not in data:
+            client = self.runner.clients.get(client_id)
+            data["user_classes_count"] = dict(getattr(client, "user_classes_count", None) or {})
+            data.setdefault("user_count", sum(data["user_classes_count"].values()))
 
     def _on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(WIRE_KEY)
