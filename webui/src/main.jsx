@@ -1,0 +1,208 @@
+// Locust's web UI (its `locust-ui` library) with the swarm's LLM tab drawn as live charts.
+//
+// The master serves the series at ./llm/series (swarm/live/series.py): per key (Total, each
+// workload, each workload's request classes) TTFT/TPOT/ITL/E2E percentiles over the last 10 s,
+// requests/s, output tok/s and goodput, plus requests in flight and users; stage changes (sweep
+// stages, open-loop rates, search probes) come as markers. Below the charts: the LLM table as before
+// (the `llm` extended stats the master adds to /stats/requests).
+import { createRoot } from "react-dom/client";
+import { useMemo, useState } from "react";
+import { useSelector } from "react-redux";
+import LocustUi, { LineChart, Table, useInterval } from "locust-ui";
+import Box from "@mui/material/Box";
+import FormControl from "@mui/material/FormControl";
+import InputLabel from "@mui/material/InputLabel";
+import MenuItem from "@mui/material/MenuItem";
+import MuiSelect from "@mui/material/Select";
+import Typography from "@mui/material/Typography";
+
+const TAB_KEY = "llm";
+const POLL_MS = 2000;
+const EMPTY = { time: [], in_flight: [], users: [], series: {}, markers: [], window_s: 10 };
+
+// [time, value] pairs, as Locust's own charts take them (null: a gap)
+const pairs = (time, values) => time.map((t, i) => [t, values && values[i] != null ? values[i] : null]);
+
+// Stage changes as echarts mark lines with their own labels. locust-ui's LineChart passes a line's
+// extra options through to its echarts series (the first line's markLine is its own "Run #n"
+// markers, left empty), so the marks ride on the second line.
+const markLine = (markers) => ({
+  symbol: "none",
+  silent: true,
+  lineStyle: { type: "dashed", color: "#8a8a8a" },
+  label: { formatter: "{b}", position: "insideEndTop", fontSize: 11 },
+  data: markers.map((m) => ({ xAxis: m.time, name: m.label })),
+});
+
+const COLORS = ["#2f7ed8", "#d9534f", "#2ca02c"];
+// time axis with 24 h labels that skip rather than overlap on a half-width chart
+const X_AXIS = {
+  type: "time",
+  minInterval: 1,
+  axisLabel: {
+    hideOverlap: true,
+    formatter: (t) => new Date(t).toLocaleTimeString([], { hour12: false }),
+  },
+};
+
+const CHARTS = [
+  {
+    title: "TTFT (ms)",
+    lines: [
+      { name: "TTFT p50", key: "ttft_p50_ms" },
+      { name: "TTFT p99", key: "ttft_p99_ms" },
+    ],
+  },
+  {
+    title: "TPOT / ITL (ms)",
+    lines: [
+      { name: "TPOT p50", key: "tpot_p50_ms" },
+      { name: "ITL p99", key: "itl_p99_ms" },
+    ],
+  },
+  {
+    title: "E2E (ms)",
+    lines: [
+      { name: "E2E p50", key: "e2e_p50_ms" },
+      { name: "E2E p99", key: "e2e_p99_ms" },
+    ],
+  },
+  {
+    title: "Output tokens/s and requests/s",
+    splitAxis: true,
+    yAxisLabels: ["tok/s", "req/s"],
+    lines: [
+      { name: "output tok/s", key: "output_tok_s" },
+      { name: "requests/s", key: "qps", yAxisIndex: 1 },
+    ],
+  },
+  {
+    title: "Goodput: requests/s meeting --goodput (none without it)",
+    lines: [
+      { name: "requests/s", key: "qps" },
+      { name: "goodput", key: "goodput" },
+    ],
+  },
+];
+
+function Chart({ title, lines, splitAxis, yAxisLabels, time, columns, markers, isDarkMode }) {
+  const charts = useMemo(() => {
+    const out = { time };
+    for (const { key } of lines) out[key] = pairs(time, columns[key]);
+    return out;
+  }, [time, columns, lines]);
+  const withMarks = useMemo(
+    () => lines.map((l, i) => (i === 1 ? { ...l, markLine: markLine(markers) } : l)),
+    [lines, markers],
+  );
+  return (
+    <LineChart
+      charts={charts}
+      title={title}
+      lines={withMarks}
+      splitAxis={splitAxis}
+      yAxisLabels={yAxisLabels}
+      colors={COLORS}
+      xAxis={X_AXIS}
+      isDarkMode={isDarkMode}
+    />
+  );
+}
+
+const IN_FLIGHT_LINES = [
+  { name: "in flight", key: "in_flight" },
+  { name: "users", key: "users" },
+];
+
+function LlmTab() {
+  const [data, setData] = useState(EMPTY);
+  const [key, setKey] = useState("Total");
+  const [error, setError] = useState(null);
+  const isDarkMode = useSelector(({ theme }) => theme.isDarkMode);
+  const stats = useSelector(({ ui }) => (ui.extendedStats || []).find((s) => s.key === TAB_KEY));
+  const table = useSelector(({ swarm }) => (swarm.extendedTables || []).find((t) => t.key === TAB_KEY));
+
+  useInterval(
+    () => {
+      fetch("./llm/series")
+        .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
+        .then((d) => {
+          setData(d);
+          setError(null);
+        })
+        .catch((e) => setError(String(e)));
+    },
+    POLL_MS,
+    { shouldRunInterval: true, immediate: true },
+  );
+
+  const keys = Object.keys(data.series);
+  const columns = data.series[key] || data.series.Total || {};
+  const flight = useMemo(
+    () => ({ in_flight: data.in_flight, users: data.users }),
+    [data.in_flight, data.users],
+  );
+
+  return (
+    <Box data-testid="llm-charts">
+      <Box sx={{ display: "flex", alignItems: "center", gap: 2, mb: 1 }}>
+        <FormControl size="small" sx={{ minWidth: 220 }}>
+          <InputLabel id="llm-key-label">Workload / class</InputLabel>
+          <MuiSelect
+            labelId="llm-key-label"
+            label="Workload / class"
+            value={keys.includes(key) ? key : "Total"}
+            onChange={(e) => setKey(e.target.value)}
+            data-testid="llm-key"
+          >
+            {(keys.length ? keys : ["Total"]).map((k) => (
+              <MenuItem key={k} value={k}>
+                {k}
+              </MenuItem>
+            ))}
+          </MuiSelect>
+        </FormControl>
+        <Typography variant="body2" color="text.secondary">
+          Percentiles over the last {data.window_s} s; {data.time.length} points
+          {data.markers.length ? `; ${data.markers.length} stage changes marked` : ""}
+          {error ? ` (update failed: ${error})` : ""}
+        </Typography>
+      </Box>
+      <Box sx={{ display: "grid", gridTemplateColumns: { xs: "1fr", lg: "1fr 1fr" }, gap: 1 }}>
+        {CHARTS.map((c) => (
+          <Chart
+            key={c.title}
+            {...c}
+            time={data.time}
+            columns={columns}
+            markers={data.markers}
+            isDarkMode={isDarkMode}
+          />
+        ))}
+        <Chart
+          title="Requests in flight"
+          lines={IN_FLIGHT_LINES}
+          time={data.time}
+          columns={flight}
+          markers={data.markers}
+          isDarkMode={isDarkMode}
+        />
+      </Box>
+      {table && stats ? <Table rows={stats.data} structure={table.structure} /> : null}
+    </Box>
+  );
+}
+
+// the master's template args, as Locust writes them (snake_case; locust-ui camelCases its own copy)
+const args = window.templateArgs || {};
+const extendedTabs = (args.extended_tabs || []).map((t) =>
+  t.key === TAB_KEY ? { ...t, component: LlmTab } : t,
+);
+
+createRoot(document.getElementById("root")).render(
+  <LocustUi
+    extendedTabs={extendedTabs}
+    extendedTables={args.extended_tables}
+    extendedReports={args.extended_csv_files}
+  />,
+);
