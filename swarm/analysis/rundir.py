@@ -21,6 +21,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from swarm.analysis.diagnosis import Finding, StageRow, diagnose
+from swarm.analysis.gpu_diagnosis import gpu_findings
+from swarm.analysis.gpu_metrics import (
+    GPU_METRICS,
+    GpuSnapshot,
+    GpuWindow,
+    gpu_stage_stats,
+    read_gpu_snapshots,
+)
 from swarm.analysis.server_metrics import (
     ServerSnapshot,
     StageServerStats,
@@ -52,6 +60,8 @@ class RunData:
     run_server: StageServerStats | None = None
     users_estimated: bool = False
     notes: list[str] = field(default_factory=list)
+    gpu_snapshots: list[GpuSnapshot] = field(default_factory=list)  # gpu_metrics.jsonl (--gpu-metrics)
+    gpus: dict[int, list[GpuWindow]] = field(default_factory=dict)  # stage -> one window per GPU
 
     @property
     def name(self) -> str:
@@ -251,12 +261,12 @@ def load_run(directory: Path) -> RunData:
             "the summary has no user count per stage: users estimated as the peak of "
             "requests in flight (marked ~)"
         )
+    windows = [
+        (r.stage, r.start_s + r.warmup_s, r.end_s)
+        for r in data.rows
+        if r.start_s is not None and r.end_s is not None
+    ]
     if data.snapshots:
-        windows = [
-            (r.stage, r.start_s + r.warmup_s, r.end_s)
-            for r in data.rows
-            if r.start_s is not None and r.end_s is not None
-        ]
         data.server = stage_stats(data.snapshots, windows)
         snaps = sorted(data.snapshots, key=lambda s: s.ts)
         data.run_server = window_stats(snaps, -1, snaps[0].ts, snaps[-1].ts)
@@ -267,6 +277,9 @@ def load_run(directory: Path) -> RunData:
         )
     if not data.cpu:
         data.notes.append(_cpu_note(cpu_lines, summary))
+    data.gpu_snapshots = read_gpu_snapshots(directory / GPU_METRICS)
+    if data.gpu_snapshots:
+        data.gpus = gpu_stage_stats(data.gpu_snapshots, windows)
     return data
 
 
@@ -281,7 +294,7 @@ def findings(data: RunData, slo: str | None = None) -> list[Finding]:
         client_total=data.summary.get("total") or _records_total(data),
         client_last_end=_last_end(data),
         bound_reported=data.summary.get("client_bound", ()),
-    )
+    ) + gpu_findings(data.rows, data.gpus)
 
 
 def _last_end(data: RunData) -> float | None:
