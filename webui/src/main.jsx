@@ -23,16 +23,29 @@ const EMPTY = { time: [], in_flight: [], users: [], series: {}, markers: [], win
 // [time, value] pairs, as Locust's own charts take them (null: a gap)
 const pairs = (time, values) => time.map((t, i) => [t, values && values[i] != null ? values[i] : null]);
 
-// Stage changes as echarts mark lines with their own labels. locust-ui's LineChart passes a line's
-// extra options through to its echarts series (the first line's markLine is its own "Run #n"
-// markers, left empty), so the marks ride on the second line.
-const markLine = (markers) => ({
-  symbol: "none",
-  silent: true,
-  lineStyle: { type: "dashed", color: "#8a8a8a" },
-  label: { formatter: "{b}", position: "insideEndTop", fontSize: 11 },
-  data: markers.map((m) => ({ xAxis: m.time, name: m.label })),
-});
+// Stage changes as dashed vertical lines, labelled. locust-ui's LineChart registers no echarts
+// markLine component (its own "Run #n" markers do not draw), so each change is a vertical segment of
+// one more line series, "stage changes": [t, 0] -> [t, top], then a gap. A line's extra options
+// (lineStyle, symbol) pass through LineChart to its echarts series.
+const STAGE_KEY = "__stages";
+const STAGE_COLOR = "#8a8a8a";
+
+const stageSegments = (markers, top) =>
+  markers.flatMap((m) => [
+    { value: [m.time, 0], symbolSize: 0 },
+    {
+      value: [m.time, top],
+      symbolSize: 0,
+      label: { show: true, formatter: m.label, position: "right", fontSize: 11, color: STAGE_COLOR },
+    },
+    [m.time, null],
+  ]);
+
+const maxOf = (...columns) => {
+  let top = 0;
+  for (const col of columns) for (const v of col || []) if (v != null && v > top) top = v;
+  return top || 1;
+};
 
 const COLORS = ["#2f7ed8", "#d9534f", "#2ca02c"];
 // time axis with 24 h labels that skip rather than overlap on a half-width chart
@@ -89,11 +102,23 @@ function Chart({ title, lines, splitAxis, yAxisLabels, time, columns, markers, i
   const charts = useMemo(() => {
     const out = { time };
     for (const { key } of lines) out[key] = pairs(time, columns[key]);
+    // on a split-axis chart the stage lines follow the second axis
+    const axisLines = splitAxis ? lines.filter((l) => l.yAxisIndex === 1) : lines;
+    out[STAGE_KEY] = stageSegments(markers, maxOf(...axisLines.map((l) => columns[l.key])));
     return out;
-  }, [time, columns, lines]);
+  }, [time, columns, lines, markers, splitAxis]);
   const withMarks = useMemo(
-    () => lines.map((l, i) => (i === 1 ? { ...l, markLine: markLine(markers) } : l)),
-    [lines, markers],
+    () => [
+      ...lines,
+      {
+        name: "stage changes",
+        key: STAGE_KEY,
+        yAxisIndex: splitAxis ? 1 : undefined,
+        showAllSymbol: true,
+        lineStyle: { type: "dashed", width: 1 },
+      },
+    ],
+    [lines, splitAxis],
   );
   return (
     <LineChart
@@ -102,7 +127,7 @@ function Chart({ title, lines, splitAxis, yAxisLabels, time, columns, markers, i
       lines={withMarks}
       splitAxis={splitAxis}
       yAxisLabels={yAxisLabels}
-      colors={COLORS}
+      colors={[...COLORS.slice(0, lines.length), STAGE_COLOR]}
       xAxis={X_AXIS}
       isDarkMode={isDarkMode}
     />
