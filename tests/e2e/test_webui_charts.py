@@ -90,6 +90,14 @@ def test_llm_charts_render_and_move(tmp_path):
         assert {"short_qa", "chat"} <= set(data["series"])
         assert max(n for n in data["in_flight"] if n is not None) >= 1
         assert max(data["users"]) == 4
+        # one workload's charts instead of the total's
+        before = _canvases(driver)
+        charts.find_element(By.CSS_SELECTOR, "[role=combobox]").click()
+        wait.until(
+            ec.element_to_be_clickable((By.XPATH, "//li[@role='option'][normalize-space()='chat']"))
+        ).click()
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "[role=combobox]").text == "chat")
+        wait.until(lambda d: sum(a != b for a, b in zip(before, _canvases(d), strict=True)) >= CHARTS - 1)
         # the LLM table is still there, under the charts
         rows = [
             tr.text for tr in driver.find_elements(By.CSS_SELECTOR, "[data-testid=llm-charts] table tbody tr")
