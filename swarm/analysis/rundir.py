@@ -6,6 +6,8 @@ What a run leaves (every piece may be missing; `RunData.notes` says what is):
 - `server_metrics.jsonl` (swarm/analysis/server_metrics.py ServerPoller): the target's /metrics scrapes;
 - `client_cpu.jsonl` (written by the Locust master, swarm/live/master.py): each worker's own CPU
   and wall seconds per stage, one line per report, read back into a `swarm.stats.cpu.ClientLoad`.
+- `gpu_metrics.jsonl` (swarm/analysis/gpu_metrics.py GpuPoller, `--gpu-metrics`): dcgm-exporter scrapes,
+  per stage and GPU in `RunData.gpus`.
 
 `stage_rows()` is the only place that knows the summary's stage layout; `findings()` runs the
 diagnosis over what was loaded.
