@@ -57,7 +57,7 @@ k8s-dashboards: setup
 # The LLM tab's page (webui/, on Locust's locust-ui library) rebuilt into swarm/live/webui/bundle/,
 # which is committed: only changing webui/src needs node/npm, never setup or test.
 webui:
-	cd webui && npm ci --no-audit --no-fund && npx vite build
+	cd webui && npm install --no-audit --no-fund && npx vite build
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

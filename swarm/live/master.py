@@ -90,6 +90,7 @@ class MasterStats:
         self._summary_writer: Any = None
         self._closed = False
         self.series = LiveSeries()  # the LLM tab's charts (swarm/live/series.py)
+        self._charts = False  # a web UI shows them (headless: no series kept)
         self.in_flight: dict[str, int] = {}  # worker -> requests in flight at its last report
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
@@ -146,7 +147,8 @@ class MasterStats:
         except (ValueError, KeyError, TypeError) as e:
             logger.error("swarm: ignoring a report from worker %s: %s", client_id, e)
             return
-        self.series.add(delta)
+        if self._charts:
+            self.series.add(delta)
         if isinstance(payload.get("in_flight"), int):
             self.in_flight[client_id] = payload["in_flight"]
         self.worker_stopped[client_id] = bool(payload.get("stopped"))
@@ -235,7 +237,7 @@ class MasterStats:
         self._rate_history.append((now, counts))
         while len(self._rate_history) > 2 and self._rate_history[1][0] <= now - RATE_WINDOW_S:
             self._rate_history.popleft()
-        if self.start_s is not None and self.end_s is None and self.series.due(now):
+        if self._charts and self.start_s is not None and self.end_s is None and self.series.due(now):
             self.series.sample(now, self.current_rates(), self.in_flight_total(), self.runner.user_count)
 
     def in_flight_total(self) -> int | None:
@@ -466,6 +468,7 @@ class MasterStats:
         webui.install_charts(
             web_ui, lambda: self.series.to_json(stage_markers(stage_timeline(self.environment)))
         )
+        self._charts = True
 
     def client_status(self) -> str:
         """The LLM tab's "Client" column: client-bound stages, or the busiest worker's CPU."""

@@ -47,7 +47,8 @@ def _ms(cell: Cell, latency: str, stat: str) -> float | None:
 
 
 def point(cell: Cell | None, rates: tuple[float, float], window_s: float) -> dict[str, float | None]:
-    """One key's numbers at one sample. `cell`: the window's merged cells (None: no request finished)."""
+    """One key's numbers at one sample. `cell`: the window's merged cells (None: no request finished);
+    `window_s`: the seconds they span (goodput = good requests / window_s)."""
     out: dict[str, float | None] = {f"{lat}_{stat}_ms": None for lat, stat in LATENCIES}
     if cell is not None and cell.requests:
         out.update({f"{lat}_{stat}_ms": _ms(cell, lat, stat) for lat, stat in LATENCIES})
@@ -84,9 +85,13 @@ class LiveSeries:
         self.users: deque[int] = deque(maxlen=MAX_POINTS)
         self.series: dict[str, dict[str, deque[float | None]]] = {}
         self._last_sample = 0.0
+        self._first_add: float | None = None  # a window is shorter than WINDOW_S at the start
 
     def add(self, delta: Aggregate, now: float | None = None) -> None:
-        self._deltas.append((time.time() if now is None else now, delta))
+        now = time.time() if now is None else now
+        if self._first_add is None:
+            self._first_add = now
+        self._deltas.append((now, delta))
 
     def clear(self) -> None:
         self.__init__()
@@ -107,16 +112,16 @@ class LiveSeries:
         window = Aggregate()
         for _, d in self._deltas:
             window.merge(d)
+        span = min(WINDOW_S, max(SAMPLE_S, now - (self._first_add or now)))
         n = len(self.time)
         self.time.append(iso(now))
         self.in_flight.append(in_flight)
         self.users.append(users)
-        known = {k for k, _ in keys_of(window)} | set(self.series)
         filters = dict(keys_of(window))
-        for key in sorted(known, key=lambda k: (k != TOTAL, k)):
+        for key in sorted(filters.keys() | self.series.keys(), key=lambda k: (k != TOTAL, k)):
             f = filters.get(key)
             cell = window.combined(**f) if f is not None else None
-            p = point(cell, rates.get(rate_key(key), (0.0, 0.0)), WINDOW_S)
+            p = point(cell, rates.get(rate_key(key), (0.0, 0.0)), span)
             cols = self.series.get(key)
             if cols is None:  # a key seen first now: its earlier points are gaps
                 cols = self.series[key] = {m: deque([None] * n, maxlen=MAX_POINTS) for m in p}
