@@ -4,7 +4,8 @@ Judged at the ceiling stage (swarm/analysis/diagnosis.py `ceiling`), else at the
 most load the run offered):
 - gpu_busy: every GPU averaged >= GPU_BUSY utilisation: compute-bound, as the GPUs themselves say;
 - gpu_headroom: the busiest GPU averaged < GPU_BUSY: whatever held throughput there, it was not
-  GPU compute (the scheduler, KV cache, CPU, network or the client: see the other findings);
+  GPU compute (the scheduler, KV cache, CPU, network or the client: see the other findings); a
+  server-side compute_bound finding (swarm/analysis/diagnosis.py) is then said to be unconfirmed;
 and in any stage:
 - gpu_idle: a GPU averaged < GPU_IDLE while another averaged >= GPU_ACTIVE: named (host, index,
   UUID), the first stage it happens in; usually a placement problem (tensor/data parallel size,
@@ -49,8 +50,11 @@ def gpu_name(g: GpuWindow) -> str:
     return f"{g.name}" + (f" ({extra})" if extra else "")
 
 
-def gpu_findings(rows: Sequence[StageRow], gpus: Mapping[int, Sequence[GpuWindow]]) -> list[Finding]:
-    """gpu_busy / gpu_headroom at the ceiling (else the last stage), then gpu_idle (first stage)."""
+def gpu_findings(
+    rows: Sequence[StageRow], gpus: Mapping[int, Sequence[GpuWindow]], others: Sequence[Finding] = ()
+) -> list[Finding]:
+    """gpu_busy / gpu_headroom at the ceiling (else the last stage), then gpu_idle (first stage).
+    `others`: the run's other findings (a compute_bound one is weighed against the GPUs)."""
     out: list[Finding] = []
     rows = sorted(rows, key=lambda r: r.stage)
     measured = [r for r in rows if any(g.util_mean is not None for g in gpus.get(r.stage, ()))]
@@ -79,7 +83,12 @@ def gpu_findings(rows: Sequence[StageRow], gpus: Mapping[int, Sequence[GpuWindow
                 at.stage,
                 f"At {at.label} ({where}) the GPUs had headroom: {n} GPU{'s' if n > 1 else ''} at "
                 f"{_util_range(stage_gpus)} utilisation{_extras(stage_gpus)}: what held throughput "
-                f"there was not GPU compute.",
+                f"there was not GPU compute"
+                + (
+                    " (the server-side compute-bound reading is not confirmed by the GPUs)."
+                    if any(f.kind == "compute_bound" for f in others)
+                    else "."
+                ),
             )
         )
     for r in measured:

@@ -286,7 +286,7 @@ def load_run(directory: Path) -> RunData:
 
 
 def findings(data: RunData, slo: str | None = None) -> list[Finding]:
-    return diagnose(
+    found = diagnose(
         data.rows,
         data.server,
         source=data.source,
@@ -296,7 +296,8 @@ def findings(data: RunData, slo: str | None = None) -> list[Finding]:
         client_total=data.summary.get("total") or _records_total(data),
         client_last_end=_last_end(data),
         bound_reported=data.summary.get("client_bound", ()),
-    ) + gpu_findings(data.rows, data.gpus)
+    )
+    return found + gpu_findings(data.rows, data.gpus, found)
 
 
 def _last_end(data: RunData) -> float | None:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from swarm.analysis.diagnosis import StageRow
+from swarm.analysis.diagnosis import Finding, StageRow
 from swarm.analysis.gpu_diagnosis import gpu_findings
 from swarm.analysis.gpu_metrics import GpuSnapshot, gpu_stage_stats, parse_dcgm
 from tests.helpers.dcgm_standin import FB_TOTAL_MIB, MODEL, exposition
@@ -95,6 +95,15 @@ def test_gpus_with_headroom_at_the_highest_load():
     assert [(f.kind, f.stage) for f in found] == [("gpu_headroom", 1)]
     assert "highest load" in found[0].text
     assert re.search(r"2 GPUs at 4\d%-4\d% utilisation", found[0].text), found[0].text
+
+
+def test_headroom_under_a_server_side_compute_bound_reading_says_it_is_unconfirmed():
+    rows = _rows([10.0, 20.0], [0.2, 0.25])
+    gpus = gpu_stage_stats(_snaps({0.5: [20, 22], 1.5: [40, 41]}), [(0, 0, 1), (1, 1, 2)])
+    (found,) = gpu_findings(rows, gpus, [Finding("compute_bound", 1, "...")])
+    assert found.text.endswith("(the server-side compute-bound reading is not confirmed by the GPUs).")
+    (plain,) = gpu_findings(rows, gpus)
+    assert plain.text.endswith("was not GPU compute.")
 
 
 def test_an_idle_gpu_beside_busy_ones_is_named():
