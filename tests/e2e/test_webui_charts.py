@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -19,7 +18,8 @@ from tests.helpers.support import REPO, free_port, sim_server, start, wait_http
 
 pytestmark = pytest.mark.integration
 
-STAGE_S = 12  # two sweep stages: the second one's start is the marker
+STAGE_S = 20  # two sweep stages, the second one's start the marker; long enough that a busy machine still
+# sees points arrive (sampling stops with the run) before the browser is up and the tab open
 CHARTS = 6  # TTFT, TPOT/ITL, E2E, tok/s + req/s, goodput, in flight
 
 
@@ -72,13 +72,8 @@ def test_llm_charts_render_and_move(tmp_path):
             )
         )
         first = _canvases(driver)
-        n_first = len(_series(base)["time"])
-        wait.until(lambda _: len(_series(base)["time"]) >= n_first + 3)
-        time.sleep(2.5)  # one more poll of the page (every 2 s)
-        second = _canvases(driver)
-        assert len(second) == len(first)
-        moved = sum(a != b for a, b in zip(first, second, strict=True))
-        assert moved >= CHARTS - 1, f"only {moved} of {len(first)} charts changed as points arrived"
+        # the charts move as points arrive: every chart's pixels change (waited for, not timed)
+        wait.until(lambda d: sum(a != b for a, b in zip(first, _canvases(d), strict=True)) >= CHARTS)
 
         # the second stage's start is a marker, on the page and in the data
         WebDriverWait(driver, STAGE_S + 30).until(lambda d: "1 stage changes marked" in charts.text)

@@ -30,13 +30,26 @@ const pairs = (time, values) => time.map((t, i) => [t, values && values[i] != nu
 const STAGE_KEY = "__stages";
 const STAGE_COLOR = "#8a8a8a";
 
-const stageSegments = (markers, top) =>
+// a label near the right edge goes left of its line, so the chart does not cut it
+const labelSide = (t, time) => {
+  if (time.length < 2) return "right";
+  const [first, last] = [Date.parse(time[0]), Date.parse(time[time.length - 1])];
+  return Date.parse(t) > first + 0.8 * (last - first) ? "left" : "right";
+};
+
+const stageSegments = (markers, top, time) =>
   markers.flatMap((m) => [
     { value: [m.time, 0], symbolSize: 0 },
     {
       value: [m.time, top],
       symbolSize: 0,
-      label: { show: true, formatter: m.label, position: "right", fontSize: 11, color: STAGE_COLOR },
+      label: {
+        show: true,
+        formatter: m.label,
+        position: labelSide(m.time, time),
+        fontSize: 11,
+        color: STAGE_COLOR,
+      },
     },
     [m.time, null],
   ]);
@@ -104,7 +117,7 @@ function Chart({ title, lines, splitAxis, yAxisLabels, time, columns, markers, i
     for (const { key } of lines) out[key] = pairs(time, columns[key]);
     // on a split-axis chart the stage lines follow the second axis
     const axisLines = splitAxis ? lines.filter((l) => l.yAxisIndex === 1) : lines;
-    out[STAGE_KEY] = stageSegments(markers, maxOf(...axisLines.map((l) => columns[l.key])));
+    out[STAGE_KEY] = stageSegments(markers, maxOf(...axisLines.map((l) => columns[l.key])), time);
     return out;
   }, [time, columns, lines, markers, splitAxis]);
   const withMarks = useMemo(
