@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps llama-server demo test test-fast lint bench bench-scale k8s-dashboards clean
+.PHONY: setup system-deps llama-server demo test test-fast lint bench bench-scale k8s-dashboards webui clean
 
 setup: $(STAMP) system-deps
 
@@ -53,6 +53,11 @@ bench-scale: setup
 # The Grafana dashboards as ConfigMaps for Kubernetes (deploy/k8s/base/grafana-dashboards.yaml).
 k8s-dashboards: setup
 	$(PY) scripts/k8s_dashboards.py
+
+# The LLM tab's page (webui/, on Locust's locust-ui library) rebuilt into swarm/live/webui/bundle/,
+# which is committed: only changing webui/src needs node/npm, never setup or test.
+webui:
+	cd webui && npm install --no-audit --no-fund && npx vite build
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -6,6 +6,8 @@ What a run leaves (every piece may be missing; `RunData.notes` says what is):
 - `server_metrics.jsonl` (swarm/analysis/server_metrics.py ServerPoller): the target's /metrics scrapes;
 - `client_cpu.jsonl` (written by the Locust master, swarm/live/master.py): each worker's own CPU
   and wall seconds per stage, one line per report, read back into a `swarm.stats.cpu.ClientLoad`.
+- `gpu_metrics.jsonl` (swarm/analysis/gpu_metrics.py GpuPoller, `--gpu-metrics`): dcgm-exporter scrapes,
+  per stage and GPU in `RunData.gpus`.
 
 `stage_rows()` is the only place that knows the summary's stage layout; `findings()` runs the
 diagnosis over what was loaded.
@@ -21,6 +23,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from swarm.analysis.diagnosis import Finding, StageRow, diagnose
+from swarm.analysis.gpu_diagnosis import gpu_findings
+from swarm.analysis.gpu_metrics import (
+    GPU_METRICS,
+    GpuSnapshot,
+    GpuWindow,
+    gpu_stage_stats,
+    read_gpu_snapshots,
+)
 from swarm.analysis.server_metrics import (
     ServerSnapshot,
     StageServerStats,
@@ -52,6 +62,8 @@ class RunData:
     run_server: StageServerStats | None = None
     users_estimated: bool = False
     notes: list[str] = field(default_factory=list)
+    gpu_snapshots: list[GpuSnapshot] = field(default_factory=list)  # gpu_metrics.jsonl (--gpu-metrics)
+    gpus: dict[int, list[GpuWindow]] = field(default_factory=dict)  # stage -> one window per GPU
 
     @property
     def name(self) -> str:
@@ -251,12 +263,12 @@ def load_run(directory: Path) -> RunData:
             "the summary has no user count per stage: users estimated as the peak of "
             "requests in flight (marked ~)"
         )
+    windows = [
+        (r.stage, r.start_s + r.warmup_s, r.end_s)
+        for r in data.rows
+        if r.start_s is not None and r.end_s is not None
+    ]
     if data.snapshots:
-        windows = [
-            (r.stage, r.start_s + r.warmup_s, r.end_s)
-            for r in data.rows
-            if r.start_s is not None and r.end_s is not None
-        ]
         data.server = stage_stats(data.snapshots, windows)
         snaps = sorted(data.snapshots, key=lambda s: s.ts)
         data.run_server = window_stats(snaps, -1, snaps[0].ts, snaps[-1].ts)
@@ -267,11 +279,14 @@ def load_run(directory: Path) -> RunData:
         )
     if not data.cpu:
         data.notes.append(_cpu_note(cpu_lines, summary))
+    data.gpu_snapshots = read_gpu_snapshots(directory / GPU_METRICS)
+    if data.gpu_snapshots:
+        data.gpus = gpu_stage_stats(data.gpu_snapshots, windows)
     return data
 
 
 def findings(data: RunData, slo: str | None = None) -> list[Finding]:
-    return diagnose(
+    found = diagnose(
         data.rows,
         data.server,
         source=data.source,
@@ -282,6 +297,7 @@ def findings(data: RunData, slo: str | None = None) -> list[Finding]:
         client_last_end=_last_end(data),
         bound_reported=data.summary.get("client_bound", ()),
     )
+    return found + gpu_findings(data.rows, data.gpus, found)
 
 
 def _last_end(data: RunData) -> float | None:

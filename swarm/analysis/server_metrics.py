@@ -404,6 +404,16 @@ class ServerPoller:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="server-metrics", daemon=True)
+        self.sample_path = self.out_path.with_name(self.out_path.stem + "_sample.txt")
+
+    what = "server metrics"  # in the once-said failure line
+
+    def parse(self, text: str, ts: float) -> Any:
+        """One scrape's text -> the snapshot written (anything with `to_json`). ValueError: unusable."""
+        snap = parse_metrics(text, ts=ts, model=self.model)
+        if snap.source == "unknown":
+            raise ValueError("no vLLM or llama.cpp metrics in it")
+        return snap
 
     def start(self) -> ServerPoller:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -416,16 +426,13 @@ class ServerPoller:
         self._stop.set()
         self._thread.join(timeout=self.timeout_s + 5)
 
-    def scrape_once(self) -> ServerSnapshot | None:
+    def scrape_once(self) -> Any:
         """One scrape; appends it to out_path. None (and one log line, the first time) on failure."""
         req = urllib.request.Request(self.url, headers=self.headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
                 text = r.read().decode("utf-8", errors="replace")
-            ts = time.time()
-            snap = parse_metrics(text, ts=ts, model=self.model)
-            if snap.source == "unknown":
-                raise ValueError("no vLLM or llama.cpp metrics in it")
+            snap = self.parse(text, time.time())
         except urllib.error.HTTPError as e:
             return self._failed(f"HTTP {e.code}")
         except (urllib.error.URLError, OSError) as e:
@@ -435,7 +442,7 @@ class ServerPoller:
         with self._lock, open(self.out_path, "a") as out:
             out.write(json.dumps(snap.to_json()) + "\n")
             if self.samples == 0:
-                self.out_path.with_name(self.out_path.stem + "_sample.txt").write_text(text)
+                self.sample_path.write_text(text)
             self.samples += 1
         return snap
 
@@ -443,7 +450,7 @@ class ServerPoller:
         if self.error is None:
             self.error = reason
             self.log(
-                f"swarm: server metrics unavailable at {self.url}: {reason} (said once; the "
+                f"swarm: {self.what} unavailable at {self.url}: {reason} (said once; the "
                 "client-side numbers are still reported)"
             )
         return None

@@ -6,7 +6,8 @@ stale, and tests/integration/test_promql.py runs every panel's query against a r
 scraping a real run.
 
 - "LLM load test" (client side, `swarm_*` from the master's /metrics);
-- "vLLM server" (`vllm:*`, current names with a PromQL `or` fallback to the pre-0.12 names);
+- "vLLM server" (`vllm:*`, current names with a PromQL `or` fallback to the pre-0.12 names), and a
+  row of the GPUs behind it (NVIDIA dcgm-exporter's `DCGM_FI_*`, the `dcgm` scrape job);
 - "Client vs server" (the two measured side by side, with ratios and gaps);
 - "llama.cpp server" (`llamacpp:*` of `llama-server --metrics`: slots, token rates, prompt cache).
 
@@ -560,7 +561,58 @@ def vllm_server() -> gdash.Dashboard:
         ],
         "percentunit",
     )
+    gpu_row(lay)
     return d
+
+
+# dcgm-exporter's series per GPU; `Hostname` (released) or `hostname` (its main branch) names the host
+GPU_BY = "Hostname, hostname, gpu"
+GPU_LEGEND = "{{Hostname}}{{hostname}} gpu {{gpu}}"
+
+
+def gpu_row(lay: Layout) -> None:
+    """The GPUs behind the server, from NVIDIA's dcgm-exporter (scraped by the `dcgm` job)."""
+    lay.row("GPUs (dcgm-exporter)")
+    lay.timeseries(
+        "GPU utilisation",
+        "DCGM_FI_DEV_GPU_UTIL: share of time a kernel ran, per GPU. All near 100% at the ceiling: "
+        "compute-bound. One low while the others are busy: a GPU the server does not use.",
+        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_GPU_UTIL) / 100", GPU_LEGEND)],
+        "percentunit",
+    )
+    lay.timeseries(
+        "SM activity",
+        "DCGM_FI_PROF_SM_ACTIVE (exported with a custom counters CSV), else "
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE (a default counter).",
+        [
+            Q(
+                f"avg by ({GPU_BY}) (DCGM_FI_PROF_SM_ACTIVE) or avg by ({GPU_BY}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE)",
+                GPU_LEGEND,
+            )
+        ],
+        "percentunit",
+    )
+    lay.timeseries(
+        "GPU memory used",
+        "DCGM_FI_DEV_FB_USED (MiB): vLLM takes most of it up front for the KV cache.",
+        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_FB_USED) * 1048576", GPU_LEGEND)],
+        "bytes",
+    )
+    lay.timeseries(
+        "Power",
+        "DCGM_FI_DEV_POWER_USAGE (W) per GPU.",
+        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_POWER_USAGE)", GPU_LEGEND)],
+        "watt",
+        width=12,
+    )
+    lay.timeseries(
+        "Temperature",
+        "DCGM_FI_DEV_GPU_TEMP (°C) per GPU.",
+        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_GPU_TEMP)", GPU_LEGEND)],
+        "celsius",
+        width=12,
+        minimum=None,
+    )
 
 
 def client_vs_server() -> gdash.Dashboard:

@@ -34,6 +34,7 @@ from swarm.core.units import new_run_id
 from swarm.live import webui
 from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
 from swarm.live.options import option
+from swarm.live.series import LiveSeries, stage_markers
 from swarm.live.shape import share_rate, stage_timeline
 from swarm.live.state import swarm_state
 from swarm.live.worker import WorkerStats
@@ -88,6 +89,9 @@ class MasterStats:
         self._rate_history: deque[tuple[float, dict[str, tuple[int, int]]]] = deque()
         self._summary_writer: Any = None
         self._closed = False
+        self.series = LiveSeries()  # the LLM tab's charts (swarm/live/series.py)
+        self._charts = False  # a web UI shows them (headless: no series kept)
+        self.in_flight: dict[str, int] = {}  # worker -> requests in flight at its last report
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stopping.add_listener(self._on_test_stopping)
@@ -152,10 +156,15 @@ class MasterStats:
     def merge_report(self, client_id: str, payload: WorkerReport) -> None:
         """One worker's delta (or a local runner's own) into the run's statistics."""
         try:
-            self.aggregate.merge(Aggregate.from_wire(payload))
+            delta = Aggregate.from_wire(payload)
+            self.aggregate.merge(delta)
         except (ValueError, KeyError, TypeError) as e:
             logger.error("swarm: ignoring a report from worker %s: %s", client_id, e)
             return
+        if self._charts:
+            self.series.add(delta)
+        if isinstance(payload.get("in_flight"), int):
+            self.in_flight[client_id] = payload["in_flight"]
         self.worker_stopped[client_id] = bool(payload.get("stopped"))
         with contextlib.suppress(ValueError, TypeError):
             entries = payload.get("cpu") or []
@@ -243,6 +252,17 @@ class MasterStats:
         self._rate_history.append((now, counts))
         while len(self._rate_history) > 2 and self._rate_history[1][0] <= now - RATE_WINDOW_S:
             self._rate_history.popleft()
+        if self._charts and self.start_s is not None and self.end_s is None and self.series.due(now):
+            self.series.sample(now, self.current_rates(), self.in_flight_total(), self.runner.user_count)
+
+    def in_flight_total(self) -> int | None:
+        """Requests in flight: the sum of every live worker's last count (None: none reported one)."""
+        live = [
+            n
+            for w, n in self.in_flight.items()
+            if w not in self.degraded or "reconnected_at" in self.degraded[w]
+        ]
+        return sum(live) if self.in_flight else None
 
     def current_rates(self) -> dict[str, tuple[float, float]]:
         """workload -> (requests/s, output tokens/s) over the last RATE_WINDOW_S seconds."""
@@ -269,6 +289,8 @@ class MasterStats:
             self._flagged.clear()
             self.state.stage.timeline.clear()
             self.end_s = None
+            self.series.clear()
+            self.in_flight.clear()
         self.stopped_s = None
         self.start_s = time.time()
         shape = getattr(self.runner, "shape_greenlet", None)
@@ -458,6 +480,10 @@ class MasterStats:
 
             webauth.install(web_ui)
         webui.install(web_ui, lambda: webui.rows(self.aggregate, self.current_rates(), self.client_status()))
+        webui.install_charts(
+            web_ui, lambda: self.series.to_json(stage_markers(stage_timeline(self.environment)))
+        )
+        self._charts = True
 
     def client_status(self) -> str:
         """The LLM tab's "Client" column: client-bound stages, or the busiest worker's CPU."""

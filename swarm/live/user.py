@@ -211,6 +211,7 @@ class LLMUser(FastHttpUser):
         t0 = time.perf_counter()
         t_end = t0
         transport = self.transport
+        self.state.in_flight += 1  # until _fire, which every path reaches
         try:
             served = self.served()
             if not record.model:
@@ -263,6 +264,7 @@ class LLMUser(FastHttpUser):
         return record
 
     def _fire(self, record: RequestRecord, n_bytes: int) -> None:
+        self.state.in_flight -= 1
         self.state.llm_request.fire(record=record)
         if record.outcome is Outcome.CANCELLED:
             return

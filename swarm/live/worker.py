@@ -101,7 +101,13 @@ class WorkerStats:
         """The delta since the last report, and this process's state; starts a new delta."""
         wire = self.aggregate.take_delta().to_wire()
         self.cpu.sample(self.running_stage())
-        return {**wire, "stopped": self.stopped, "model_name": self.model_name(), "cpu": self.cpu.take()}
+        return {
+            **wire,
+            "stopped": self.stopped,
+            "model_name": self.model_name(),
+            "cpu": self.cpu.take(),
+            "in_flight": self.state.in_flight,
+        }
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         data[WIRE_KEY] = self.take_report()

@@ -56,6 +56,14 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="target /metrics URL to poll during the run (default: the target's own /metrics)",
     )
     p.add_argument(
+        "--gpu-metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="dcgm-exporter /metrics URL to poll with the server metrics (repeatable or comma-separated: "
+        "one per GPU host), e.g. http://gpu-host:9400/metrics",
+    )
+    p.add_argument(
         "--grafana-url",
         default=os.environ.get("GRAFANA_URL"),
         help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)",
@@ -109,6 +117,7 @@ class RunPlan:
     server_metrics: str | None = None
     grafana_url: str | None = None
     extra: list[str] = field(default_factory=list)
+    gpu_metrics: list[str] = field(default_factory=list)
 
     @property
     def expected_s(self) -> int:
@@ -164,6 +173,11 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
             f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics"
         )
 
+    gpu_metrics = [u.strip() for arg in args.gpu_metrics for u in arg.split(",") if u.strip()]
+    for url in gpu_metrics:
+        if not re.match(r"^https?://[^\s/]+", url):
+            raise UsageError(f"--gpu-metrics {url!r} is not a URL: use e.g. http://gpu-host:9400/metrics")
+
     # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --,
     # `dataset` its --dataset (and --dataset-columns)
     extra = list(args.locust_args)
@@ -218,6 +232,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         server_metrics=args.server_metrics,
         grafana_url=args.grafana_url or None,
         extra=extra,
+        gpu_metrics=gpu_metrics,
     )
 
 
@@ -273,6 +288,7 @@ def locust_common_args(plan: RunPlan, host: str) -> list[str]:
 
 def execute(plan: RunPlan, api_key: str | None) -> int:
     """Start everything, wait, collect. Returns the master's exit code."""
+    from swarm.analysis.gpu_metrics import GpuPoller, start_gpu_pollers
     from swarm.analysis.server_metrics import ServerPoller, metrics_url
     from swarm.grafana.api import Annotator
     from swarm.orchestrate.progress import Progress
@@ -283,6 +299,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
         env["OPENAI_API_KEY"] = api_key  # children read it from the environment, never argv
     procs = Processes(plan.out)
     poller: ServerPoller | None = None
+    gpu_pollers: list[GpuPoller] = []
     progress: Progress | None = None
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
     annotator = Annotator.from_env(plan.grafana_url) if plan.grafana_url else None
@@ -405,6 +422,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 model=plan.model,
                 headers=auth,
             ).start()
+            gpu_pollers = start_gpu_pollers(plan.gpu_metrics, plan.out, interval_s=1.0)
             if annotator is not None:
                 annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
 
@@ -433,6 +451,8 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             progress.stop()
         if poller is not None:
             poller.stop()  # a last scrape, so server counters cover the run's end
+        for gpu_poller in gpu_pollers:
+            gpu_poller.stop()
         procs.stop_all()
         if annotator is not None:
             annotator.run_finished(plan.run_id, detail=f"exit {master_code}")

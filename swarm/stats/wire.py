@@ -62,3 +62,4 @@ class WorkerReport(AggregateWire):
     stopped: bool  # the worker's users have stopped: this is its final report of the test
     model_name: str | None  # the model the worker's users send to (discovered or --model)
     cpu: list[list[float]]  # [[stage, CPU seconds, wall seconds]] since the last report
+    in_flight: NotRequired[int]  # requests sent and not yet recorded (the LLM tab's chart)

@@ -24,7 +24,8 @@ ENV_EXAMPLE = REPO / "docker/env.example"
 APP = "/app"  # the repository root inside the swarm image (docker/Dockerfile: WORKDIR /app, COPY swarm)
 
 
-SERVICES = {"target", "sim", "master", "worker", "prometheus", "grafana"}
+SERVICES = {"target", "dcgm-exporter", "sim", "master", "worker", "prometheus", "grafana"}
+GPU_PROFILE = ("target", "dcgm-exporter")  # only with `--profile gpu`
 
 
 SWARM_IMAGE = ("sim", "master", "worker")

@@ -4,7 +4,8 @@ dashboards/prometheus/prometheus.yml pointed at local ports:
 - test_every_query_is_valid_promql: Prometheus parses and evaluates each query (no data needed).
 - test_every_panel_returns_data: Prometheus scrapes a real `swarm run` (master + 2 workers) against
   `swarm sim`, and, in the config's second `vllm` target slot, a small exporter speaking the
-  pre-0.12 vLLM names and the speculative-decoding counters (the simulator has neither), and, as
+  pre-0.12 vLLM names and the speculative-decoding counters (the simulator has neither), in the
+  `dcgm` slot the dcgm-exporter stand-in (tests/helpers/dcgm_standin.py; no GPU here), and, as
   the `llamacpp` job's target, the simulator's llama.cpp face (`swarm sim --server llamacpp`) under
   a steady trickle of repeated prompts; each query returns a non-empty result with the dashboards'
   template variables set to the run's values.
@@ -29,6 +30,7 @@ import pytest
 import yaml
 
 from swarm.grafana import dashboards
+from tests.helpers.dcgm_standin import DcgmStandin
 from tests.helpers.support import REPO, Proc, free_port, sim_server, start, swarm_cmd, wait_http
 
 pytestmark = pytest.mark.integration
@@ -236,6 +238,8 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
         legacy = LegacyVllmExporter()
         stack.callback(legacy.close)
+        dcgm = DcgmStandin("gpu-a", [90.0, 5.0])
+        stack.callback(dcgm.close)
         sim = stack.enter_context(sim_server(tmp_path, "--profile", "instant", trace=False, model=SIM_MODEL))
         llama = stack.enter_context(
             sim_server(
@@ -249,6 +253,7 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
                 ("vllm", "sim:8000"): sim.url.removeprefix("http://"),
                 ("vllm", "target:8000"): f"127.0.0.1:{legacy.port}",
                 ("llamacpp", "llamacpp:8080"): llama.url.removeprefix("http://"),
+                ("dcgm", "dcgm-exporter:9400"): f"127.0.0.1:{dcgm.port}",
             },
             f"127.0.0.1:{prom_port}",
         )

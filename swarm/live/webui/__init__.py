@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from swarm.stats.aggregate import Aggregate, Cell
@@ -133,3 +134,31 @@ def install(web_ui: Any, get_rows: Callable[[], list[dict[str, Any]]]) -> None:
         body["extended_stats"] = [*body.get("extended_stats", []), {"key": TAB_KEY, "data": get_rows()}]
         response.set_data(json.dumps(body))
         return response
+
+
+BUNDLE = (
+    Path(__file__).resolve().parent / "bundle"
+)  # built from webui/ (`make webui`), shipped in the package
+SERIES_PATH = "/llm/series"
+
+
+def install_charts(web_ui: Any, get_series: Callable[[], dict[str, Any]]) -> bool:
+    """Serve the LLM tab's time series at /llm/series and load the page that charts them: Locust's
+    own React UI rebuilt on its `locust-ui` library with the LLM tab's charts (swarm/live/webui/bundle,
+    from webui/), set as the web UI's build path the way `--build-path` does. A `--build-path` the
+    user gave wins (their page, no charts); templates the bundle lacks (auth.html, report.html) come
+    from Locust's own build. False when the charts page is not installed."""
+    from flask import jsonify
+    from jinja2 import ChoiceLoader, FileSystemLoader
+    from locust.html import DEFAULT_BUILD_PATH
+
+    def series() -> Any:
+        return jsonify(get_series())
+
+    web_ui.app.add_url_rule(SERIES_PATH, "swarm_llm_series", web_ui.auth_required_if_enabled(series))
+    app = web_ui.app
+    if str(app.template_folder) != str(DEFAULT_BUILD_PATH) or not (BUNDLE / "index.html").exists():
+        return False
+    app.template_folder = str(BUNDLE)
+    app.jinja_loader = ChoiceLoader([FileSystemLoader(str(BUNDLE)), FileSystemLoader(DEFAULT_BUILD_PATH)])
+    return True

@@ -12,6 +12,7 @@ import yaml
 
 from tests.helpers.compose import (
     ENV_EXAMPLE,
+    GPU_PROFILE,
     PROM_CONFIG,
     SERVICES,
     SWARM_IMAGE,
@@ -31,8 +32,10 @@ from tests.helpers.support import REPO
 def test_parses_with_the_expected_services() -> None:
     c = compose()
     assert set(c["services"]) == SERVICES
-    assert c["services"]["target"]["profiles"] == ["gpu"]
-    assert all("profiles" not in s for n, s in c["services"].items() if n != "target"), "sim etc. are default"
+    assert all(c["services"][n]["profiles"] == ["gpu"] for n in GPU_PROFILE)
+    assert all("profiles" not in s for n, s in c["services"].items() if n not in GPU_PROFILE), (
+        "sim etc. are default"
+    )
 
 
 def test_grafana_password_comes_from_the_environment_without_default() -> None:
@@ -139,3 +142,16 @@ def test_prometheus_scrapes_master_and_target_every_5s() -> None:
         assert _listening_port(c["services"][svc]) == int(port), target
     for name in ("swarm", "vllm"):
         assert jobs[name].get("scrape_interval", "5s") == "5s" and jobs[name]["metrics_path"] == "/metrics"
+
+
+def test_dcgm_exporter_is_the_prometheus_dcgm_target() -> None:
+    """--profile gpu: NVIDIA's dcgm-exporter on the GPUs, scraped by the `dcgm` job (the GPUs dashboard row)."""
+    svc = compose()["services"]["dcgm-exporter"]
+    assert svc["image"].startswith("nvcr.io/nvidia/k8s/dcgm-exporter:")
+    assert "SYS_ADMIN" in svc["cap_add"]  # its embedded host engine reads the profiling counters
+    (dev,) = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert dev["driver"] == "nvidia" and "gpu" in dev["capabilities"]
+    jobs = {j["job_name"]: j for j in yaml.safe_load(PROM_CONFIG.read_text())["scrape_configs"]}
+    (target,) = [t for sc in jobs["dcgm"]["static_configs"] for t in sc["targets"]]
+    name, port = target.split(":")
+    assert name == "dcgm-exporter" and any(p.endswith(f":{port}") for p in svc["ports"])
