@@ -40,6 +40,7 @@ class SwarmState:
     llm_request: EventHook = llm_request  # fired once per finished request with record=
     seed_given: bool | None = None  # --seed given by the user (None: not known yet); see live/prepare.py
     in_flight: int = 0  # this process's requests sent and not yet recorded (LLMUser.send)
+    stopping: bool = False  # the stop has begun (test_stopping): open-loop users send no new request
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """The validated options (cached; `reset_options` before a new test)."""

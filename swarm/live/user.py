@@ -168,10 +168,16 @@ class LLMUser(FastHttpUser):
         # sleeps until it, so a rate change never finds users parked on old slots; users that
         # queue for the gate while every other user is busy make the measured lateness.
         with state.arrival_gate:
+            # the schedule read again inside the gate: users that queued for it before a stage change
+            # (or a new share of the rate) would otherwise take the old schedule's slots, now in the
+            # past, and leave in one burst
+            schedule = state.arrivals or schedule
             slot = schedule.next_slot()
             delay = slot - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
+        if state.stopping:  # the stop began while this user waited for its slot: Locust lets a task end
+            return  # gracefully, and in open loop that wait is the task; sending now would add load
         self.send(self.mix.next_request(self.rng), send_lag_s=max(0.0, time.perf_counter() - slot))
 
     def served(self) -> ServedModel:

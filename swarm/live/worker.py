@@ -80,6 +80,7 @@ class WorkerStats:
     def _on_test_start(self, **_: Any) -> None:
         self.stopped = False
         self.draining = False
+        self.state.stopping = False
         if self.out_dir is None:  # a worker learns --swarm-out from the master
             out = option(self.environment, "swarm_out")
             self.out_dir = Path(out) if out else None
@@ -88,6 +89,7 @@ class WorkerStats:
 
     def _on_test_stopping(self, **_: Any) -> None:
         self.draining = True
+        self.state.stopping = True
 
     def _on_test_stop(self, **_: Any) -> None:
         self.stopped = True

@@ -12,6 +12,7 @@ processes starting on a busy machine) that then catches up does not move the cou
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -80,3 +81,31 @@ def test_the_rate_is_shared_again_when_workers_join_and_quit(tmp_path: Path) -> 
         f"4 workers: {four:.1f} req/s, not {RATE:g} (2 workers {two:.1f})"
     )
     assert three == pytest.approx(RATE, rel=0.15), f"3 workers: {three:.1f} req/s, not {RATE:g}"
+
+
+def test_a_stage_change_sends_no_burst(tmp_path: Path) -> None:
+    """Three stages at the same rate send what one would, and nothing after the stop: users queued
+    at the arrival gate when a stage began used to take the old schedule's slots while the new
+    one's fell behind, then left in one burst (529 requests where 270 were due at 30 req/s x 3 x
+    3 s); and users waiting for their slot when the stop began sent once more (42 requests after
+    the last stage's end at 20 req/s with -u 40)."""
+    from tests.helpers.support import swarm_cmd
+
+    stages, stage_s = 3, 5
+    with sim_server(tmp_path, "--profile", "instant") as sim:
+        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "1", "--out", str(tmp_path / "run"),
+                        "--workload", "short_qa", "-u", "40", "--rate", ",".join([f"{RATE:g}"] * stages),
+                        "--arrivals", "constant", "--stage-time", f"{stage_s}s", "--", "--max-tokens", "8")  # fmt: skip
+        import subprocess
+
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        sent = sum(1 for line in sim.trace.read_text().splitlines() if line.strip())
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["total"]["requests"] == sent
+    due = RATE * summary["duration_s"]  # the load window, as run (the stop ends it)
+    assert sent == pytest.approx(due, rel=0.05), (
+        sent,
+        due,
+        [s["total"]["requests"] for s in summary["stages"]],
+    )
