@@ -36,7 +36,7 @@ from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
 from swarm.live.options import option
 from swarm.live.shape import stage_timeline
 from swarm.live.state import swarm_state
-from swarm.live.worker import WorkerStats
+from swarm.live.worker import WorkerStats, goodput_spec
 from swarm.stats import slo, summary
 from swarm.stats.aggregate import Aggregate
 from swarm.stats.cpu import ClientLoad
@@ -70,6 +70,8 @@ class MasterStats:
         self.run_id = option(environment, "run_id") or new_run_id()
         slo_text = option(environment, "slo")
         self.objectives = slo.parse(slo_text) if slo_text else None
+        goodput = goodput_spec(environment)  # validated here: a malformed one exits 2 at start-up
+        self.goodput_slo = goodput.text if goodput is not None else None
         self.aggregate = Aggregate()
         self.model_name: str | None = option(environment, "model")
         self.start_s: float | None = None
@@ -305,6 +307,7 @@ class MasterStats:
             workers=self.max_workers if self.role == "master" else 1,
             degraded_workers=list(self.degraded.values()),
             stage_windows={k: (w.start_s, w.end_s) for k, w in windows.items()},
+            goodput_slo=self.goodput_slo,
         )
         if timeline:
             s["stage_timeline"] = timeline  # type: ignore[typeddict-item]

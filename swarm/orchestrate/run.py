@@ -109,6 +109,7 @@ class RunPlan:
     server_metrics: str | None = None
     grafana_url: str | None = None
     extra: list[str] = field(default_factory=list)
+    goodput: str | None = None
 
     @property
     def expected_s(self) -> int:
@@ -183,6 +184,10 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm.stats import slo
 
         slo.parse(args.slo)
+    if args.goodput:
+        from swarm.stats.goodput import parse_goodput
+
+        parse_goodput(args.goodput)
     if args.grafana_url:
         from swarm.grafana.api import Annotator
 
@@ -218,6 +223,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         server_metrics=args.server_metrics,
         grafana_url=args.grafana_url or None,
         extra=extra,
+        goodput=args.goodput,
     )
 
 
@@ -268,6 +274,8 @@ def locust_common_args(plan: RunPlan, host: str) -> list[str]:
     ]
     if plan.model:
         args += ["--model", plan.model]
+    if plan.goodput:  # workers judge each request, the master names it in summary.json
+        args += ["--goodput", plan.goodput]
     return args + plan.extra
 
 
