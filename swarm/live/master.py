@@ -227,6 +227,8 @@ class MasterStats:
             for key in (cell.workload, f"{cell.workload}/{cell.klass}", f"model:{cell.model}", "total"):
                 r, t = counts.get(key, (0, 0))
                 counts[key] = (r + cell.requests, t + cell.output_tokens)
+                g, _ = counts.get(f"good:{key}", (0, 0))  # --goodput: good requests (the LLM tab's req/s)
+                counts[f"good:{key}"] = (g + cell.goodput_met, 0)
         self._rate_history.append((now, counts))
         while len(self._rate_history) > 2 and self._rate_history[1][0] <= now - RATE_WINDOW_S:
             self._rate_history.popleft()

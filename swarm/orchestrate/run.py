@@ -468,7 +468,7 @@ def check_locust_args(extra: list[str], common: list[str]) -> None:
 
 def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
     """Merge record parts, print the table and SLO lines, say where everything is."""
-    from swarm.analysis.table import render
+    from swarm.analysis.table import render, render_ci
     from swarm.core import recordfile as recorder
 
     records_dir = plan.out / "records"
@@ -483,6 +483,8 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         print(render(summary))
+        if (intervals := render_ci(summary)) is not None:
+            print(intervals)
         for line in summary.get("slo", []) or []:
             print(line if isinstance(line, str) else line.get("text", ""))
         if summary.get("target_unreachable_since"):
