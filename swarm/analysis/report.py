@@ -373,7 +373,7 @@ the client was the bottleneck and those latencies are not trusted.</p>
 {messages}
 <h2>Confidence intervals (95%)</h2>
 {_table(*table.ci_rows(s))}
-<p class="meta">QPS: batch means over the completions of each whole second in the window (batches at
+<p class="meta">QPS: batch means over the completions of each whole 0.5 s bin in the window (batches at
 least one mean E2E long), Student t; percentiles: distribution-free order-statistic intervals read
 from the sketches (swarm/stats/confidence.py). Missing where the window or the sample is too small.</p>
 <h2>Client vs server</h2>

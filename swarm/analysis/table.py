@@ -168,7 +168,7 @@ def render_ci(summary: Summary | Mapping[str, Any]) -> str | None:
     head, body = ci_rows(summary)
     return "\n".join(
         [
-            "95% confidence intervals (QPS: batch means over per-second completions; percentiles: "
+            "95% confidence intervals (QPS: batch means over completions per 0.5 s; percentiles: "
             "order statistics)",
             *align(head, body),
         ]

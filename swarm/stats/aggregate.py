@@ -32,9 +32,9 @@ Goodput (`--goodput`, swarm/stats/goodput.py): with a spec, a cell counts `goodp
 were good), and the good ones per completion window (the third number of `completed`), so the
 goodput rate counts completions as QPS does. All exact integers, merged by addition.
 
-Confidence (swarm/stats/confidence.py): `per_s` counts completions per wall-clock second (the
-integer second of the request's end), any outcome, so the master can put an interval on a
-window's QPS from the seconds inside it.
+Confidence (swarm/stats/confidence.py): `per_bin` counts completions per BIN_S of wall-clock time
+(bin = floor(end / BIN_S), the request's end), any outcome, so the master can put an interval on a
+window's QPS from the bins inside it.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from swarm.stats.goodput import GoodputSpec
 from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 4  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_s`
+WIRE_VERSION = 4  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`
+BIN_S = 0.5  # completions are counted per this much wall-clock time (QPS intervals)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
 DRAIN = -1  # completion window of the requests that finished after the run's stop began
@@ -70,7 +71,7 @@ class Cell:
         "model",
         "outcomes",
         "output_tokens",
-        "per_s",
+        "per_bin",
         "prompt_tokens",
         "reasoning_tokens",
         "requests",
@@ -100,7 +101,7 @@ class Cell:
         self.completed: dict[int, list[int]] = {}  # completion window -> [requests, output tokens, good]
         self.goodput_met = 0  # good requests (--goodput), of the `goodput_counted` ones
         self.goodput_counted = 0  # non-warm-up, non-cancelled requests, counted only with a spec
-        self.per_s: dict[int, int] = {}  # integer wall-clock second of the end -> requests completed
+        self.per_bin: dict[int, int] = {}  # floor(end / BIN_S) -> requests completed then
 
     def add(self, r: RequestRecord, window: int | None = None, goodput: GoodputSpec | None = None) -> None:
         """Count `r`; `window`: where it finished (a stage index or DRAIN; None: its own stage);
@@ -120,8 +121,8 @@ class Cell:
         self.reasoning_tokens += r.reasoning_tokens or 0
         start = r.start_wall_s
         end = start + (r.e2e_s or 0.0)
-        second = int(end)
-        self.per_s[second] = self.per_s.get(second, 0) + 1
+        b = int(end / BIN_S)
+        self.per_bin[b] = self.per_bin.get(b, 0) + 1
         if goodput is not None and goodput.counted(r):
             self.goodput_counted += 1
             if goodput.met(r):
@@ -228,8 +229,8 @@ class Cell:
                 done[2] += g
         self.goodput_met += other.goodput_met
         self.goodput_counted += other.goodput_counted
-        for second, n in other.per_s.items():
-            self.per_s[second] = self.per_s.get(second, 0) + n
+        for b, n in other.per_bin.items():
+            self.per_bin[b] = self.per_bin.get(b, 0) + n
         if other.first_start_s is not None and (
             self.first_start_s is None or other.first_start_s < self.first_start_s
         ):
@@ -270,7 +271,7 @@ class Cell:
             "klass": self.klass,
             "model": self.model,
             "goodput": [self.goodput_met, self.goodput_counted],
-            "per_s": [[s, n] for s, n in sorted(self.per_s.items())],
+            "per_bin": [[b, n] for b, n in sorted(self.per_bin.items())],
         }
 
     @classmethod
@@ -283,7 +284,7 @@ class Cell:
         c.reasoning_tokens = int(d["reasoning_tokens"])
         c.completed = {int(w): [int(k), int(t), int(g)] for w, k, t, g in d["done"]}
         c.goodput_met, c.goodput_counted = (int(n) for n in d["goodput"])
-        c.per_s = {int(s): int(n) for s, n in d["per_s"]}
+        c.per_bin = {int(b): int(n) for b, n in d["per_bin"]}
         c.first_start_s, c.last_end_s = d["first_start_s"], d["last_end_s"]
         for outcome, msgs in (d.get("errors") or {}).items():
             for message, n in msgs.items():

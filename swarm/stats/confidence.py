@@ -3,15 +3,16 @@
 The master never holds the records (only mergeable cells: swarm/stats/aggregate.py), so a bootstrap
 over records is not available there. Two intervals that need only the cells, both at 95%:
 
-- **QPS: batch means over per-second completion counts.** Each cell counts its completions per
-  wall-clock second (`Cell.per_s`). The seconds that lie wholly inside the window are cut into
-  `k` consecutive batches of `b` seconds; the batch rates are treated as independent, so the
-  half-width is t(0.975, k-1) * sd(batch rates) / sqrt(k), set around the reported QPS. Batches
-  are at least as long as the mean E2E (a closed loop's completions come in waves about one
-  request long, so single seconds are correlated; batches that long are close to independent) and
-  at most 30 batches are used. Fewer than 2 batches: no interval (None). Batch means is the
-  standard interval for the mean of a stationary, autocorrelated series (Law & Kelton, ch. 9);
-  a bootstrap of single seconds would ignore the correlation and come out too narrow.
+- **QPS: batch means over completion counts per time bin.** Each cell counts its completions per
+  BIN_S (0.5 s) of wall-clock time (`Cell.per_bin`). The bins that lie wholly inside the window
+  are cut into `k` consecutive batches of `b` bins; the batch rates are treated as independent,
+  so the half-width is t(0.975, k-1) * sd(batch rates) / sqrt(k), set around the reported QPS.
+  Batches are at least as long as the mean E2E (a closed loop's completions come in waves about
+  one request long, so neighbouring bins are correlated; batches that long are close to
+  independent) and at most 30 batches are used. Fewer than 2 batches: no interval (None). Batch
+  means is the standard interval for the mean of a stationary, autocorrelated series (Law &
+  Kelton, Simulation Modeling and Analysis, ch. 9); a bootstrap of single bins would ignore the
+  correlation and come out too narrow.
 - **Percentiles: the distribution-free order-statistic interval.** For n successful requests, the
   p-quantile lies between the order statistics of ranks n*p -/+ 1.96*sqrt(n*p*(1-p)) (the normal
   approximation of the binomial count of values below it) with 95% confidence, whatever the
@@ -100,23 +101,27 @@ def t975(df: int) -> float:
 
 
 def qps_interval(
-    per_s: Mapping[int, int],
+    per_bin: Mapping[int, int],
+    bin_s: float,
     start_s: float | None,
     end_s: float | None,
     qps: float,
     mean_e2e_s: float | None = None,
 ) -> Interval | None:
-    """95% interval of the QPS of the window [start_s, end_s) from completions per wall-clock second
-    (batch means, see the module's docstring); None when the window is too short for 2 batches."""
+    """95% interval of the QPS of the window [start_s, end_s) from completions per bin (bin b covers
+    [b * bin_s, (b + 1) * bin_s); batch means, see the module's docstring); None when the window is
+    too short for 2 batches."""
     if start_s is None or end_s is None:
         return None
-    first, last = math.ceil(start_s), math.floor(end_s)  # whole seconds [first, last)
-    seconds = last - first
-    batch = max(1, math.ceil(mean_e2e_s or 0.0), math.ceil(seconds / MAX_BATCHES))
-    k = seconds // batch
+    first, last = math.ceil(start_s / bin_s), math.floor(end_s / bin_s)  # whole bins [first, last)
+    bins = last - first
+    batch = max(1, math.ceil((mean_e2e_s or 0.0) / bin_s), math.ceil(bins / MAX_BATCHES))
+    k = bins // batch
     if k < 2:
         return None
-    rates = [sum(per_s.get(first + i * batch + j, 0) for j in range(batch)) / batch for i in range(k)]
+    rates = [
+        sum(per_bin.get(first + i * batch + j, 0) for j in range(batch)) / (batch * bin_s) for i in range(k)
+    ]
     half = t975(k - 1) * statistics.stdev(rates) / math.sqrt(k)
     return (max(0.0, qps - half), qps + half)
 

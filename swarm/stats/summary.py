@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
 from swarm.stats import confidence, goodput, quantiles
-from swarm.stats.aggregate import DRAIN, LATENCIES, Aggregate, Cell
+from swarm.stats.aggregate import BIN_S, DRAIN, LATENCIES, Aggregate, Cell
 
 BLOCK_KEYS: tuple[str, ...] = (
     "requests",
@@ -239,13 +239,13 @@ def load(path: Path) -> Summary:
 
 
 def intervals(
-    latencies: Cell, per_s: Mapping[int, int], window: tuple[float | None, float | None], qps: float
+    latencies: Cell, per_bin: Mapping[int, int], window: tuple[float | None, float | None], qps: float
 ) -> CiBlock:
-    """The `ci` entry: QPS from the completions per second in `window`, percentiles from `latencies`."""
+    """The `ci` entry: QPS from the completions per bin in `window`, percentiles from `latencies`."""
     lat = latencies.latencies
     out: dict[str, Any] = {
         "level": confidence.LEVEL,
-        "qps": confidence.qps_interval(per_s, window[0], window[1], qps, lat["e2e"].mean),
+        "qps": confidence.qps_interval(per_bin, BIN_S, window[0], window[1], qps, lat["e2e"].mean),
     }
     for key in CI_KEYS[1:]:
         name, stat = key.split("_")
@@ -261,13 +261,13 @@ def block(
     goodput_slo: str | None = None,
     good: int | None = None,
     window: tuple[float | None, float | None] | None = None,
-    per_s: Mapping[int, int] | None = None,
+    per_bin: Mapping[int, int] | None = None,
 ) -> Block:
     """One workload's (or the total's) numbers: exactly BLOCK_KEYS. `completed`: (requests, output
     tokens) that finished inside the window (None: every completion outside the drain).
     `goodput_slo`: the --goodput text (adds `goodput`; `good`: good requests completed inside the
-    window, None: all outside the drain). `window`: (start, end) of the window (adds `ci`; `per_s`:
-    the completions per second to read, None: the cell's)."""
+    window, None: all outside the drain). `window`: (start, end) of the window (adds `ci`; `per_bin`:
+    the completions per bin to read, None: the cell's)."""
     done, done_tokens = cell.completed_in() if completed is None else completed
     out: dict[str, Any] = {
         "requests": cell.requests,
@@ -288,7 +288,7 @@ def block(
             goodput_slo, cell.goodput_met, cell.goodput_counted, duration_s, rate_met
         )
     if window is not None:
-        out["ci"] = intervals(cell, cell.per_s if per_s is None else per_s, window, out["qps"])
+        out["ci"] = intervals(cell, cell.per_bin if per_bin is None else per_bin, window, out["qps"])
     return cast(Block, out)
 
 
@@ -398,7 +398,7 @@ def build(
                 goodput_slo=goodput_slo,
                 good=total.good_in([stage]),
                 window=span,
-                per_s=total.per_s,
+                per_bin=total.per_bin,
             ),
         }
         for name in workloads:
@@ -411,7 +411,7 @@ def build(
                     goodput_slo=goodput_slo,
                     good=by_workload[name].good_in([stage]),
                     window=span,
-                    per_s=by_workload[name].per_s,
+                    per_bin=by_workload[name].per_bin,
                 )
         stages.append(entry)
     out["stages"] = stages

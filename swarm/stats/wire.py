@@ -51,7 +51,7 @@ class CellWire(TypedDict):
     klass: NotRequired[str]  # the request class (absent: "direct")
     model: str  # the served model the requests named ("" = none); since WIRE_VERSION 3
     goodput: list[int]  # [good requests, requests judged] (--goodput; zeros without); since 4
-    per_s: list[list[int]]  # [[integer wall-clock second of the end, requests completed]]; since 4
+    per_bin: list[list[int]]  # [[floor(end / BIN_S), requests completed]]; since 4
 
 
 class AggregateWire(TypedDict):
