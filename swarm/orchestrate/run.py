@@ -79,6 +79,14 @@ def configure(p: argparse.ArgumentParser) -> None:
         "those still running then are recorded as cancelled",
     )
     p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the whole plan N times (DIR/repeat-1 ... DIR/repeat-N) and report, per stage, the mean "
+        "and its 95%% interval across the runs (DIR/repeat.json)",
+    )
+    p.add_argument(
         "locust_args",
         nargs=argparse.REMAINDER,
         help="after --: extra Locust options passed to master and workers (e.g. -- --max-tokens 64)",
@@ -148,6 +156,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     """Validate every option up front: one clear UsageError, before anything starts."""
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {args.workers})")
+    if getattr(args, "repeat", 1) < 1:
+        raise UsageError(f"--repeat must be at least 1 (got {args.repeat})")
     if args.users < 1:
         raise UsageError(f"-u/--users must be at least 1 (got {args.users})")
     if args.spawn_rate is not None and args.spawn_rate <= 0:
@@ -513,4 +523,33 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     check_locust_args(plan.extra, ["--workload", plan.workload])
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
-    return execute(plan, api_key)
+    if args.repeat == 1:
+        return execute(plan, api_key)
+    return repeat(plan, api_key, args.repeat)
+
+
+def repeat(plan: RunPlan, api_key: str | None, n: int) -> int:
+    """The plan `n` times, each a full run directory under plan.out; then the mean and 95% interval
+    across the runs per stage (swarm/analysis/repeat.py) in plan.out/repeat.json and on stdout.
+    Returns the first non-zero exit code of a run (an interrupt stops the series), else 0."""
+    import dataclasses
+
+    from swarm.analysis.repeat import REPEAT_JSON, across_runs, render
+
+    summaries, code = [], 0
+    for i in range(1, n + 1):
+        print(f"swarm: repeat {i} of {n}")
+        run = dataclasses.replace(plan, out=plan.out / f"repeat-{i}", run_id=f"{plan.run_id}-r{i}")
+        got = execute(run, api_key)
+        code = code or got
+        path = run.out / "summary.json"
+        if path.exists():
+            summaries.append(json.loads(path.read_text()))
+        if got == 130:
+            break
+    if summaries:
+        result = across_runs(summaries)
+        (plan.out / REPEAT_JSON).write_text(json.dumps(result, indent=2) + "\n")
+        print(render(result))
+        print(f"swarm: {len(summaries)} runs; across-run statistics in {plan.out / REPEAT_JSON}")
+    return code
