@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers.support import sim_server, swarm_cmd
+from swarm.orchestrate.run import LOCUSTFILE
+from tests.helpers.support import free_port, sim_server, start, swarm_cmd
 
 pytestmark = pytest.mark.integration
 TTFT_S, E2E_S = 0.004, 10.0  # the instant simulator answers around a few ms: both good and bad ones
@@ -64,3 +66,36 @@ def test_goodput_counts_equal_a_recount_from_the_records(tmp_path, workers):
         g = st["total"]["goodput"]  # a rate of good completions: never above the stage's QPS
         assert 0 < g["rate"] <= st["total"]["qps"]
     assert "good/s" in p.stdout and "95% confidence intervals" in p.stdout
+
+
+def test_plain_locust_workers_learn_goodput_from_the_master(tmp_path):
+    """`locust -f` with --goodput on the master only: Locust hands the option to the workers with the
+    spawn message, and they judge their records by it."""
+    out, port = tmp_path / "out", free_port()
+    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    with sim_server(tmp_path, "--profile", "instant", trace=False) as s:
+        master = [*locust, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                  str(port), "--expect-workers", "2", "--expect-workers-max-wait", "60", "-u", "4", "-r", "4",
+                  "-t", "4s", "--host", s.url, "--workload", "short_qa", "--max-tokens", "8",
+                  "--swarm-out", str(out), "--goodput", GOODPUT, "--only-summary"]  # fmt: skip
+        worker = [
+            *locust,
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "--host",
+            s.url,
+        ]
+        with (
+            start(master, tmp_path / "master.log") as m,
+            start(worker, tmp_path / "w0.log"),
+            start(worker, tmp_path / "w1.log"),
+        ):
+            assert m.popen.wait(timeout=120) == 0, m.output()[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    df = pq.read_table(pq.ParquetDataset(out / "records").files).to_pandas()  # both workers' parts
+    assert summary["workers"] == 2 and len(df) == summary["total"]["requests"]
+    good, judged = recount(df)
+    assert summary["total"]["goodput"]["met"] == good > 0 and judged == len(df)
