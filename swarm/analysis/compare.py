@@ -9,7 +9,9 @@ Noise: where both runs' summary.json carry 95% intervals for a stage (`ci`: QPS,
 TPOT p50, E2E p99; swarm/stats/confidence.py), a change no larger than the two intervals'
 combined half-width (sqrt(h_a^2 + h_b^2)) is marked "(noise)" in the text and left uncoloured in
 the HTML: the runs do not tell such values apart. Column `<metric>_noise` of the table: True
-(within the noise), False (beyond it), None (no intervals).
+(within the noise), False (beyond it), None (no intervals). Two `swarm run --repeat N`
+directories (each with repeat.json) are compared by their across-run means and intervals
+instead (text only: swarm/analysis/repeat.py `compare_text`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -247,8 +250,13 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from swarm.analysis.repeat import REPEAT_JSON, compare_text
     from swarm.core.errors import UsageError
 
+    if all((Path(d) / REPEAT_JSON).exists() for d in (args.a, args.b)):  # two `swarm run --repeat N` dirs
+        a_rep, b_rep = (json.loads((Path(d) / REPEAT_JSON).read_text()) for d in (args.a, args.b))
+        print(compare_text(a_rep, b_rep, (str(args.a), str(args.b))))
+        return 0
     runs = []
     for d in (Path(args.a), Path(args.b)):
         if not d.is_dir() or not any(

@@ -90,3 +90,35 @@ def render(result: Mapping[str, Any]) -> str:
         rows.append(row)
     title = f"across {result['runs']} runs: mean ± 95% interval half-width (Student t)"
     return "\n".join([title, *align(head, rows)])
+
+
+def compare_text(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
+    """`swarm compare` of two --repeat directories (their repeat.json): per stage and metric, mean A ->
+    mean B, the change, and "(noise)" when it is within the two across-run intervals combined
+    (swarm/stats/confidence.py `beyond_noise`)."""
+    from swarm.stats.confidence import beyond_noise
+
+    sa, sb = a["stages"], b["stages"]
+    stages = [name for name in sa if name in sb]
+    keys = [k for k, _ in METRICS if any(k in sa[n] and k in sb[n] for n in stages)]
+    head = ["stage", *(f"{title} A -> B" for k, title in METRICS if k in keys)]
+    rows = []
+    for name in stages:
+        row = [name]
+        for k in keys:
+            ma, mb = sa[name].get(k), sb[name].get(k)
+            if ma is None or mb is None:
+                row.append("-")
+                continue
+            x, y = ma["mean"], mb["mean"]
+            change = f" {(y / x - 1) * 100:+.0f}%" if x else ""
+            noise = " (noise)" if beyond_noise(x, ma["ci"], y, mb["ci"]) is False else ""
+            row.append(f"{_text(k, x)} -> {_text(k, y)}{change}{noise}")
+        rows.append(row)
+    return "\n".join(
+        [
+            f"A = {names[0]} ({a['runs']} runs), B = {names[1]} ({b['runs']} runs): means across runs",
+            *align(head, rows),
+            "(noise): the change is within the two across-run 95% intervals combined",
+        ]
+    )

@@ -35,3 +35,7 @@ def test_repeat_runs_the_plan_n_times_and_reports_across_runs(tmp_path):
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert c.returncode == 0, c.stderr[-2000:]
     assert "QPS A -> B" in c.stdout
+    both = subprocess.run(
+        swarm_cmd("compare", str(out), str(out)), capture_output=True, text=True, timeout=120
+    )
+    assert both.returncode == 0 and "means across runs" in both.stdout and "(noise)" in both.stdout

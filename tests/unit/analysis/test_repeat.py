@@ -38,3 +38,15 @@ def test_mean_and_interval_across_runs():
     assert text.startswith("across 3 runs") and " ± " in text and "good/s" in text
     single = across_runs(runs[:1])["stages"]["run"]["qps"]
     assert single["ci"] is None and single["mean"] == values[0]
+
+
+def test_compare_two_repeat_results():
+    from swarm.analysis.repeat import compare_text
+
+    def result(values):
+        return across_runs([{"stages": [], "total": {"qps": v}} for v in values])
+
+    same = compare_text(result([10.0, 11.0, 12.0]), result([10.5, 11.5, 12.5]))
+    assert "11.00 -> 11.50 +5% (noise)" in same
+    apart = compare_text(result([10.0, 10.2, 10.1]), result([20.0, 20.2, 20.1]))
+    assert "10.10 -> 20.10 +99%" in apart and "+99% (noise)" not in apart
