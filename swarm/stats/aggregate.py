@@ -211,7 +211,8 @@ class Cell:
             return None
         return max(0.0, self.last_end_s - self.first_start_s)
 
-    def merge(self, other: Cell) -> None:
+    def merge(self, other: Cell, bins: bool = True) -> None:
+        """Add `other` in; `bins`: its completions per bin too (False: a view that needs no interval)."""
         self.requests += other.requests
         self.warmup_requests += other.warmup_requests
         for k, n in other.outcomes.items():
@@ -229,8 +230,9 @@ class Cell:
                 done[2] += g
         self.goodput_met += other.goodput_met
         self.goodput_counted += other.goodput_counted
-        for b, n in other.per_bin.items():
-            self.per_bin[b] = self.per_bin.get(b, 0) + n
+        if bins:  # (the only part that grows with the run's length)
+            for b, n in other.per_bin.items():
+                self.per_bin[b] = self.per_bin.get(b, 0) + n
         if other.first_start_s is not None and (
             self.first_start_s is None or other.first_start_s < self.first_start_s
         ):
@@ -353,8 +355,12 @@ class Aggregate:
         stage: int | None = None,
         klass: str | None = None,
         model: str | None = None,
+        *,
+        bins: bool = False,
     ) -> Cell:
-        """A fresh cell merging every cell matching `workload`, `stage`, `klass` and `model` (None = all)."""
+        """A fresh cell merging every cell matching `workload`, `stage`, `klass` and `model` (None = all);
+        `bins`: with their completions per bin (only QPS intervals read them: the views served live,
+        /metrics and the LLM tab, skip a merge that grows with the run's length)."""
         out = Cell(workload or "total", -1 if stage is None else stage, klass or "all", model or "all")
         for (w, s, k, m), c in self.cells.items():
             if (
@@ -363,7 +369,7 @@ class Aggregate:
                 and (klass is None or k == klass)
                 and (model is None or m == model)
             ):
-                out.merge(c)
+                out.merge(c, bins)
         return out
 
     def to_wire(self) -> AggregateWire:

@@ -26,6 +26,7 @@ from typing import Any
 
 from swarm.core.errors import UsageError
 from swarm.core.records import Outcome, RequestRecord
+from swarm.stats.quantiles import rate
 
 METRICS: dict[str, str] = {"ttft": "ttft_s", "ttfa": "ttfa_s", "tpot": "tpot_s", "e2e": "e2e_s"}
 ALIASES = {"e2el": "e2e"}
@@ -108,8 +109,6 @@ def block(
     """summary.json's `goodput` entry of one block: {slo, met, rate, share}. `met`: good requests;
     `counted`: ok + failed non-warm-up requests; `rate_met`: good requests that finished inside the
     window (None: `met`), over `duration_s` as qps counts completions."""
-    from swarm.stats.quantiles import rate
-
     return {
         "slo": text,
         "met": met,

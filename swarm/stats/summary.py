@@ -239,10 +239,10 @@ def load(path: Path) -> Summary:
 
 
 def intervals(
-    latencies: Cell, per_bin: Mapping[int, int], window: tuple[float | None, float | None], qps: float
+    cell: Cell, per_bin: Mapping[int, int], window: tuple[float | None, float | None], qps: float
 ) -> CiBlock:
-    """The `ci` entry: QPS from the completions per bin in `window`, percentiles from `latencies`."""
-    lat = latencies.latencies
+    """The `ci` entry: QPS from the completions per bin in `window`, percentiles from `cell`'s sketches."""
+    lat = cell.latencies
     out: dict[str, Any] = {
         "level": confidence.LEVEL,
         "qps": confidence.qps_interval(per_bin, BIN_S, window[0], window[1], qps, lat["e2e"].mean),
@@ -341,7 +341,7 @@ def build(
     """The summary.json dict. `start_s`/`end_s`: the run's start and end on the master; `stopped_s`:
     when its stop began (the end of the load window; None: `end_s`). `stage_windows`: stage ->
     (start_s, end_s) where the master saw them. `goodput_slo`: the --goodput text (None: none)."""
-    total = agg.combined()
+    total = agg.combined(bins=True)
     load_end = stopped_s if stopped_s is not None else end_s
     duration = load_end - start_s if start_s is not None and load_end is not None else total.window_s()
     drained, drained_tokens = total.completed_in([DRAIN])
@@ -371,7 +371,7 @@ def build(
             "duration_s": drain_s(total, load_end) if drained or total.cancelled else 0.0,
         },
     }
-    by_workload = {name: agg.combined(workload=name) for name in workloads}
+    by_workload = {name: agg.combined(workload=name, bins=True) for name in workloads}
     for name, cell in by_workload.items():
         out[name] = block(cell, duration, goodput_slo=goodput_slo, window=(start_s, load_end))
     out["classes"] = {

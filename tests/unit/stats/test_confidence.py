@@ -76,3 +76,17 @@ def test_across_runs_and_noise():
     assert beyond_noise(100.0, (95.0, 105.0), 120.0, (115.0, 125.0)) is True
     assert beyond_noise(100.0, (95.0, 105.0), 106.0, (101.0, 111.0)) is False
     assert beyond_noise(100.0, None, 120.0, (115.0, 125.0)) is None
+
+
+def test_completion_bins_are_exact_and_only_merged_when_asked():
+    from swarm.stats.aggregate import BIN_S
+    from tests.helpers.synthetic import master_from_workers, synthetic_records
+
+    recs = synthetic_records(600, workloads=("chat", "rag"), stages=(0, 1))
+    agg = master_from_workers(recs, n_workers=3)
+    want: dict[int, int] = {}
+    for r in recs:
+        b = int((r.start_wall_s + (r.e2e_s or 0.0)) / BIN_S)
+        want[b] = want.get(b, 0) + 1
+    assert agg.combined(bins=True).per_bin == want
+    assert agg.combined().per_bin == {}  # the live views (/metrics, the LLM tab) skip them
