@@ -45,6 +45,7 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("srv_waiting_mean", "waiting", "", False),
     ("srv_kv_max", "KV max", "%", False),
     ("srv_preemptions", "preempt", "", False),
+    ("goodput", "good/s", "", True),  # --goodput: good requests per second (absent without)
 )
 
 
@@ -52,12 +53,17 @@ CI_METRICS = ("qps", "ttft_p50", "ttft_p99", "e2e_p99", "tpot_p50")  # those sum
 
 
 def _intervals(data: RunData, stage: int) -> dict[str, Any]:
-    """The stage's 95% intervals from summary.json (`<metric>_ci` -> [low, high] or None)."""
+    """The stage's 95% intervals from summary.json (`<metric>_ci` -> [low, high] or None) and its
+    goodput rate (`goodput`, None without --goodput)."""
     for st in data.summary.get("stages") or []:
         if st.get("stage") == stage:
-            ci = (st.get("total") or {}).get("ci") or {}
-            return {f"{m}_ci": ci.get(m) for m in CI_METRICS}
-    return {}
+            total = st.get("total") or {}
+            ci = total.get("ci") or {}
+            return {
+                "goodput": (total.get("goodput") or {}).get("rate"),
+                **{f"{m}_ci": ci.get(m) for m in CI_METRICS},
+            }
+    return {"goodput": None}
 
 
 def _values(data: RunData) -> dict[Any, dict[str, Any]]:

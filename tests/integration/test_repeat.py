@@ -34,7 +34,7 @@ def test_repeat_runs_the_plan_n_times_and_reports_across_runs(tmp_path):
     c = subprocess.run(swarm_cmd("compare", str(out / "repeat-1"), str(out / "repeat-2")),
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert c.returncode == 0, c.stderr[-2000:]
-    assert "QPS A -> B" in c.stdout
+    assert "QPS A -> B" in c.stdout and "good/s A -> B" in c.stdout
     both = subprocess.run(
         swarm_cmd("compare", str(out), str(out)), capture_output=True, text=True, timeout=120
     )
