@@ -4,6 +4,14 @@
 Stages are matched by concurrency (users) when both runs know it, else by stage index. Each
 metric shows A, B and the change B vs A; the HTML colours a change green when it is better
 (more QPS / tok/s, less latency, fewer failures) and red when worse.
+
+Noise: where both runs' summary.json carry 95% intervals for a stage (`ci`: QPS, TTFT p50/p99,
+TPOT p50, E2E p99; swarm/stats/confidence.py), a change no larger than the two intervals'
+combined half-width (sqrt(h_a^2 + h_b^2)) is marked "(noise)" in the text and left uncoloured in
+the HTML: the runs do not tell such values apart. Column `<metric>_noise` of the table: True
+(within the noise), False (beyond it), None (no intervals). Two `swarm run --repeat N`
+directories (each with repeat.json) are compared by their across-run means and intervals
+instead (text only: swarm/analysis/repeat.py `compare_text`).
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +29,7 @@ from swarm.analysis.plots import png
 from swarm.analysis.report import CSS
 from swarm.analysis.rundir import RunData, findings, load_run
 from swarm.core.units import ms_number, percent_text
+from swarm.stats.confidence import beyond_noise
 from swarm.stats.quantiles import error_rate
 
 # (column, title, unit, higher is better)
@@ -35,11 +45,29 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
     ("srv_waiting_mean", "waiting", "", False),
     ("srv_kv_max", "KV max", "%", False),
     ("srv_preemptions", "preempt", "", False),
+    ("goodput", "good/s", "", True),  # --goodput: good requests per second (absent without)
 )
 
 
+CI_METRICS = ("qps", "ttft_p50", "ttft_p99", "e2e_p99", "tpot_p50")  # those summary.json `ci` has
+
+
+def _intervals(data: RunData, stage: int) -> dict[str, Any]:
+    """The stage's 95% intervals from summary.json (`<metric>_ci` -> [low, high] or None) and its
+    goodput rate (`goodput`, None without --goodput)."""
+    for st in data.summary.get("stages") or []:
+        if st.get("stage") == stage:
+            total = st.get("total") or {}
+            ci = total.get("ci") or {}
+            return {
+                "goodput": (total.get("goodput") or {}).get("rate"),
+                **{f"{m}_ci": ci.get(m) for m in CI_METRICS},
+            }
+    return {"goodput": None}
+
+
 def _values(data: RunData) -> dict[Any, dict[str, Any]]:
-    """key (users, or ("stage", i)) -> metric values."""
+    """key (users, or ("stage", i)) -> metric values (and `<metric>_ci` where summary.json has one)."""
     by_users = all(r.users is not None for r in data.rows) and len({r.users for r in data.rows}) == len(
         data.rows
     )
@@ -59,6 +87,7 @@ def _values(data: RunData) -> dict[Any, dict[str, Any]]:
             "srv_waiting_mean": s.waiting_mean if s else None,
             "srv_kv_max": s.kv_max if s else None,
             "srv_preemptions": s.preemptions if s else None,
+            **_intervals(data, r.stage),
         }
     return out
 
@@ -83,6 +112,10 @@ def compare_table(a: RunData, b: RunData) -> Any:
             x, y = ra.get(col), rb.get(col)
             row[f"{col}_a"], row[f"{col}_b"] = x, y
             row[f"{col}_delta"] = (y / x - 1.0) if x not in (None, 0) and y is not None else None
+            beyond = None
+            if col in CI_METRICS and x is not None and y is not None:
+                beyond = beyond_noise(x, ra.get(f"{col}_ci"), y, rb.get(f"{col}_ci"))
+            row[f"{col}_noise"] = None if beyond is None else not beyond
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -113,8 +146,9 @@ def render_text(table: Any, a: RunData, b: RunData) -> str:
     for i, r in table.iterrows():
         cells = [str(table[key].tolist()[i])]
         for col, _, unit, _ in cols:
+            noise = " (noise)" if r[f"{col}_noise"] is True else ""
             cells.append(
-                f"{_cell(r[f'{col}_a'], unit)} -> {_cell(r[f'{col}_b'], unit)} {_delta(r[f'{col}_delta'])}".strip()
+                f"{_cell(r[f'{col}_a'], unit)} -> {_cell(r[f'{col}_b'], unit)} {_delta(r[f'{col}_delta'])}{noise}".strip()
             )
         rows.append(cells)
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
@@ -124,6 +158,8 @@ def render_text(table: Any, a: RunData, b: RunData) -> str:
         "  ".join("-" * w for w in widths),
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    if any(table[f"{m}_noise"].eq(True).any() for m in CI_METRICS if f"{m}_noise" in table):
+        lines.append("(noise): the change is within the two runs' 95% intervals combined")
     return "\n".join(lines)
 
 
@@ -186,12 +222,12 @@ def render_html(table: Any, a: RunData, b: RunData, lines: Sequence[str], pngs: 
         for col, _, unit, higher in cols:
             d = r[f"{col}_delta"]
             color = ""
-            if d is not None and d == d and abs(d) >= 0.02:
+            if d is not None and d == d and abs(d) >= 0.02 and r[f"{col}_noise"] is not True:
                 color = "#dff5df" if (d > 0) == higher else "#fbe0e0"
             style = f" style='background:{color}'" if color else ""
             cells.append(
                 f"<td>{_cell(r[f'{col}_a'], unit)}</td><td>{_cell(r[f'{col}_b'], unit)}</td>"
-                f"<td{style}>{_delta(d)}</td>"
+                f"<td{style}>{_delta(d)}{' (noise)' if r[f'{col}_noise'] is True else ''}</td>"
             )
         body.append("<tr>" + "".join(cells) + "</tr>")
     imgs = "".join(
@@ -220,8 +256,13 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from swarm.analysis.repeat import REPEAT_JSON, compare_text
     from swarm.core.errors import UsageError
 
+    if all((Path(d) / REPEAT_JSON).exists() for d in (args.a, args.b)):  # two `swarm run --repeat N` dirs
+        a_rep, b_rep = (json.loads((Path(d) / REPEAT_JSON).read_text()) for d in (args.a, args.b))
+        print(compare_text(a_rep, b_rep, (str(args.a), str(args.b))))
+        return 0
     runs = []
     for d in (Path(args.a), Path(args.b)):
         if not d.is_dir() or not any(

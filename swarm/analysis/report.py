@@ -408,12 +408,18 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 <h2>Diagnosis</h2>
 <ul class="findings">{items}</ul>
 <h2>Workloads and request classes</h2>
-{_table([t for _, t in table.COLUMNS], table.workload_rows(s))}
+{_table(table.header(s), table.workload_rows(s))}
+{_goodput_html(s)}
 <h2>Stages</h2>
 {_stage_html(data, found)}
 <p class="meta">Failures by outcome (whole run): {html.escape(failed)}.{html.escape(drain_text)} Rows in red: a worker's CPU was over {cpu_limit():.0f}%,
 the client was the bottleneck and those latencies are not trusted.</p>
 {messages}
+<h2>Confidence intervals (95%)</h2>
+{_table(*table.ci_rows(s))}
+<p class="meta">QPS: batch means over the completions of each whole 0.5 s bin in the window (batches at
+least one mean E2E long), Student t; percentiles: distribution-free order-statistic intervals read
+from the sketches (swarm/stats/confidence.py). Missing where the window or the sample is too small.</p>
 <h2>Client vs server</h2>
 {_client_server_html(data) if data.snapshots else "<p class='note'>No server metrics: nothing to compare.</p>"}
 {gpu_section}
@@ -423,6 +429,17 @@ the client was the bottleneck and those latencies are not trusted.</p>
 server_metrics.jsonl and client_cpu.jsonl; re-render with <code>swarm report {html.escape(str(data.directory))}</code>.</p>
 </body></html>
 """
+
+
+def _goodput_html(s: Mapping[str, Any]) -> str:
+    g = (s.get("total") or {}).get("goodput")
+    if not g:
+        return ""
+    return (
+        f"<p class='meta'>Goodput: requests meeting every one of <code>{html.escape(str(g['slo']))}</code> "
+        f"(--goodput; a failed request never does): good/s counts them as QPS does, good % is their share "
+        "of the ok and failed requests outside warm-ups. Per stage: below.</p>"
+    )
 
 
 def write_report(directory: Path, slo: str | None = None) -> Path:

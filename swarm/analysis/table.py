@@ -1,4 +1,9 @@
-"""Plain-text results table from a summary.json dict (pure; used by `swarm run` and reports)."""
+"""Plain-text results table from a summary.json dict (pure; used by `swarm run` and reports).
+
+With --goodput the table has two more columns (good requests per second, and their share of the
+ok + failed requests); below it, one line per stage (and the run) with the 95% intervals of QPS
+and of TTFT/TPOT/E2E p50 and p99 (summary.json `ci`, swarm/stats/confidence.py) and the goodput.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +35,79 @@ def _latency(block: Block | Mapping[str, Any], metric: str, stat: str) -> str:
     return seconds_text((block.get(f"{metric}_s") or {}).get(stat))
 
 
+GOODPUT_COLUMNS = (("goodput_rate", "good/s"), ("goodput_share", "good %"))
+CI_COLUMNS = (
+    ("qps", "QPS [95% CI]"),
+    ("ttft_p50", "TTFT p50"),
+    ("ttft_p99", "TTFT p99"),
+    ("tpot_p50", "TPOT p50"),
+    ("tpot_p99", "TPOT p99"),
+    ("e2e_p50", "E2E p50"),
+    ("e2e_p99", "E2E p99"),
+)
+
+
+def has_goodput(summary: Summary | Mapping[str, Any]) -> bool:
+    return bool((summary.get("total") or {}).get("goodput"))
+
+
+def header(summary: Summary | Mapping[str, Any]) -> list[str]:
+    """The table's column titles (the goodput ones only when the run had --goodput)."""
+    cols = [*COLUMNS, *(GOODPUT_COLUMNS if has_goodput(summary) else ())]
+    return [title for _, title in cols]
+
+
+def goodput_cells(block: Block | Mapping[str, Any]) -> list[str]:
+    g = block.get("goodput") or {}
+    share = g.get("share")
+    return [f"{g.get('rate', 0.0):.2f}" if g else "-", "-" if share is None else f"{share * 100:.1f}%"]
+
+
+def _lat(v: float | None) -> str:
+    return seconds_text(v, ms_digits=1 if v is not None and v < 0.1 else 0)
+
+
+def interval_text(block: Block | Mapping[str, Any], key: str) -> str:
+    """`12.30 [11.90, 12.70]` (QPS) or `85ms [83ms, 88ms]`; the value alone without an interval."""
+    ci = (block.get("ci") or {}).get(key)
+    if key == "qps":
+        value = f"{block.get('qps', 0.0):.2f}"
+        return value if not ci else f"{value} [{ci[0]:.2f}, {ci[1]:.2f}]"
+    metric, stat = key.split("_")
+    value = _lat((block.get(f"{metric}_s") or {}).get(stat))
+    return value if not ci else f"{value} [{_lat(ci[0])}, {_lat(ci[1])}]"
+
+
+def ci_rows(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): one row per stage (its `total`), then the run's total, with each interval and,
+    with --goodput, the goodput (good/s, share)."""
+    good = has_goodput(summary)
+    head = ["stage", *(t for _, t in CI_COLUMNS), *(t for _, t in GOODPUT_COLUMNS if good)]
+    entries: list[tuple[str, Mapping[str, Any]]] = []
+    for st in summary.get("stages") or []:
+        users = f" ({st['users']} users)" if st.get("users") is not None else ""
+        entries.append((f"{st['stage']}{users}", st.get("total") or {}))
+    if (total := workload_block(summary, "total")) is not None:
+        entries.append(("run", total))
+    rows = [
+        [name, *(interval_text(b, k) for k, _ in CI_COLUMNS), *(goodput_cells(b) if good else ())]
+        for name, b in entries
+    ]
+    return head, rows
+
+
+def align(head: list[str], rows: list[list[str]]) -> list[str]:
+    """Columns padded to width: the first left-aligned, the rest right-aligned; a rule under the header."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return [line(head), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
 def row(name: str, block: Block | Mapping[str, Any]) -> list[str]:
     failed = sum((block.get("failures") or {}).values())
     cells = [
@@ -43,6 +121,8 @@ def row(name: str, block: Block | Mapping[str, Any]) -> list[str]:
     for key, _ in COLUMNS[6:]:
         metric, stat = key.split("_")
         cells.append(_latency(block, metric, stat))
+    if block.get("goodput"):
+        cells.extend(goodput_cells(block))
     return cells
 
 
@@ -68,19 +148,9 @@ def workload_rows(summary: Summary | Mapping[str, Any]) -> list[list[str]]:
 def render(summary: Summary | Mapping[str, Any]) -> str:
     """The per-workload table, `total` last, then the drain after the stop and a failure breakdown
     when there are any."""
-    rows = workload_rows(summary)
-    header = [title for _, title in COLUMNS]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = [
-        "  ".join(
-            h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths, strict=True))
-        )
-    ]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append(
-            "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        )
+    lines = align(header(summary), workload_rows(summary))
+    if (g := (summary.get("total") or {}).get("goodput")) is not None:
+        lines.append(f"goodput: requests meeting every one of {g['slo']} (good/s counts them as QPS does)")
     if drain := drain_line(summary):
         lines.append(drain)
     failures = (summary.get("total") or {}).get("failures") or {}
@@ -88,6 +158,25 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
         parts = ", ".join(f"{k}={v}" for k, v in sorted(failures.items()) if v)
         lines.append(f"failures by outcome: {parts}")
     return "\n".join(lines)
+
+
+def render_ci(summary: Summary | Mapping[str, Any]) -> str | None:
+    """The 95% intervals per stage and for the run, as text under the table (`swarm run` prints it);
+    None when no block has a QPS interval (too short a run)."""
+    if not any((b.get("ci") or {}).get("qps") for b in _ci_blocks(summary)):
+        return None
+    head, body = ci_rows(summary)
+    return "\n".join(
+        [
+            "95% confidence intervals (QPS: batch means over completions per 0.5 s; percentiles: "
+            "order statistics)",
+            *align(head, body),
+        ]
+    )
+
+
+def _ci_blocks(summary: Summary | Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [st.get("total") or {} for st in summary.get("stages") or []] + [summary.get("total") or {}]
 
 
 def drain_line(summary: Summary | Mapping[str, Any]) -> str | None:

@@ -281,6 +281,17 @@ OPTIONS: tuple[Option, ...] = (
         run=True,
     ),
     Option(
+        "--goodput",
+        "per-request SLOs that must all hold for a request to count as good, e.g. "
+        '"ttft<=500ms,tpot<=50ms,e2e<=10s" (metrics ttft ttfa tpot e2e): goodput (good req/s) and '
+        "the share of requests meeting them, per stage, workload, class and model",
+        "statistics",
+        env_var="SWARM_GOODPUT",
+        web_ui=False,
+        metavar="SPEC",
+        run=True,
+    ),
+    Option(
         "--run-id",
         "run id for /metrics labels and summary.json (default: generated)",
         "statistics",

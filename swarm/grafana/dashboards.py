@@ -382,6 +382,32 @@ def llm_load_test() -> gdash.Dashboard:
         [Q(f"max by (run_id) (swarm_stage{{{RUN}}})", "stage {{run_id}}")],
         "short",
     )
+
+    lay.row("Goodput (--goodput)")
+    good, judged = "swarm_goodput_requests_total", "swarm_goodput_judged_requests_total"
+    lay.timeseries(
+        "Goodput by workload",
+        "Requests per second meeting every per-request SLO of --goodput (e.g. ttft<=500ms,e2e<=10s), "
+        "beside all finished requests per second. Empty without --goodput.",
+        [
+            Q(f"sum by (workload) ({rate(good, CLIENT)})", "good {{workload}}"),
+            Q(f"sum({rate(req, CLIENT)})", "all requests"),
+        ],
+        "reqps",
+        width=12,
+    )
+    lay.timeseries(
+        "Goodput share by workload",
+        "Share of the judged requests (non-warm-up, ok or failed) that met every --goodput SLO.",
+        [
+            Q(
+                f"sum by (workload) ({rate(good, CLIENT)}) / sum by (workload) ({rate(judged, CLIENT)})",
+                "{{workload}}",
+            )
+        ],
+        "percentunit",
+        width=12,
+    )
     return d
 
 

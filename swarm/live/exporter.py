@@ -11,7 +11,11 @@ total, `sum by (model)` a model's:
   `vllm:time_to_first_token_seconds_bucket` compare bucket by bucket in one panel;
 - counters `swarm_requests_total{outcome}` (every outcome, zeros included),
   `swarm_prompt_tokens_total`, `swarm_output_tokens_total`, `swarm_reasoning_tokens_total`;
-- gauges `swarm_users`, `swarm_workers`, `swarm_stage`, `swarm_degraded_workers`.
+- gauges `swarm_users`, `swarm_workers`, `swarm_stage`, `swarm_degraded_workers`;
+- with `--goodput`, counters `swarm_goodput_requests_total` (requests meeting every per-request
+  SLO) and `swarm_goodput_judged_requests_total` (the non-warm-up ok + failed requests they are a
+  share of), same labels as the request counters: goodput is
+  `sum(rate(swarm_goodput_requests_total[1m]))`, its share the first over the second.
 
 Counters are the integer sums of what the workers sent, so they equal that sum exactly. Latency
 statistics cover successful, non-warm-up requests (see swarm/stats/aggregate.py). Nothing from a request
@@ -98,6 +102,24 @@ class SwarmCollector(Collector):
         ):
             c = CounterMetricFamily(f"swarm_{attr}", text, labels=wl_labels)
             for workload, cell in cells.items():
+                c.add_metric([*workload, *run], getattr(cell, attr))
+            yield c
+
+        judged = any(cell.goodput_counted for cell in cells.values())  # --goodput given: samples
+        for name, text, attr in (
+            (
+                "swarm_goodput_requests",
+                "Requests meeting every --goodput SLO (ok, non-warm-up)",
+                "goodput_met",
+            ),
+            (
+                "swarm_goodput_judged_requests",
+                "Requests judged against --goodput: non-warm-up, ok or failed (not cancelled)",
+                "goodput_counted",
+            ),
+        ):
+            c = CounterMetricFamily(name, text, labels=wl_labels)
+            for workload, cell in cells.items() if judged else ():
                 c.add_metric([*workload, *run], getattr(cell, attr))
             yield c
 

@@ -37,7 +37,7 @@ from swarm.live.options import option
 from swarm.live.series import LiveSeries, stage_markers
 from swarm.live.shape import share_rate, stage_timeline
 from swarm.live.state import swarm_state
-from swarm.live.worker import WorkerStats
+from swarm.live.worker import WorkerStats, goodput_spec
 from swarm.stats import slo, summary
 from swarm.stats.aggregate import Aggregate
 from swarm.stats.cpu import ClientLoad
@@ -71,6 +71,8 @@ class MasterStats:
         self.run_id = option(environment, "run_id") or new_run_id()
         slo_text = option(environment, "slo")
         self.objectives = slo.parse(slo_text) if slo_text else None
+        goodput = goodput_spec(environment)  # validated here: a malformed one exits 2 at start-up
+        self.goodput_slo = goodput.text if goodput is not None else None
         self.aggregate = Aggregate()
         self.model_name: str | None = option(environment, "model")
         self.start_s: float | None = None
@@ -249,6 +251,8 @@ class MasterStats:
             for key in (cell.workload, f"{cell.workload}/{cell.klass}", f"model:{cell.model}", "total"):
                 r, t = counts.get(key, (0, 0))
                 counts[key] = (r + cell.requests, t + cell.output_tokens)
+                g, _ = counts.get(f"good:{key}", (0, 0))  # --goodput: good requests (the LLM tab's req/s)
+                counts[f"good:{key}"] = (g + cell.goodput_met, 0)
         self._rate_history.append((now, counts))
         while len(self._rate_history) > 2 and self._rate_history[1][0] <= now - RATE_WINDOW_S:
             self._rate_history.popleft()
@@ -342,6 +346,7 @@ class MasterStats:
             workers=self.max_workers if self.role == "master" else 1,
             degraded_workers=list(self.degraded.values()),
             stage_windows={k: (w.start_s, w.end_s) for k, w in windows.items()},
+            goodput_slo=self.goodput_slo,
         )
         if timeline:
             s["stage_timeline"] = timeline  # type: ignore[typeddict-item]

@@ -26,11 +26,18 @@ from swarm.live.recorder import RecordWriter
 from swarm.live.state import swarm_state
 from swarm.stats.aggregate import DRAIN, Aggregate
 from swarm.stats.cpu import CpuMeter
+from swarm.stats.goodput import GoodputSpec, parse_goodput
 from swarm.stats.wire import WIRE_KEY, WorkerReport
 
 logger = logging.getLogger(__name__)
 
 CPU_SAMPLE_S = 1.0  # process CPU time sampled this often, per stage
+
+
+def goodput_spec(environment: Any) -> GoodputSpec | None:
+    """--goodput parsed (None when not given); UsageError when malformed."""
+    text = option(environment, "goodput")
+    return parse_goodput(str(text)) if text else None
 
 
 class WorkerStats:
@@ -43,7 +50,7 @@ class WorkerStats:
         self.state = swarm_state(environment)
         out = option(environment, "swarm_out")
         self.out_dir = Path(out) if out else None
-        self.aggregate = Aggregate()  # the delta not yet reported
+        self.aggregate = Aggregate(goodput_spec(environment))  # the delta not yet reported
         self.stopped = False  # no more records until the next test_start
         self.draining = False  # the stop has begun: what finishes now completes in the DRAIN window
         self.cpu = CpuMeter()
@@ -84,6 +91,7 @@ class WorkerStats:
         if self.out_dir is None:  # a worker learns --swarm-out from the master
             out = option(self.environment, "swarm_out")
             self.out_dir = Path(out) if out else None
+        self.aggregate.goodput = goodput_spec(self.environment)  # and --goodput
         if self.out_dir is not None:
             self._ensure_writer()
 
@@ -96,7 +104,7 @@ class WorkerStats:
 
     def _on_reset_stats(self, **_: Any) -> None:
         if self.role == "local":
-            self.aggregate = Aggregate()
+            self.aggregate = Aggregate(self.aggregate.goodput)
 
     # ---- reports ---------------------------------------------------------------------------
     def take_report(self) -> WorkerReport:

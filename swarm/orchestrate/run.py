@@ -87,6 +87,14 @@ def configure(p: argparse.ArgumentParser) -> None:
         "those still running then are recorded as cancelled",
     )
     p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the whole plan N times (DIR/repeat-1 ... DIR/repeat-N) and report, per stage, the mean "
+        "and its 95%% interval across the runs (DIR/repeat.json)",
+    )
+    p.add_argument(
         "locust_args",
         nargs=argparse.REMAINDER,
         help="after --: extra Locust options passed to master and workers (e.g. -- --max-tokens 64)",
@@ -118,6 +126,7 @@ class RunPlan:
     grafana_url: str | None = None
     extra: list[str] = field(default_factory=list)
     gpu_metrics: list[str] = field(default_factory=list)
+    goodput: str | None = None
 
     @property
     def expected_s(self) -> int:
@@ -156,6 +165,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     """Validate every option up front: one clear UsageError, before anything starts."""
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {args.workers})")
+    if getattr(args, "repeat", 1) < 1:
+        raise UsageError(f"--repeat must be at least 1 (got {args.repeat})")
     if args.users < 1:
         raise UsageError(f"-u/--users must be at least 1 (got {args.users})")
     if args.spawn_rate is not None and args.spawn_rate <= 0:
@@ -197,6 +208,10 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm.stats import slo
 
         slo.parse(args.slo)
+    if args.goodput:
+        from swarm.stats.goodput import parse_goodput
+
+        parse_goodput(args.goodput)
     if args.grafana_url:
         from swarm.grafana.api import Annotator
 
@@ -233,6 +248,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         grafana_url=args.grafana_url or None,
         extra=extra,
         gpu_metrics=gpu_metrics,
+        goodput=args.goodput,
     )
 
 
@@ -283,6 +299,8 @@ def locust_common_args(plan: RunPlan, host: str) -> list[str]:
     ]
     if plan.model:
         args += ["--model", plan.model]
+    if plan.goodput:  # workers judge each request, the master names it in summary.json
+        args += ["--goodput", plan.goodput]
     return args + plan.extra
 
 
@@ -480,7 +498,7 @@ def check_locust_args(extra: list[str], common: list[str]) -> None:
 
 def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
     """Merge record parts, print the table and SLO lines, say where everything is."""
-    from swarm.analysis.table import render
+    from swarm.analysis.table import render, render_ci
     from swarm.core import recordfile as recorder
 
     records_dir = plan.out / "records"
@@ -495,6 +513,8 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         print(render(summary))
+        if (intervals := render_ci(summary)) is not None:
+            print(intervals)
         for line in summary.get("slo", []) or []:
             print(line if isinstance(line, str) else line.get("text", ""))
         if summary.get("target_unreachable_since"):
@@ -523,4 +543,33 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     check_locust_args(plan.extra, ["--workload", plan.workload])
     api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
-    return execute(plan, api_key)
+    if args.repeat == 1:
+        return execute(plan, api_key)
+    return repeat(plan, api_key, args.repeat)
+
+
+def repeat(plan: RunPlan, api_key: str | None, n: int) -> int:
+    """The plan `n` times, each a full run directory under plan.out; then the mean and 95% interval
+    across the runs per stage (swarm/analysis/repeat.py) in plan.out/repeat.json and on stdout.
+    Returns the first non-zero exit code of a run (an interrupt stops the series), else 0."""
+    import dataclasses
+
+    from swarm.analysis.repeat import REPEAT_JSON, across_runs, render
+
+    summaries, code = [], 0
+    for i in range(1, n + 1):
+        print(f"swarm: repeat {i} of {n}")
+        run = dataclasses.replace(plan, out=plan.out / f"repeat-{i}", run_id=f"{plan.run_id}-r{i}")
+        got = execute(run, api_key)
+        code = code or got
+        path = run.out / "summary.json"
+        if path.exists():
+            summaries.append(json.loads(path.read_text()))
+        if got == 130:
+            break
+    if summaries:
+        result = across_runs(summaries)
+        (plan.out / REPEAT_JSON).write_text(json.dumps(result, indent=2) + "\n")
+        print(render(result))
+        print(f"swarm: {len(summaries)} runs; across-run statistics in {plan.out / REPEAT_JSON}")
+    return code

@@ -26,6 +26,15 @@ belong to the load it met), but a request is *completed* in the window where it 
 stage then running, or `DRAIN` once the run's stop has begun. `completed` counts requests and
 output tokens per completion window, so a stage's QPS is what finished inside it over its
 length, and the drain after the stop is its own line, never divided by the load's duration.
+
+Goodput (`--goodput`, swarm/stats/goodput.py): with a spec, a cell counts `goodput_counted`
+(non-warm-up requests that were not cancelled: ok + failed) and `goodput_met` (those of them that
+were good), and the good ones per completion window (the third number of `completed`), so the
+goodput rate counts completions as QPS does. All exact integers, merged by addition.
+
+Confidence (swarm/stats/confidence.py): `per_bin` counts completions per BIN_S of wall-clock time
+(bin = floor(end / BIN_S), the request's end), any outcome, so the master can put an interval on a
+window's QPS from the bins inside it.
 """
 
 from __future__ import annotations
@@ -33,10 +42,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
+from swarm.stats.goodput import GoodputSpec
 from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 3  # 2: cells carry `done` (completions per window); 3: and `model`
+WIRE_VERSION = 4  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`
+BIN_S = 0.5  # completions are counted per this much wall-clock time (QPS intervals)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
 DRAIN = -1  # completion window of the requests that finished after the run's stop began
@@ -50,6 +61,8 @@ class Cell:
         "errors",
         "first_connect_error_s",
         "first_start_s",
+        "goodput_counted",
+        "goodput_met",
         "klass",
         "last_connect_error_s",
         "last_end_s",
@@ -58,6 +71,7 @@ class Cell:
         "model",
         "outcomes",
         "output_tokens",
+        "per_bin",
         "prompt_tokens",
         "reasoning_tokens",
         "requests",
@@ -84,10 +98,14 @@ class Cell:
         self.first_connect_error_s: float | None = None  # earliest / latest end of a connect_error
         self.last_connect_error_s: float | None = None
         self.latencies: dict[str, LatencyStats] = {name: LatencyStats() for name in LATENCIES}
-        self.completed: dict[int, list[int]] = {}  # completion window -> [requests, output tokens]
+        self.completed: dict[int, list[int]] = {}  # completion window -> [requests, output tokens, good]
+        self.goodput_met = 0  # good requests (--goodput), of the `goodput_counted` ones
+        self.goodput_counted = 0  # non-warm-up, non-cancelled requests, counted only with a spec
+        self.per_bin: dict[int, int] = {}  # floor(end / BIN_S) -> requests completed then
 
-    def add(self, r: RequestRecord, window: int | None = None) -> None:
-        """Count `r`; `window`: where it finished (a stage index or DRAIN; None: its own stage)."""
+    def add(self, r: RequestRecord, window: int | None = None, goodput: GoodputSpec | None = None) -> None:
+        """Count `r`; `window`: where it finished (a stage index or DRAIN; None: its own stage);
+        `goodput`: the per-request SLOs to judge it by (None: not judged)."""
         outcome = Outcome(r.outcome)
         self.requests += 1
         self.outcomes[outcome.value] += 1
@@ -97,12 +115,19 @@ class Cell:
             window = r.stage
         done = self.completed.get(window)
         if done is None:
-            done = self.completed[window] = [0, 0]
+            done = self.completed[window] = [0, 0, 0]
         done[0] += 1
         done[1] += r.output_tokens or 0
         self.reasoning_tokens += r.reasoning_tokens or 0
         start = r.start_wall_s
         end = start + (r.e2e_s or 0.0)
+        b = int(end / BIN_S)
+        self.per_bin[b] = self.per_bin.get(b, 0) + 1
+        if goodput is not None and goodput.counted(r):
+            self.goodput_counted += 1
+            if goodput.met(r):
+                self.goodput_met += 1
+                done[2] += 1
         if self.first_start_s is None or start < self.first_start_s:
             self.first_start_s = start
         if self.last_end_s is None or end > self.last_end_s:
@@ -166,11 +191,19 @@ class Cell:
     def completed_in(self, windows: Iterator[int] | list[int] | None = None) -> tuple[int, int]:
         """(requests, output tokens) that finished in `windows` (None: every window but DRAIN)."""
         n = tokens = 0
-        for w, (k, t) in self.completed.items():
+        for w, (k, t, _) in self.completed.items():
             if (w != DRAIN) if windows is None else (w in windows):
                 n += k
                 tokens += t
         return n, tokens
+
+    def good_in(self, windows: Iterator[int] | list[int] | None = None) -> int:
+        """Good requests (--goodput) that finished in `windows` (None: every window but DRAIN)."""
+        return sum(
+            g
+            for w, (_, _, g) in self.completed.items()
+            if ((w != DRAIN) if windows is None else (w in windows))
+        )
 
     def window_s(self) -> float | None:
         """Seconds from the first send to the last completion seen in this cell."""
@@ -178,7 +211,8 @@ class Cell:
             return None
         return max(0.0, self.last_end_s - self.first_start_s)
 
-    def merge(self, other: Cell) -> None:
+    def merge(self, other: Cell, bins: bool = True) -> None:
+        """Add `other` in; `bins`: its completions per bin too (False: a view that needs no interval)."""
         self.requests += other.requests
         self.warmup_requests += other.warmup_requests
         for k, n in other.outcomes.items():
@@ -186,13 +220,19 @@ class Cell:
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.reasoning_tokens += other.reasoning_tokens
-        for w, (k, t) in other.completed.items():
+        for w, (k, t, g) in other.completed.items():
             done = self.completed.get(w)
             if done is None:
-                self.completed[w] = [k, t]
+                self.completed[w] = [k, t, g]
             else:
                 done[0] += k
                 done[1] += t
+                done[2] += g
+        self.goodput_met += other.goodput_met
+        self.goodput_counted += other.goodput_counted
+        if bins:  # (the only part that grows with the run's length)
+            for b, n in other.per_bin.items():
+                self.per_bin[b] = self.per_bin.get(b, 0) + n
         if other.first_start_s is not None and (
             self.first_start_s is None or other.first_start_s < self.first_start_s
         ):
@@ -229,9 +269,11 @@ class Cell:
             "first_connect_error_s": self.first_connect_error_s,
             "last_connect_error_s": self.last_connect_error_s,
             "lat": {name: s.to_wire() for name, s in self.latencies.items() if s.count},
-            "done": [[w, k, t] for w, (k, t) in self.completed.items()],
+            "done": [[w, k, t, g] for w, (k, t, g) in self.completed.items()],
             "klass": self.klass,
             "model": self.model,
+            "goodput": [self.goodput_met, self.goodput_counted],
+            "per_bin": [[b, n] for b, n in sorted(self.per_bin.items())],
         }
 
     @classmethod
@@ -242,7 +284,9 @@ class Cell:
             c.outcomes[Outcome(k).value] += int(n)
         c.prompt_tokens, c.output_tokens = int(d["prompt_tokens"]), int(d["output_tokens"])
         c.reasoning_tokens = int(d["reasoning_tokens"])
-        c.completed = {int(w): [int(k), int(t)] for w, k, t in d["done"]}
+        c.completed = {int(w): [int(k), int(t), int(g)] for w, k, t, g in d["done"]}
+        c.goodput_met, c.goodput_counted = (int(n) for n in d["goodput"])
+        c.per_bin = {int(b): int(n) for b, n in d["per_bin"]}
         c.first_start_s, c.last_end_s = d["first_start_s"], d["last_end_s"]
         for outcome, msgs in (d.get("errors") or {}).items():
             for message, n in msgs.items():
@@ -259,8 +303,9 @@ class Aggregate:
     """Cells keyed by (workload, stage, class, model); the unit that is added to, merged, shipped
     and summarised."""
 
-    def __init__(self) -> None:
+    def __init__(self, goodput: GoodputSpec | None = None) -> None:
         self.cells: dict[tuple[str, int, str, str], Cell] = {}
+        self.goodput = goodput  # the per-request SLOs records are judged by when added (None: none)
 
     def __bool__(self) -> bool:
         return bool(self.cells)
@@ -278,7 +323,7 @@ class Aggregate:
     def add(self, record: RequestRecord, window: int | None = None) -> None:
         """Count `record` in its (workload, sent stage, class, model) cell; `window`: see `Cell.add`."""
         cell = self.cell(record.workload, int(record.stage), record.request_class, record.model or "")
-        cell.add(record, window)
+        cell.add(record, window, self.goodput)
 
     def merge(self, other: Aggregate) -> None:
         for c in other:
@@ -286,7 +331,7 @@ class Aggregate:
 
     def take_delta(self) -> Aggregate:
         """Hand over everything added since the last call and start empty (worker side)."""
-        delta = Aggregate()
+        delta = Aggregate(self.goodput)
         delta.cells, self.cells = self.cells, {}
         return delta
 
@@ -310,8 +355,12 @@ class Aggregate:
         stage: int | None = None,
         klass: str | None = None,
         model: str | None = None,
+        *,
+        bins: bool = False,
     ) -> Cell:
-        """A fresh cell merging every cell matching `workload`, `stage`, `klass` and `model` (None = all)."""
+        """A fresh cell merging every cell matching `workload`, `stage`, `klass` and `model` (None = all);
+        `bins`: with their completions per bin (only QPS intervals read them: the views served live,
+        /metrics and the LLM tab, skip a merge that grows with the run's length)."""
         out = Cell(workload or "total", -1 if stage is None else stage, klass or "all", model or "all")
         for (w, s, k, m), c in self.cells.items():
             if (
@@ -320,7 +369,7 @@ class Aggregate:
                 and (klass is None or k == klass)
                 and (model is None or m == model)
             ):
-                out.merge(c)
+                out.merge(c, bins)
         return out
 
     def to_wire(self) -> AggregateWire:

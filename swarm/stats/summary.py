@@ -35,6 +35,15 @@ reasoning_tokens, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s, send_
   sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
   when there is no such request.
 
+With `--goodput SPEC` (swarm/stats/goodput.py) every block also has `goodput`: {slo: SPEC, met:
+good requests (non-warm-up, sent in the block), rate: good requests completed inside the window /
+duration_s (as qps counts), share: met / the non-warm-up ok + failed requests (cancelled ones are
+not counted), null without any}. Without it the key is absent.
+
+The run's total, each workload's block, and each stage's blocks also have `ci`: 95% intervals
+(swarm/stats/confidence.py) {level, qps, ttft_p50, ttft_p99, tpot_p50, tpot_p99, e2e_p50,
+e2e_p99}, each [low, high] or null when the window or the sample is too small for one.
+
 The shapes are typed below (`Summary`, `Block`, `StageEntry`, ...): the master writes them and
 every reader (report, table, SLOs, compare, diagnosis) reads through them.
 """
@@ -48,8 +57,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
-from swarm.stats import quantiles
-from swarm.stats.aggregate import DRAIN, LATENCIES, Aggregate, Cell
+from swarm.stats import confidence, goodput, quantiles
+from swarm.stats.aggregate import BIN_S, DRAIN, LATENCIES, Aggregate, Cell
 
 BLOCK_KEYS: tuple[str, ...] = (
     "requests",
@@ -80,8 +89,33 @@ class LatencyBlock(TypedDict):
     max: float | None
 
 
+class GoodputBlock(TypedDict):
+    """A block's goodput (--goodput): see the module's docstring."""
+
+    slo: str
+    met: int
+    rate: float
+    share: float | None
+
+
+CI_KEYS: tuple[str, ...] = ("qps", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99")
+
+
+class CiBlock(TypedDict):
+    """95% intervals of a block's QPS and latency percentiles ([low, high] or None)."""
+
+    level: float
+    qps: list[float] | None
+    ttft_p50: list[float] | None
+    ttft_p99: list[float] | None
+    tpot_p50: list[float] | None
+    tpot_p99: list[float] | None
+    e2e_p50: list[float] | None
+    e2e_p99: list[float] | None
+
+
 class Block(TypedDict):
-    """One workload's (or the total's) numbers: exactly BLOCK_KEYS."""
+    """One workload's (or the total's) numbers: exactly BLOCK_KEYS (and `goodput`, `ci` when known)."""
 
     requests: int
     completed: int
@@ -98,6 +132,8 @@ class Block(TypedDict):
     tpot_s: LatencyBlock
     e2e_s: LatencyBlock
     send_lag_s: LatencyBlock
+    goodput: NotRequired[GoodputBlock]
+    ci: NotRequired[CiBlock]
 
 
 class StageEntry(TypedDict):
@@ -202,9 +238,36 @@ def load(path: Path) -> Summary:
     return cast(Summary, json.loads(Path(path).read_text()))
 
 
-def block(cell: Cell, duration_s: float | None, completed: tuple[int, int] | None = None) -> Block:
+def intervals(
+    cell: Cell, per_bin: Mapping[int, int], window: tuple[float | None, float | None], qps: float
+) -> CiBlock:
+    """The `ci` entry: QPS from the completions per bin in `window`, percentiles from `cell`'s sketches."""
+    lat = cell.latencies
+    out: dict[str, Any] = {
+        "level": confidence.LEVEL,
+        "qps": confidence.qps_interval(per_bin, BIN_S, window[0], window[1], qps, lat["e2e"].mean),
+    }
+    for key in CI_KEYS[1:]:
+        name, stat = key.split("_")
+        out[key] = confidence.quantile_interval(lat[name], quantiles.PERCENTILES[stat])
+    return cast(CiBlock, {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()})
+
+
+def block(
+    cell: Cell,
+    duration_s: float | None,
+    completed: tuple[int, int] | None = None,
+    *,
+    goodput_slo: str | None = None,
+    good: int | None = None,
+    window: tuple[float | None, float | None] | None = None,
+    per_bin: Mapping[int, int] | None = None,
+) -> Block:
     """One workload's (or the total's) numbers: exactly BLOCK_KEYS. `completed`: (requests, output
-    tokens) that finished inside the window (None: every completion outside the drain)."""
+    tokens) that finished inside the window (None: every completion outside the drain).
+    `goodput_slo`: the --goodput text (adds `goodput`; `good`: good requests completed inside the
+    window, None: all outside the drain). `window`: (start, end) of the window (adds `ci`; `per_bin`:
+    the completions per bin to read, None: the cell's)."""
     done, done_tokens = cell.completed_in() if completed is None else completed
     out: dict[str, Any] = {
         "requests": cell.requests,
@@ -219,6 +282,13 @@ def block(cell: Cell, duration_s: float | None, completed: tuple[int, int] | Non
     }
     for name in LATENCIES:
         out[f"{name}_s"] = quantiles.sketch_stats(cell.latencies[name])
+    if goodput_slo:
+        rate_met = cell.good_in() if good is None else good
+        out["goodput"] = goodput.block(
+            goodput_slo, cell.goodput_met, cell.goodput_counted, duration_s, rate_met
+        )
+    if window is not None:
+        out["ci"] = intervals(cell, cell.per_bin if per_bin is None else per_bin, window, out["qps"])
     return cast(Block, out)
 
 
@@ -266,11 +336,12 @@ def build(
     workers: int = 0,
     degraded_workers: Sequence[Mapping[str, Any]] = (),
     stage_windows: Mapping[int, tuple[float, float]] | None = None,
+    goodput_slo: str | None = None,
 ) -> Summary:
     """The summary.json dict. `start_s`/`end_s`: the run's start and end on the master; `stopped_s`:
     when its stop began (the end of the load window; None: `end_s`). `stage_windows`: stage ->
-    (start_s, end_s) where the master saw them."""
-    total = agg.combined()
+    (start_s, end_s) where the master saw them. `goodput_slo`: the --goodput text (None: none)."""
+    total = agg.combined(bins=True)
     load_end = stopped_s if stopped_s is not None else end_s
     duration = load_end - start_s if start_s is not None and load_end is not None else total.window_s()
     drained, drained_tokens = total.completed_in([DRAIN])
@@ -292,7 +363,7 @@ def build(
         "errors": errors(total),
         "target_unreachable_since": _iso(lost := target_unreachable_since(total)),
         "target_unreachable_since_s": lost,
-        "total": block(total, duration),
+        "total": block(total, duration, goodput_slo=goodput_slo, window=(start_s, load_end)),
         "drain": {
             "requests": drained,
             "output_tokens": drained_tokens,
@@ -300,28 +371,48 @@ def build(
             "duration_s": drain_s(total, load_end) if drained or total.cancelled else 0.0,
         },
     }
-    by_workload = {name: agg.combined(workload=name) for name in workloads}
+    by_workload = {name: agg.combined(workload=name, bins=True) for name in workloads}
     for name, cell in by_workload.items():
-        out[name] = block(cell, duration)
+        out[name] = block(cell, duration, goodput_slo=goodput_slo, window=(start_s, load_end))
     out["classes"] = {
-        name: {k: block(agg.combined(workload=name, klass=k), duration) for k in agg.classes(name)}
+        name: {
+            k: block(agg.combined(workload=name, klass=k), duration, goodput_slo=goodput_slo)
+            for k in agg.classes(name)
+        }
         for name in workloads
     }
-    out["models"] = {m: block(agg.combined(model=m), duration) for m in agg.models()}
+    out["models"] = {m: block(agg.combined(model=m), duration, goodput_slo=goodput_slo) for m in agg.models()}
     stages = []
     for stage in agg.stages():
         cell = agg.combined(stage=stage)
         window = (stage_windows or {}).get(stage)
         stage_duration = window[1] - window[0] if window else cell.window_s()
+        span = window or (cell.first_start_s, cell.last_end_s)
         entry: dict[str, Any] = {
             "stage": stage,
             "duration_s": stage_duration,
-            "total": block(cell, stage_duration, total.completed_in([stage])),
+            "total": block(
+                cell,
+                stage_duration,
+                total.completed_in([stage]),
+                goodput_slo=goodput_slo,
+                good=total.good_in([stage]),
+                window=span,
+                per_bin=total.per_bin,
+            ),
         }
         for name in workloads:
             wl = agg.combined(workload=name, stage=stage)
             if wl.requests:
-                entry[name] = block(wl, stage_duration, by_workload[name].completed_in([stage]))
+                entry[name] = block(
+                    wl,
+                    stage_duration,
+                    by_workload[name].completed_in([stage]),
+                    goodput_slo=goodput_slo,
+                    good=by_workload[name].good_in([stage]),
+                    window=span,
+                    per_bin=by_workload[name].per_bin,
+                )
         stages.append(entry)
     out["stages"] = stages
     return cast(Summary, out)

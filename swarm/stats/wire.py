@@ -45,9 +45,13 @@ class CellWire(TypedDict):
     first_connect_error_s: float | None
     last_connect_error_s: float | None
     lat: dict[str, LatencyWire]  # latencies with at least one value
-    done: list[list[int]]  # [[completion window (stage index or -1: the drain), requests, output tokens]]
+    done: list[
+        list[int]
+    ]  # [[completion window (stage index or -1: the drain), requests, output tokens, good]]
     klass: NotRequired[str]  # the request class (absent: "direct")
     model: str  # the served model the requests named ("" = none); since WIRE_VERSION 3
+    goodput: list[int]  # [good requests, requests judged] (--goodput; zeros without); since 4
+    per_bin: list[list[int]]  # [[floor(end / BIN_S), requests completed]]; since 4
 
 
 class AggregateWire(TypedDict):

@@ -262,6 +262,7 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
             "run", "--host", sim.url, "--workers", "2", "-u", "4", "-t", f"{RUN_S}s",
             "--prometheus-port", str(master_prom), "--run-id", run_id, "--workload", "mixed",
             "--out", str(tmp_path / "run"), "--stop-timeout", "5s", "--sweep", SWEEP, "--stage-time", f"{STAGE_S}s",
+            "--goodput", "e2e<=60s",  # the Goodput panels' counters
         )  # fmt: skip
         run = stack.enter_context(start(run_cmd, tmp_path / "swarm-run.log"))
         t_start = time.monotonic()

@@ -19,6 +19,9 @@ from tests.helpers.support import free_port, swarm_cmd
         (["--slo", "ttft_p99<=fast"], "bad SLO"),
         (["-r", "0"], "-r/--spawn-rate must be > 0"),
         (["--run-id", "a b"], "--run-id"),
+        (["--goodput", "ttft<=fast"], "--goodput: cannot read"),
+        (["--goodput", "itl<=5ms"], "unknown metric"),
+        (["--repeat", "0"], "--repeat must be at least 1"),
     ],
 )
 def test_bad_options_give_one_line_and_exit_2(args, words, tmp_path):

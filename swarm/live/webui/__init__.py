@@ -11,6 +11,10 @@ are current rates over the last RATE_WINDOW_S seconds of reports. The "Client" c
 whether the load generator itself was the bottleneck: "client-bound: results not trustworthy"
 with every stage where a worker process averaged more than 90% CPU (swarm/live/plugin.py), else the
 busiest worker's CPU.
+
+With --goodput the last three columns are the goodput (swarm/stats/goodput.py): good requests
+counted so far, their share of the ok + failed non-warm-up requests, and good requests per second
+over the last RATE_WINDOW_S seconds (rates key `good:<row key>`); "-" without --goodput.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ STRUCTURE: list[dict[str, str]] = [
     *({"key": f"{lat}_{stat}_ms", "title": f"{lat.upper()} {stat} (ms)"} for lat, stat in _MS_COLUMNS),
     {"key": "errors", "title": "Errors by outcome"},
     {"key": "client", "title": "Client"},
+    {"key": "goodput_met", "title": "# Good (goodput)"},
+    {"key": "goodput_share", "title": "Goodput %"},
+    {"key": "goodput_s", "title": "Goodput req/s"},
 ]
 CLIENT_BOUND = "client-bound: results not trustworthy"
 TABLE = {"key": TAB_KEY, "structure": STRUCTURE}
@@ -69,7 +76,9 @@ def client_status(
     return "-" if busiest is None else f"ok (worker CPU <= {busiest:.0f}%)"
 
 
-def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") -> dict[str, Any]:
+def row(
+    name: str, cell: Cell, rates: tuple[float, float], client: str = "-", good_s: float | None = None
+) -> dict[str, Any]:
     qps, tok_s = rates
     out: dict[str, Any] = {
         "name": name,
@@ -83,7 +92,16 @@ def row(name: str, cell: Cell, rates: tuple[float, float], client: str = "-") ->
         out[f"{lat}_{stat}_ms"] = _ms(cell, lat, stat)
     out["errors"] = ", ".join(f"{k}={n}" for k, n in cell.failures.items() if n) or "-"
     out["client"] = client
+    judged = cell.goodput_counted
+    out["goodput_met"] = cell.goodput_met if judged else "-"
+    out["goodput_share"] = round(100 * cell.goodput_met / judged, 1) if judged else "-"
+    out["goodput_s"] = round(good_s, 2) if judged and good_s is not None else "-"
     return out
+
+
+def _good(rates: Mapping[str, tuple[float, float]], key: str) -> float | None:
+    got = rates.get(f"good:{key}")
+    return None if got is None else got[0]
 
 
 def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str = "-") -> list[dict[str, Any]]:
@@ -92,7 +110,9 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
     `client`: the "Client" column (`client_status`), the same on every row (the workers serve them all)."""
     out = []
     for name in agg.workloads():
-        out.append(row(name, agg.combined(workload=name), rates.get(name, (0.0, 0.0)), client))
+        out.append(
+            row(name, agg.combined(workload=name), rates.get(name, (0.0, 0.0)), client, _good(rates, name))
+        )
         classes = agg.classes(name)
         if len(classes) > 1:  # each request class beside the workload's total (rates: the workload's only)
             out.extend(
@@ -101,14 +121,21 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
                     agg.combined(workload=name, klass=k),
                     rates.get(f"{name}/{k}", (0.0, 0.0)),
                     client,
+                    _good(rates, f"{name}/{k}"),
                 )
                 for k in classes
             )
-    out.append(row("Total", agg.combined(), rates.get("total", (0.0, 0.0)), client))
+    out.append(row("Total", agg.combined(), rates.get("total", (0.0, 0.0)), client, _good(rates, "total")))
     models = agg.models()
     if len(models) > 1:  # each served model beside the total (`--model a:3,b:1`)
         out.extend(
-            row(f"model {m or '(none)'}", agg.combined(model=m), rates.get(f"model:{m}", (0.0, 0.0)), client)
+            row(
+                f"model {m or '(none)'}",
+                agg.combined(model=m),
+                rates.get(f"model:{m}", (0.0, 0.0)),
+                client,
+                _good(rates, f"model:{m}"),
+            )
             for m in models
         )
     return out

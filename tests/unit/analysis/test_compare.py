@@ -56,3 +56,30 @@ def test_compare_by_stage_index_without_users_and_bad_dirs(tmp_path):
     assert compare.main(args(str(a), str(b), "--html", str(out))) == 0 and out.exists()
     with pytest.raises(UsageError):
         compare.main(args(str(a), str(tmp_path / "missing")))
+
+
+def _set_stage(run, stage, qps, ci):
+    import json
+
+    path = run / "summary.json"
+    s = json.loads(path.read_text())
+    total = s["stages"][stage]["total"]
+    total["qps"], total["ci"]["qps"] = qps, ci
+    path.write_text(json.dumps(s))
+
+
+def test_compare_marks_changes_within_the_noise(tmp_path, capsys):
+    a = make_run(tmp_path / "a", table=SHORT_QA[:2], records=False, server=False)
+    b = make_run(tmp_path / "b", table=SHORT_QA[:2], records=False, server=False)
+    _set_stage(a, 0, 10.0, [9.0, 11.0])
+    _set_stage(b, 0, 11.0, [10.0, 12.0])  # +10%, inside sqrt(1 + 1) = 1.41: noise
+    _set_stage(a, 1, 20.0, [19.0, 21.0])
+    _set_stage(b, 1, 22.0, [21.0, 23.0])  # +10%, beyond 1.41: a change
+    table = compare.compare_table(compare.load_run(a), compare.load_run(b)).set_index("users")
+    users = list(table.index)
+    assert table.loc[users[0], "qps_noise"] == True  # noqa: E712
+    assert table.loc[users[1], "qps_noise"] == False  # noqa: E712
+    assert compare.main(args(str(a), str(b))) == 0
+    out = capsys.readouterr().out
+    assert "10.0 -> 11.0 +10% (noise)" in out and "20.0 -> 22.0 +10% " in out
+    assert "20.0 -> 22.0 +10% (noise)" not in out and "within the two runs' 95% intervals" in out

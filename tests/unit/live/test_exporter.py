@@ -92,6 +92,8 @@ def test_no_request_contents_or_secrets(text):
         "swarm_workers",
         "swarm_stage",
         "swarm_degraded_workers",
+        "swarm_goodput_requests",  # (no samples without --goodput)
+        "swarm_goodput_judged_requests",
     }
 
 

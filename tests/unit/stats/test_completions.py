@@ -119,4 +119,4 @@ def test_records_without_a_window_complete_in_their_own_stage():
     """Re-aggregating records.parquet (no completion times kept) keeps the old meaning."""
     agg = Aggregate()
     agg.add(rec(stage=2))
-    assert agg.combined().completed == {2: [1, 10]}
+    assert agg.combined().completed == {2: [1, 10, 0]}

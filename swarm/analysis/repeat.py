@@ -1,0 +1,124 @@
+"""`swarm run --repeat N`: the whole plan run N times; per stage, the mean of each run's value and
+its 95% Student t interval across the runs (as AIPerf's repeated runs report), written to
+DIR/repeat.json and printed as a table.
+
+Pure (summaries in, a dict or text out). The runs are treated as independent samples of the same
+experiment: each run's stage value is one observation, so the interval says how far the mean of N
+runs may be from the long-run value, including run-to-run effects a single run's own interval
+(summary.json `ci`) cannot see (start-up, the server's state, the machine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from swarm.analysis.table import align
+from swarm.core.units import seconds_text
+from swarm.stats.confidence import LEVEL, mean_interval
+
+REPEAT_JSON = "repeat.json"
+# (key, title, how to read it from a block)
+METRICS: tuple[tuple[str, str], ...] = (
+    ("qps", "QPS"),
+    ("output_tok_s", "out tok/s"),
+    ("ttft_p50", "TTFT p50"),
+    ("ttft_p99", "TTFT p99"),
+    ("tpot_p50", "TPOT p50"),
+    ("tpot_p99", "TPOT p99"),
+    ("e2e_p50", "E2E p50"),
+    ("e2e_p99", "E2E p99"),
+    ("goodput", "good/s"),
+)
+
+
+def value(block: Mapping[str, Any], key: str) -> float | None:
+    """One metric of a summary block: a rate, a latency percentile (`ttft_p50`) or the goodput rate."""
+    if key in ("qps", "output_tok_s"):
+        return block.get(key)
+    if key == "goodput":
+        return (block.get("goodput") or {}).get("rate")
+    metric, stat = key.split("_")
+    return (block.get(f"{metric}_s") or {}).get(stat)
+
+
+def _entries(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """stage name -> its total block, and "run" -> the run's total."""
+    out = {str(st["stage"]): st.get("total") or {} for st in summary.get("stages") or []}
+    out["run"] = summary.get("total") or {}
+    return out
+
+
+def across_runs(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """{runs, level, stages: {stage: {metric: {mean, ci: [low, high] | None, values}}}} over the
+    runs that have the stage and the metric."""
+    per_run = [_entries(s) for s in summaries]
+    names = list(dict.fromkeys(name for entries in per_run for name in entries))
+    stages: dict[str, dict[str, Any]] = {}
+    for name in names:
+        out: dict[str, Any] = {}
+        for key, _ in METRICS:
+            values = [v for entries in per_run if (v := value(entries.get(name) or {}, key)) is not None]
+            if not values:
+                continue
+            mean, ci = mean_interval(values)
+            out[key] = {"mean": mean, "ci": list(ci) if ci else None, "values": values}
+        stages[name] = out
+    return {"runs": len(summaries), "level": LEVEL, "stages": stages}
+
+
+def _text(key: str, v: float) -> str:
+    return f"{v:.2f}" if key in ("qps", "output_tok_s", "goodput") else seconds_text(v, ms_digits=1)
+
+
+def render(result: Mapping[str, Any]) -> str:
+    """Per stage (and the run): mean ± the 95% half-width across runs, for each metric present."""
+    stages = result["stages"]
+    keys = [k for k, _ in METRICS if any(k in m for m in stages.values())]
+    head = ["stage", *(title for k, title in METRICS if k in keys)]
+    rows = []
+    for name, metrics in stages.items():
+        row = [name]
+        for k in keys:
+            m = metrics.get(k)
+            if m is None:
+                row.append("-")
+            elif m["ci"] is None:
+                row.append(_text(k, m["mean"]))
+            else:
+                row.append(f"{_text(k, m['mean'])} ± {_text(k, (m['ci'][1] - m['ci'][0]) / 2)}")
+        rows.append(row)
+    title = f"across {result['runs']} runs: mean ± 95% interval half-width (Student t)"
+    return "\n".join([title, *align(head, rows)])
+
+
+def compare_text(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
+    """`swarm compare` of two --repeat directories (their repeat.json): per stage and metric, mean A ->
+    mean B, the change, and "(noise)" when it is within the two across-run intervals combined
+    (swarm/stats/confidence.py `beyond_noise`)."""
+    from swarm.stats.confidence import beyond_noise
+
+    sa, sb = a["stages"], b["stages"]
+    stages = [name for name in sa if name in sb]
+    keys = [k for k, _ in METRICS if any(k in sa[n] and k in sb[n] for n in stages)]
+    head = ["stage", *(f"{title} A -> B" for k, title in METRICS if k in keys)]
+    rows = []
+    for name in stages:
+        row = [name]
+        for k in keys:
+            ma, mb = sa[name].get(k), sb[name].get(k)
+            if ma is None or mb is None:
+                row.append("-")
+                continue
+            x, y = ma["mean"], mb["mean"]
+            change = f" {(y / x - 1) * 100:+.0f}%" if x else ""
+            noise = " (noise)" if beyond_noise(x, ma["ci"], y, mb["ci"]) is False else ""
+            row.append(f"{_text(k, x)} -> {_text(k, y)}{change}{noise}")
+        rows.append(row)
+    return "\n".join(
+        [
+            f"A = {names[0]} ({a['runs']} runs), B = {names[1]} ({b['runs']} runs): means across runs",
+            *align(head, rows),
+            "(noise): the change is within the two across-run 95% intervals combined",
+        ]
+    )
