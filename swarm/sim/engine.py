@@ -55,6 +55,7 @@ class Sequence:
     last_token_time: float | None = None
     finish_time: float | None = None
     preemptions: int = 0
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache when first scheduled
     waiter: Any = None  # a future the HTTP handler awaits; resolved on progress
     tally: ModelCounters | None = None  # the served model's own counters (several models on one engine)
 
@@ -294,6 +295,7 @@ class Engine:
                 self.counters.prefix_hits += start
             if seq.scheduled_time is None:
                 seq.scheduled_time = now
+                seq.cached_tokens = start  # prefix-cache hit at first scheduling (the trace's)
             scheduled.append((seq, n))
             budget -= n
             prefill += n
