@@ -10,7 +10,8 @@ Latency columns are cumulative over the run (what summary.json will say); QPS an
 are current rates over the last RATE_WINDOW_S seconds of reports. The "Client" column says
 whether the load generator itself was the bottleneck: "client-bound: results not trustworthy"
 with every stage where a worker process averaged more than 90% CPU (swarm/live/plugin.py), else the
-busiest worker's CPU.
+busiest worker's CPU. Conversations (chat_session) add one row per turn (1, 2, 3, 4+): requests,
+not-ok requests, mean prompt tokens and TTFT by turn.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from swarm.core.records import TURN_BUCKETS
 from swarm.stats.aggregate import Aggregate, Cell
 from swarm.stats.quantiles import PERCENTILES
 
@@ -110,6 +112,25 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
             row(f"model {m or '(none)'}", agg.combined(model=m), rates.get(f"model:{m}", (0.0, 0.0)), client)
             for m in models
         )
+    out.extend(turn_rows(agg))
+    return out
+
+
+def turn_rows(agg: Aggregate) -> list[dict[str, Any]]:
+    """Conversations (chat_session): one row per turn bucket (1, 2, 3, 4+) with its requests, not-ok
+    count, mean prompt tokens (in the name) and TTFT; the columns a turn does not keep show "-"."""
+    out = []
+    for key in TURN_BUCKETS:
+        c = agg.turns.cells.get(key)
+        if c is None:
+            continue
+        prompt = f", prompt {c.prompt_tokens / c.ok:.0f} tok" if c.ok else ""
+        r: dict[str, Any] = {col["key"]: "-" for col in STRUCTURE}
+        r.update(name=f"turn {key}{prompt}", requests=c.requests, failed=c.requests - c.ok)
+        for stat in ("p50", "p99"):
+            v = c.ttft.quantile(PERCENTILES[stat])
+            r[f"ttft_{stat}_ms"] = "-" if v is None else round(v * 1000, 1)
+        out.append(r)
     return out
 
 
