@@ -22,7 +22,7 @@ USER_CONTENT = (
 
 
 def run(tmp_path, *extra: str, turns: str) -> tuple[subprocess.CompletedProcess, pd.DataFrame, dict]:
-    out = tmp_path / "run"
+    out = run_dir(tmp_path)
     cmd = swarm_cmd("run", "--workers", "2", "-u", "6", "-t", "6s", "--out", str(out), "--sim-profile", "instant",
                     *extra, "--workload", "chat_session", "--", "--turns", turns, "--input-tokens", str(INPUT),
                     "--output-tokens", str(OUTPUT), "--think-time", "0.05-0.15",
@@ -36,9 +36,14 @@ def run(tmp_path, *extra: str, turns: str) -> tuple[subprocess.CompletedProcess,
     return p, df.sort_values(["session_id", "turn"]), json.loads((out / "summary.json").read_text())
 
 
+def run_dir(tmp_path):
+    return tmp_path / "run"
+
+
 @pytest.mark.integration
 def test_four_turns_grow_as_the_history_and_hit_the_prefix_cache(tmp_path):
     p, df, summary = run(tmp_path, turns="4")
+    out = run_dir(tmp_path)
     assert (df.outcome == "ok").all() and df.session_id.notna().all()
     assert (df.session == df.session_id).all()  # --session-header: the id reached the server
     assert (df.prompt_tokens == df.prompt_tokens_sim).all()
@@ -81,7 +86,11 @@ def test_four_turns_grow_as_the_history_and_hit_the_prefix_cache(tmp_path):
         assert block["requests"] == by_turn.n[turn]
         assert block["prompt_tokens_mean"] == pytest.approx(by_turn.prompt[turn] / by_turn.n[turn])
     assert 0 < sessions["in_flight_mean"] < 6  # the users think between turns: fewer requests in flight
-    assert "turn" in p.stdout and "in flight" in p.stdout, p.stdout[-1500:]
+    assert f"conversations: {sessions['started']} started, 0 cut at max_model_len; 6 users" in p.stdout
+    assert "requests in flight on average" in p.stdout and "\n  turn 4+" in p.stdout, p.stdout[-1500:]
+    report = (out / "report.html").read_text()
+    assert "<h2>Conversations</h2>" in report and "<td>4+</td>" in report
+    assert "server prefix-cache hit rate" in report
 
 
 @pytest.mark.integration
