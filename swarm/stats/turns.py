@@ -19,11 +19,12 @@ from swarm.stats.wire import TurnCellWire, TurnsWire
 
 
 class TurnCell:
-    __slots__ = ("ok", "output_tokens", "prompt_tokens", "requests", "ttft")
+    __slots__ = ("cancelled", "ok", "output_tokens", "prompt_tokens", "requests", "ttft")
 
     def __init__(self) -> None:
         self.requests = 0
         self.ok = 0
+        self.cancelled = 0  # cut by the swarm's own stop: neither ok nor failed
         self.prompt_tokens = 0
         self.output_tokens = 0
         self.ttft = LatencyStats()
@@ -31,6 +32,7 @@ class TurnCell:
     def merge(self, other: TurnCell) -> None:
         self.requests += other.requests
         self.ok += other.ok
+        self.cancelled += other.cancelled
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.ttft.merge(other.ttft)
@@ -60,6 +62,8 @@ class TurnStats:
             c.output_tokens += r.output_tokens
             if r.ttft_s is not None and not r.warmup:
                 c.ttft.add(r.ttft_s)
+        elif r.outcome is Outcome.CANCELLED:
+            c.cancelled += 1
 
     def merge(self, other: TurnStats) -> None:
         self.cut += other.cut
@@ -76,6 +80,7 @@ class TurnStats:
             turns[key] = {
                 "requests": c.requests,
                 "ok": c.ok,
+                "cancelled": c.cancelled,
                 "prompt_tokens": c.prompt_tokens,
                 "output_tokens": c.output_tokens,
                 "ttft": c.ttft.to_wire(),
@@ -90,7 +95,7 @@ class TurnStats:
             if key not in TURN_BUCKETS:
                 raise ValueError(f"unknown turn bucket {key!r} on the wire")
             c = out.cells[key] = TurnCell()
-            c.requests, c.ok = int(cw["requests"]), int(cw["ok"])
+            c.requests, c.ok, c.cancelled = int(cw["requests"]), int(cw["ok"]), int(cw["cancelled"])
             c.prompt_tokens, c.output_tokens = int(cw["prompt_tokens"]), int(cw["output_tokens"])
             c.ttft = LatencyStats.from_wire(cw["ttft"])
         return out
@@ -106,6 +111,7 @@ class TurnStats:
             by_turn[key] = {
                 "requests": c.requests,
                 "ok": c.ok,
+                "cancelled": c.cancelled,
                 "prompt_tokens_mean": c.prompt_tokens / c.ok if c.ok else None,
                 "output_tokens_mean": c.output_tokens / c.ok if c.ok else None,
                 "ttft_s": quantiles.sketch_stats(c.ttft),

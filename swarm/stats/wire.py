@@ -55,6 +55,7 @@ class TurnCellWire(TypedDict):
 
     requests: int
     ok: int
+    cancelled: int  # cut by the swarm's own stop
     prompt_tokens: int  # of ok requests (server usage)
     output_tokens: int
     ttft: LatencyWire

@@ -117,8 +117,8 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
 
 
 def turn_rows(agg: Aggregate) -> list[dict[str, Any]]:
-    """Conversations (chat_session): one row per turn bucket (1, 2, 3, 4+) with its requests, not-ok
-    count, mean prompt tokens (in the name) and TTFT; the columns a turn does not keep show "-"."""
+    """Conversations (chat_session): one row per turn bucket (1, 2, 3, 4+) with its requests, failed
+    and cancelled counts, mean prompt tokens (in the name) and TTFT; the columns a turn does not keep show "-"."""
     out = []
     for key in TURN_BUCKETS:
         c = agg.turns.cells.get(key)
@@ -126,7 +126,12 @@ def turn_rows(agg: Aggregate) -> list[dict[str, Any]]:
             continue
         prompt = f", prompt {c.prompt_tokens / c.ok:.0f} tok" if c.ok else ""
         r: dict[str, Any] = {col["key"]: "-" for col in STRUCTURE}
-        r.update(name=f"turn {key}{prompt}", requests=c.requests, failed=c.requests - c.ok)
+        r.update(
+            name=f"turn {key}{prompt}",
+            requests=c.requests,
+            failed=c.requests - c.ok - c.cancelled,
+            cancelled=c.cancelled,
+        )
         for stat in ("p50", "p99"):
             v = c.ttft.quantile(PERCENTILES[stat])
             r[f"ttft_{stat}_ms"] = "-" if v is None else round(v * 1000, 1)

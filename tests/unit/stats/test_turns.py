@@ -22,12 +22,13 @@ def conversation_records(n: int = 400, seed: int = 3) -> list[RequestRecord]:
     out = []
     for i in range(n):
         turn = rng.randint(1, 7) if i % 5 else None  # every 5th request is not a conversation turn
-        ok = rng.random() < 0.9
+        draw = rng.random()
+        ok = draw < 0.85
         out.append(
             RequestRecord(
                 workload="chat_session" if turn else "short_qa",
                 start_wall_s=1_700_000_000.0 + i * 0.05,
-                outcome=Outcome.OK if ok else Outcome.TIMEOUT,
+                outcome=Outcome.OK if ok else Outcome.TIMEOUT if draw < 0.93 else Outcome.CANCELLED,
                 ttft_s=rng.lognormvariate(math.log(0.05 * (turn or 1)), 0.3) if ok else None,
                 e2e_s=rng.uniform(0.5, 2.0),
                 prompt_tokens=100 * (turn or 1) + rng.randint(0, 50),
@@ -65,7 +66,8 @@ def test_merged_turns_equal_the_records_exactly():
         mine = [r for r in records if r.turn is not None and turn_bucket(r.turn) == key]
         ok = [r for r in mine if r.ok]
         c = agg.turns.cells[key]
-        assert (c.requests, c.ok) == (len(mine), len(ok)) and mine
+        cancelled = sum(r.outcome is Outcome.CANCELLED for r in mine)
+        assert (c.requests, c.ok, c.cancelled) == (len(mine), len(ok), cancelled) and mine and cancelled
         assert c.prompt_tokens == sum(r.prompt_tokens for r in ok)
         assert c.output_tokens == sum(r.output_tokens for r in ok)
         ttfts = [r.ttft_s for r in ok if not r.warmup]
@@ -120,7 +122,9 @@ def test_summary_metrics_and_tab_show_each_turn():
     tab = {r["name"].split(",")[0]: r for r in rows(agg, {}) if r["name"].startswith("turn ")}
     assert list(tab) == ["turn 1", "turn 2", "turn 3", "turn 4+"]
     assert tab["turn 2"]["requests"] == agg.turns.cells["2"].requests
-    assert tab["turn 2"]["failed"] == agg.turns.cells["2"].requests - agg.turns.cells["2"].ok
+    two = [r for r in records if r.turn == 2]
+    assert tab["turn 2"]["failed"] == sum(r.outcome is Outcome.TIMEOUT for r in two) > 0
+    assert tab["turn 2"]["cancelled"] == sum(r.outcome is Outcome.CANCELLED for r in two) > 0
 
 
 def test_an_unknown_turn_bucket_on_the_wire_is_refused():
