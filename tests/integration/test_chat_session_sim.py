@@ -12,8 +12,10 @@ import subprocess
 import pandas as pd
 import pytest
 
-from swarm.core.tokens import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_REPLY_PRIMER
-from tests.helpers.support import swarm_cmd
+from swarm.core.tokens import CHAT_TOKENS_PER_MESSAGE, CHAT_TOKENS_REPLY_PRIMER, count_tokens
+from tests.helpers.support import REPO, swarm_cmd
+
+SHAREGPT = REPO / "swarm" / "load" / "prompts" / "sharegpt_sample.json"
 
 INPUT, OUTPUT, BLOCK = 40, 20, 16  # synthetic user messages; the simulator's default block size
 USER_CONTENT = (
@@ -21,10 +23,12 @@ USER_CONTENT = (
 )  # a one-message prompt of INPUT tokens
 
 
-def run(tmp_path, *extra: str, turns: str) -> tuple[subprocess.CompletedProcess, pd.DataFrame, dict]:
+def run(
+    tmp_path, *extra: str, turns: str | None, source: tuple[str, ...] = ("--input-tokens", str(INPUT))
+) -> tuple[subprocess.CompletedProcess, pd.DataFrame, dict]:
     out = run_dir(tmp_path)
     cmd = swarm_cmd("run", "--workers", "2", "-u", "6", "-t", "6s", "--out", str(out), "--sim-profile", "instant",
-                    *extra, "--workload", "chat_session", "--", "--turns", turns, "--input-tokens", str(INPUT),
+                    *extra, "--workload", "chat_session", "--", *(("--turns", turns) if turns else ()), *source,
                     "--output-tokens", str(OUTPUT), "--think-time", "0.05-0.15",
                     "--session-header", "x-session-id")  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
@@ -105,3 +109,30 @@ def test_a_conversation_that_would_pass_max_model_len_starts_anew_and_is_counted
     }  # (user, its n-th conversation)
     cut = sum((u, k + 1) in ids for u, k in ids)
     assert cut > 5 and summary["sessions"]["cut_at_max_model_len"] == cut
+
+
+@pytest.mark.integration
+def test_sharegpt_conversations_replay_their_user_turns(tmp_path):
+    """The shipped ShareGPT sample (89 one-turn and 14 two-turn conversations): each conversation is
+    sent with its own number of turns, and a second turn's prompt is its first prompt + the answer +
+    the conversation's second human message."""
+    convs = json.loads(SHAREGPT.read_text())
+    humans = [[t["value"] for t in c["conversations"] if t["from"] == "human"] for c in convs]
+    pairs = {
+        (count_tokens(h[0]), count_tokens(h[1])) for h in humans if len(h) == 2
+    }  # (first, second) message
+    _, df, summary = run(
+        tmp_path, turns=None, source=("--dataset", f"sharegpt:{SHAREGPT}", "--tokenizer", "server")
+    )
+    assert (df.outcome == "ok").all() and set(df.turn) == {1, 2}
+    assert summary["sessions"]["started"] == df.session_id.nunique()
+    twos = 0
+    for sid, conv in df.groupby("session_id"):
+        if len(conv) < 2:
+            continue
+        p1, p2 = conv.prompt_tokens.iloc[0], conv.prompt_tokens.iloc[1]
+        user1 = p1 - CHAT_TOKENS_PER_MESSAGE - CHAT_TOKENS_REPLY_PRIMER
+        added = p2 - p1 - 2 * CHAT_TOKENS_PER_MESSAGE - conv.answer_tokens.iloc[0]
+        assert (user1, added) in pairs, (sid, p1, p2)
+        twos += 1
+    assert twos > 0
