@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis import plots, table
+from swarm.analysis import conversations, plots, table
 from swarm.analysis.diagnosis import Finding, ttft_gap
 from swarm.analysis.gpu_diagnosis import GPU_ACTIVE, GPU_IDLE
 from swarm.analysis.plots import PNGS, render_plots
@@ -338,6 +338,39 @@ def prefix_cache_lines(data: RunData) -> list[str]:
     return [f"prefix cache: server hit rate {_fmt(server, 'pct')} (intended shared prefix: {meant})"]
 
 
+def _conversations_html(data: RunData) -> str:
+    """chat_session runs: users vs requests in flight, TTFT and prompt tokens by turn, and the
+    server's prefix-cache hit rate over time. Empty for runs without conversations."""
+    sessions = data.summary.get("sessions")
+    if not sessions:
+        return ""
+    turns = _table(
+        ["turn", "requests", "ok", "prompt tokens (mean)", "TTFT p50 (ms)", "TTFT p99 (ms)"],
+        [
+            [html.escape(k), _fmt(n, "int"), _fmt(ok, "int"), _fmt(prompt), _fmt(p50, "ms"), _fmt(p99, "ms")]
+            for k, n, ok, prompt, p50, p99 in conversations.turn_rows(data.summary)
+        ],
+    )
+    hits = conversations.prefix_hit_over_time(data.snapshots, plots._t0(data))
+    hit_table = (
+        _table(
+            ["from s", "to s", "server prefix-cache hit rate"],
+            [[f"{a:.0f}", f"{b:.0f}", _fmt(rate, "pct")] for a, b, rate in hits],
+        )
+        if hits
+        else "<p class='note'>No prefix-cache counters in the server's metrics.</p>"
+    )
+    flight = sessions.get("in_flight_mean")
+    return (
+        "<h2>Conversations</h2>\n"
+        f"<p class='meta'>{_fmt(sessions.get('started'), 'int')} conversations started, "
+        f"{_fmt(sessions.get('cut_at_max_model_len'), 'int')} cut at max_model_len; "
+        f"{_fmt(data.summary.get('users'), 'int')} users (one conversation each at a time) kept "
+        f"{_fmt(flight)} requests in flight on average: think time is not load.</p>\n"
+        f"{turns}\n<p class='meta'>Prefix-cache hit rate over time (the server's counters):</p>\n{hit_table}\n"
+    )
+
+
 def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, bytes]) -> str:
     s = data.summary
     meta = [f"run <b>{html.escape(data.name)}</b>"]
@@ -420,7 +453,7 @@ the client was the bottleneck and those latencies are not trusted.</p>
 <p class="meta">QPS: batch means over the completions of each whole 0.5 s bin in the window (batches at
 least one mean E2E long), Student t; percentiles: distribution-free order-statistic intervals read
 from the sketches (swarm/stats/confidence.py). Missing where the window or the sample is too small.</p>
-<h2>Client vs server</h2>
+{_conversations_html(data)}<h2>Client vs server</h2>
 {_client_server_html(data) if data.snapshots else "<p class='note'>No server metrics: nothing to compare.</p>"}
 {gpu_section}
 <h2>Plots</h2>

@@ -157,6 +157,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
     if any(failures.values()):
         parts = ", ".join(f"{k}={v}" for k, v in sorted(failures.items()) if v)
         lines.append(f"failures by outcome: {parts}")
+    lines.extend(session_lines(summary))
     return "\n".join(lines)
 
 
@@ -190,3 +191,25 @@ def drain_line(summary: Summary | Mapping[str, Any]) -> str | None:
         f"drain: {d.get('requests', 0)} requests finished{during} (not in QPS); "
         f"{d.get('cancelled', 0)} cancelled by the stop"
     )
+
+
+def session_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
+    """Conversations (chat_session): started and cut, requests in flight beside the user count, and
+    per turn: requests, mean prompt tokens, TTFT p50/p99. Empty without conversations."""
+    s = summary.get("sessions")
+    if not s:
+        return []
+    flight = s.get("in_flight_mean")
+    flight_text = f"{flight:.1f}" if flight is not None else "-"
+    lines = [
+        f"conversations: {s.get('started', 0)} started, {s.get('cut_at_max_model_len', 0)} cut at max_model_len; "
+        f"{summary.get('users', 0)} users (sessions), {flight_text} requests in flight on average "
+        "(think time is not load)"
+    ]
+    for key, b in (s.get("turns") or {}).items():
+        prompt = b.get("prompt_tokens_mean")
+        lines.append(
+            f"  turn {key:<2}  {b.get('requests', 0):>6} req  prompt {prompt if prompt is None else round(prompt)} tok  "
+            f"TTFT p50 {_latency(b, 'ttft', 'p50')}  p99 {_latency(b, 'ttft', 'p99')}"
+        )
+    return lines

@@ -111,6 +111,17 @@ def first_model(models: Any) -> str | None:
         return None
 
 
+def max_model_len(models: Any, model: str | None) -> int | None:
+    """The `max_model_len` a `/v1/models` answer gives for `model` (vLLM lists it), or None."""
+    try:
+        for m in models["data"]:
+            if m["id"] == model and isinstance(m.get("max_model_len"), int):
+                return int(m["max_model_len"])
+    except (KeyError, TypeError):
+        pass
+    return None
+
+
 def model_ids(models: Any) -> list[str]:
     """Every model id a `/v1/models` answer lists (LoRA adapters included: vLLM lists them too)."""
     try:

@@ -22,6 +22,7 @@ from swarm.client.dialects import (
     error_message,
     first_model,
     get_dialect,
+    max_model_len,
     model_ids,
 )
 from swarm.client.transport import json_or_text
@@ -38,6 +39,7 @@ class ServedModel:
     dialect: Dialect
     discovered: bool  # False: /v1/models has not answered (yet); asked again at retry_at
     retry_at: float = 0.0
+    max_model_len: int | None = None  # the context length /v1/models gives (vLLM), else None
 
     def fresh(self) -> bool:
         return self.discovered or time.monotonic() < self.retry_at
@@ -99,4 +101,4 @@ def discover(
     if ignore_eos and name == "openai":
         log.warning("--ignore-eos: the target looks like a plain OpenAI server; sending ignore_eos anyway")
     log.info("target: model %s, dialect %s", chosen, name)
-    return ServedModel(chosen, get_dialect(name), True)
+    return ServedModel(chosen, get_dialect(name), True, max_model_len=max_model_len(models, chosen))

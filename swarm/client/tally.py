@@ -279,3 +279,30 @@ class StreamTally:
         )
         if record.ttft_s is not None and record.output_tokens > 1:
             record.tpot_s = (record.e2e_s - record.ttft_s) / (record.output_tokens - 1)
+
+
+class TextTally(StreamTally):
+    """A `StreamTally` that also keeps the answer's text (chat: `delta.content`, not reasoning;
+    completions: `text`), for a conversation's history (swarm/load/sessions.py). Only conversation
+    turns pay for it: every other request reads the stream with the plain tally."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, dialect: Dialect, chat: bool = True) -> None:
+        super().__init__(dialect, chat)
+        self.parts: list[str] = []
+
+    def feed(self, obj: Any, t: float) -> bool:
+        ok = StreamTally.feed(self, obj, t)
+        try:
+            choice = obj["choices"][0]
+            text = choice["delta"].get("content") if self.chat else choice.get("text")
+        except (KeyError, TypeError, IndexError, AttributeError):
+            return ok
+        if text:
+            self.parts.append(text)
+        return ok
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)

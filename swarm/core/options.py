@@ -221,6 +221,27 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("--dataset-sample", "dataset: rows to keep (vLLM's sampling; default all)", "workload", type=int),
     Option(
+        "--turns",
+        "chat_session: turns per conversation, a DIST (N, MIN-MAX, MEAN:SD, lognormal:MEDIAN:SIGMA; "
+        "default 4; with --dataset: the conversation's own, capped by this)",
+        "workload",
+        metavar="DIST",
+    ),
+    Option(
+        "--think-time",
+        "chat_session: seconds a user thinks between turns, a DIST (default 0; not counted as load)",
+        "workload",
+        "0",
+        metavar="DIST",
+    ),
+    Option(
+        "--session-header",
+        "chat_session: send each turn's session id in this header (routers with session affinity, "
+        "e.g. x-session-id)",
+        "workload",
+        metavar="NAME",
+    ),
+    Option(
         "--prompt-file",
         "custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row",
         "workload",

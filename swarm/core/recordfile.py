@@ -39,6 +39,8 @@ SCHEMA = pa.schema(
         ("warmup", pa.bool_()),
         ("request_class", pa.string()),
         ("model", pa.string()),
+        ("session_id", pa.string()),
+        ("turn", pa.int32()),
     ]
 )
 FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches

@@ -61,6 +61,8 @@ class RequestRecord:
     warmup: bool = False  # sent during a stage's warm-up: excluded from that stage's stats
     request_class: str = "direct"  # the request's class: direct / thinking, or a dataset's class column
     model: str = ""  # the served model the request named (--model, its split, or /v1/models); "" = none
+    session_id: str | None = None  # chat_session: the conversation this request is a turn of
+    turn: int | None = None  # chat_session: the turn's number in its conversation, 1-based
 
     @property
     def ok(self) -> bool:
@@ -70,3 +72,12 @@ class RequestRecord:
         d = asdict(self)
         d["outcome"] = self.outcome.value
         return d
+
+
+TURN_BUCKETS: tuple[str, ...] = ("1", "2", "3", "4+")
+"""Bounded labels of per-turn statistics of conversations (summary, /metrics, report, LLM tab)."""
+
+
+def turn_bucket(turn: int) -> str:
+    """The label of a 1-based conversation turn: "1", "2", "3" or "4+"."""
+    return TURN_BUCKETS[turn - 1] if 1 <= turn < 4 else "4+"

@@ -16,6 +16,8 @@ total, `sum by (model)` a model's:
   SLO) and `swarm_goodput_judged_requests_total` (the non-warm-up ok + failed requests they are a
   share of), same labels as the request counters: goodput is
   `sum(rate(swarm_goodput_requests_total[1m]))`, its share the first over the second.
+- conversations (chat_session) only, labelled `turn` (1, 2, 3, 4+): `swarm_turn_ttft_seconds`,
+  `swarm_turn_requests_total`, `swarm_turn_prompt_tokens_total`; and `swarm_sessions_cut_total`.
 
 Counters are the integer sums of what the workers sent, so they equal that sum exactly. Latency
 statistics cover successful, non-warm-up requests (see swarm/stats/aggregate.py). Nothing from a request
@@ -122,6 +124,7 @@ class SwarmCollector(Collector):
             for workload, cell in cells.items() if judged else ():
                 c.add_metric([*workload, *run], getattr(cell, attr))
             yield c
+        yield from turn_metrics(agg, run)
 
         for metric, text, value in (
             ("swarm_users", "Concurrent simulated users", st.users),
@@ -136,6 +139,35 @@ class SwarmCollector(Collector):
             g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
             g.add_metric(run, value)
             yield g
+
+
+def turn_metrics(agg: Aggregate, run: list[str]) -> Iterator[Metric]:
+    """Conversations (chat_session), labelled `turn` ("1", "2", "3", "4+": bounded): TTFT histogram,
+    requests and prompt tokens per turn, and the conversations cut at max_model_len. Nothing
+    without conversations."""
+    turns = agg.turns
+    if not turns:
+        return
+    labels = ["turn", "model_name", "run_id"]
+    h = HistogramMetricFamily(
+        "swarm_turn_ttft_seconds", "Client-side TTFT by conversation turn", labels=labels
+    )
+    req = CounterMetricFamily("swarm_turn_requests", "Conversation turns sent, by turn", labels=labels)
+    prompt = CounterMetricFamily(
+        "swarm_turn_prompt_tokens", "Prompt tokens of successful conversation turns, by turn", labels=labels
+    )
+    for key, c in turns.cells.items():
+        buckets = [(floatToGoString(bound), count) for bound, count in c.ttft.cumulative_buckets()]
+        h.add_metric([key, *run], buckets, sum_value=c.ttft.sum)
+        req.add_metric([key, *run], c.requests)
+        prompt.add_metric([key, *run], c.prompt_tokens)
+    cut = CounterMetricFamily(
+        "swarm_sessions_cut",
+        "Conversations ended early because the next turn would pass max_model_len",
+        labels=["model_name", "run_id"],
+    )
+    cut.add_metric(run, turns.cut)
+    yield from (h, req, prompt, cut)
 
 
 def registry_for(state: Callable[[], ExportState]) -> CollectorRegistry:

@@ -8,6 +8,7 @@ the web UI's start form (the API key never: it is marked secret).
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ class LLMOptions:
     request_deadline: float = DEFAULT_REQUEST_DEADLINE_S  # 0: none
     tokenizer: str = "auto"  # auto, server, pseudo or a PATH (swarm/client/tokenize.py)
     models: ModelSplit | None = None  # --model parsed: one name, or a weighted split a:3,b:1
+    session_header: str | None = None  # chat_session: header carrying each turn's session id
 
     def _model_text(self) -> str | None:
         return str(self.models) if self.models is not None else None
@@ -138,12 +140,20 @@ class LLMOptions:
             dataset=get("dataset"),
             dataset_columns=get("dataset_columns"),
             dataset_sample=number("dataset_sample", int, "--dataset-sample"),
+            turns=get("turns"),
+            think_time=str(get("think_time", "0")),
         )
         tokenizer = str(get("tokenizer", "auto"))
         models = parse_models(get("model"))  # ("" is unset: the web UI's empty field)
         workload = get("workload")
-        if knobs.dataset and "dataset" not in str(workload or ""):
-            raise UsageError("--dataset is read by the dataset workload: add --workload dataset")
+        if (
+            knobs.dataset
+            and "dataset" not in str(workload or "")
+            and "chat_session" not in str(workload or "")
+        ):
+            raise UsageError(
+                "--dataset is read by the dataset and chat_session workloads: add --workload dataset"
+            )
         if (
             workload
             and "synthetic" in str(workload)
@@ -167,7 +177,20 @@ class LLMOptions:
             deadline,
             tokenizer,
             models,
+            _header_name(get("session_header")),
         )
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+
+
+def _header_name(value: Any) -> str | None:
+    if value is None:
+        return None
+    name = str(value).strip()
+    if not _HEADER_NAME.match(name):
+        raise UsageError(f"--session-header {value!r} is not an HTTP header name: use e.g. x-session-id")
+    return name
 
 
 def option(environment: Any, name: str) -> Any:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import secrets
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,13 +35,14 @@ import swarm.live.plugin  # noqa: F401  (registers the swarm's options, statisti
 from swarm.client.clock import Clock
 from swarm.client.dialects import ENDPOINTS
 from swarm.client.discovery import ServedModel, discover
-from swarm.client.tally import StreamTally
+from swarm.client.tally import StreamTally, TextTally
 from swarm.client.transport import MALFORMED, Transport, failure
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads
 from swarm.live.state import swarm_state
+from swarm.load.sessions import Conversation
 from swarm.load.workloads import LLMRequest
 
 log = logging.getLogger(__name__)
@@ -153,6 +155,17 @@ class LLMUser(FastHttpUser):
         self.transport = Transport(
             pool, head, common_headers, self.opts.request_timeout, self.opts.request_deadline or None
         )
+        # conversations (chat_session, swarm/load/sessions.py): the one this user holds, if any
+        self._sessions = any(getattr(w, "sessions", False) for w, _ in self.mix.items)
+        self.conversation: Conversation | None = None
+        self._session_workload: Any = None
+        self._session_prefix = secrets.token_hex(6)
+        self._sessions_started = 0
+        self._answer = ""  # the last conversation turn's answer text
+        header = self.opts.session_header
+        self._session_head = (  # the request head without its Content-Length, and the header's name
+            (head[: -len(b"Content-Length: ")], f"{header}: ".encode("latin-1")) if header else None
+        )
 
     @task
     def llm_request(self) -> None:
@@ -161,6 +174,9 @@ class LLMUser(FastHttpUser):
         if schedule is None:
             if getattr(self.environment.parsed_options, "rate", ""):
                 gevent.sleep(0.05)  # open loop, but the master's first stage message is not here yet
+                return
+            if self._sessions:
+                self._session_turn(think=True)
                 return
             self.send(self.mix.next_request(self.rng))  # closed loop: send as soon as the last answer is in
             return
@@ -178,7 +194,57 @@ class LLMUser(FastHttpUser):
                 gevent.sleep(delay)
         if state.stopping:  # the stop began while this user waited for its slot: Locust lets a task end
             return  # gracefully, and in open loop that wait is the task; sending now would add load
+        if self._sessions:  # open loop: each arrival sends this user's next turn (no think time)
+            self._session_turn(send_lag_s=max(0.0, time.perf_counter() - slot))
+            return
         self.send(self.mix.next_request(self.rng), send_lag_s=max(0.0, time.perf_counter() - slot))
+
+    # -- conversations (chat_session) -----------------------------------------------------------
+
+    def _new_conversation(self, workload: Any) -> Conversation:
+        self._sessions_started += 1
+        self._session_workload = workload
+        conv = self.conversation = workload.start(
+            self.rng, f"{self._session_prefix}-{self._sessions_started}"
+        )
+        return conv
+
+    def _session_turn(self, send_lag_s: float | None = None, think: bool = False) -> None:
+        """Send this user's next conversation turn (a new conversation when none is going on; a
+        request of another workload when the mix draws one between conversations)."""
+        conv = self.conversation
+        if conv is None or conv.done:
+            w = self.mix.draw(self.rng)
+            if not getattr(w, "sessions", False):
+                self.send(w.next_request(self.rng), send_lag_s=send_lag_s)
+                return
+            conv = self._new_conversation(w)
+        elif think:  # closed loop: the user reads the answer and types; not load (not in flight)
+            pause = self._session_workload.think(self.rng)
+            if pause > 0:
+                gevent.sleep(pause)
+        req = conv.next_request()
+        served = self.state.served
+        limit = served.max_model_len if served is not None else None
+        if (
+            req is not None
+            and limit is not None
+            and conv.turn > 0
+            and conv.prompt_estimate(req) + req.max_tokens > limit
+        ):  # the history no longer fits the context: a new conversation, the cut counted
+            stats = self.state.stats
+            if stats is not None and stats.worker is not None:
+                stats.worker.aggregate.turns.cut += 1
+            conv = self._new_conversation(self._session_workload)
+            req = conv.next_request()
+        if req is None:  # a dataset conversation without user messages
+            self.conversation = None
+            return
+        record = self.send(req, send_lag_s=send_lag_s, session=conv)
+        if record.outcome is Outcome.OK:
+            conv.answered(req, self._answer, record.prompt_tokens, record.output_tokens)
+        else:
+            conv.failed()
 
     def served(self) -> ServedModel:
         """Model and dialect, from the options or (once per process) from /v1/models."""
@@ -200,9 +266,12 @@ class LLMUser(FastHttpUser):
 
     # -- one request ---------------------------------------------------------------------------
 
-    def send(self, req: LLMRequest, send_lag_s: float | None = None) -> RequestRecord:
+    def send(
+        self, req: LLMRequest, send_lag_s: float | None = None, session: Conversation | None = None
+    ) -> RequestRecord:
         """Send `req`, stream the answer, fire the events; returns the record. Never raises, but
-        for the greenlet being killed: after recording a sent request as `cancelled`."""
+        for the greenlet being killed: after recording a sent request as `cancelled`. `session`: the
+        conversation `req` is the next turn of (its answer text is kept in `self._answer`)."""
         stage = self.state.stage
         record = RequestRecord(
             workload=req.workload,
@@ -213,6 +282,9 @@ class LLMUser(FastHttpUser):
             request_class=req.request_class or ("thinking" if req.thinking else "direct"),
             model=self.split.draw(self.rng) if self.split is not None else "",
         )
+        if session is not None:
+            record.session_id = session.id
+            record.turn = session.turn + 1
         n_bytes = 0
         t0 = time.perf_counter()
         t_end = t0
@@ -232,8 +304,15 @@ class LLMUser(FastHttpUser):
                 thinking=req.thinking,
                 ignore_eos=self.opts.ignore_eos or req.ignore_eos,
             )
-            data = transport.head + str(len(body)).encode() + b"\r\n\r\n" + body
-            tally = StreamTally(served.dialect, chat)
+            head = transport.head
+            if session is not None:
+                tally: StreamTally = TextTally(served.dialect, chat)
+                if self._session_head is not None:
+                    base, name = self._session_head
+                    head = base + name + session.id.encode() + b"\r\nContent-Length: "
+            else:
+                tally = StreamTally(served.dialect, chat)
+            data = head + str(len(body)).encode() + b"\r\n\r\n" + body
             t0 = time.perf_counter()
             record.start_wall_s = time.time()  # (after t0: start_wall_s + ttft_s errs late, never early)
             outcome, error, t_end, n_bytes = transport.exchange(data, tally, record)
@@ -243,6 +322,8 @@ class LLMUser(FastHttpUser):
                 outcome, error = failure(e, "tally", transport.timeout)
             if record.request_id is None:
                 record.request_id = tally.response_id
+            if session is not None:
+                self._answer = tally.text  # type: ignore[attr-defined]
         except Exception as e:  # a bug of ours, not the server's: still one record, never a raise
             t_end = time.perf_counter()
             outcome, error = failure(

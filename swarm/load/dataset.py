@@ -45,6 +45,7 @@ SHAREGPT_MAX_PROMPT = 1024
 SHAREGPT_MAX_TOTAL = 2048
 BAD_ROWS_SHOWN = 20
 DEFAULT_MAX_TOKENS = 256
+USER_ROLES = ("human", "user")  # ShareGPT's `from` of a user turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class Row:
     output_tokens: int | None = None  # None: --max-tokens, no ignore_eos
     klass: str | None = None
     reference: str | None = None  # ShareGPT: the reference answer (its token length is max_tokens)
+    user_turns: tuple[str, ...] = ()  # every user message of the conversation, in order (chat_session)
 
 
 def parse_spec(spec: str) -> tuple[str, Path]:
@@ -214,7 +216,12 @@ def _sharegpt(path: Path) -> Iterator[tuple[str, Any]]:
         except (KeyError, TypeError):
             yield where, ValueError("a turn without 'value'")
             continue
-        yield where, Row(where, [{"role": "user", "content": prompt}], None, None, answer)
+        users = tuple(
+            str(t["value"])
+            for t in conv
+            if isinstance(t, dict) and t.get("from") in USER_ROLES and "value" in t
+        )
+        yield where, Row(where, [{"role": "user", "content": prompt}], None, None, answer, users)
 
 
 def read_dataset(spec: str, columns: str | None = None) -> tuple[str, list[Row]]:
@@ -322,7 +329,9 @@ class DatasetWorkload:
             prompt_len = tok.count_prompt(row.messages[0]["content"])
             output_len = tok.count_prompt(row.reference or "")
             if sharegpt_keep(prompt_len, output_len):
-                kept.append(Row(row.where, row.messages, output_len, row.klass, row.reference))
+                kept.append(
+                    Row(row.where, row.messages, output_len, row.klass, row.reference, row.user_turns)
+                )
                 if self.sample and len(kept) == self.sample:
                     break
             else:
@@ -338,11 +347,16 @@ class DatasetWorkload:
             f"(tokenizer {tok.name})"
         )
 
-    def next_request(self, rng: random.Random) -> Any:
+    def next_row(self) -> Row:
+        """The next row in this worker's order (round and round)."""
         if not self.chosen:
             raise RuntimeError("DatasetWorkload.prepare() was not called before the load")
         row = self.chosen[self._order[self._i]]
         self._i = (self._i + 1) % len(self._order)
+        return row
+
+    def next_request(self, rng: random.Random) -> Any:
+        row = self.next_row()
         fixed = row.output_tokens is not None
         max_tokens = row.output_tokens if fixed else self.max_tokens
         return self._request(self.name, row.messages, max_tokens, None, fixed, row.klass)

@@ -35,6 +35,16 @@ class Dist:
             return max(1, round(rng.gauss(self.a, self.b)))
         return max(1, round(self.a * math.exp(rng.gauss(0.0, self.b))))
 
+    def draw_real(self, rng: random.Random) -> float:
+        """A real value >= 0 (think times in seconds: `parse_real_dist`)."""
+        if self.kind == "fixed":
+            return self.a
+        if self.kind == "uniform":
+            return rng.uniform(self.a, self.b)
+        if self.kind == "normal":
+            return max(0.0, rng.gauss(self.a, self.b))
+        return self.a * math.exp(rng.gauss(0.0, self.b))
+
     @property
     def low(self) -> int:
         """The smallest value it can draw."""
@@ -44,26 +54,31 @@ class Dist:
         return self.text
 
 
-def parse_dist(text: str, flag: str) -> Dist:
-    """`text` in one of the DIST forms; UsageError naming `flag` otherwise."""
+def parse_dist(text: str, flag: str, *, real: bool = False) -> Dist:
+    """`text` in one of the DIST forms; UsageError naming `flag` otherwise. `real`: values are
+    real numbers >= 0 (think times in seconds: `Dist.draw_real`), else whole numbers >= 1."""
     s = str(text).strip().replace(" ", "")
-    bad = UsageError(f"bad {flag} {text!r}: give {DIST_HELP}")
+    extra = " (seconds; 0 and fractions allowed)" if real else ""
+    bad = UsageError(f"bad {flag} {text!r}: give {DIST_HELP}{extra}")
+    num = float if real else int
+    least = 0 if real else 1
     try:
         if s.lower().startswith("lognormal:"):
             _, median, sigma = s.split(":")
             d = Dist("lognormal", float(median), float(sigma), s)
-            ok = d.a >= 1 and d.b >= 0
+            ok = d.a >= 1 or (real and d.a > 0)
+            ok = ok and d.b >= 0
         elif ":" in s:
             mean, sd = s.split(":")
             d = Dist("normal", float(mean), float(sd), s)
-            ok = d.a >= 1 and d.b >= 0
+            ok = d.a >= least and d.b >= 0
         elif "-" in s:
             lo, hi = s.split("-")
-            d = Dist("uniform", int(lo), int(hi), s)
-            ok = 1 <= d.a <= d.b
+            d = Dist("uniform", num(lo), num(hi), s)
+            ok = least <= d.a <= d.b
         else:
-            d = Dist("fixed", int(s), 0, s)
-            ok = d.a >= 1
+            d = Dist("fixed", num(s), 0, s)
+            ok = d.a >= least
     except ValueError:
         raise bad from None
     if not ok or not all(math.isfinite(v) for v in (d.a, d.b)):

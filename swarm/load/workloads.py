@@ -83,6 +83,8 @@ class Knobs:
     dataset: str | None = None  # dataset: KIND:PATH (swarm/load/dataset.py)
     dataset_columns: str | None = None  # dataset: prompt=COL,output_tokens=COL,class=COL
     dataset_sample: int | None = None  # dataset: rows kept
+    turns: str | None = None  # chat_session: DIST of turns per conversation (None: 4; a dataset's own)
+    think_time: str = "0"  # chat_session: DIST of seconds between turns (swarm/load/dists.py, real)
 
     def __post_init__(self) -> None:
         if self.thinking_ratio is not None and not 0.0 <= self.thinking_ratio <= 1.0:
@@ -545,6 +547,20 @@ def _dataset(k: Knobs) -> Workload:
     )
 
 
+def _chat_session(k: Knobs) -> Workload:
+    from swarm.load.dists import parse_dist
+    from swarm.load.sessions import ChatSessionWorkload
+
+    return ChatSessionWorkload(  # type: ignore[return-value]  (a Workload by duck type: no import cycle)
+        parse_dist(k.turns or "4", "--turns"),
+        parse_dist(k.think_time, "--think-time", real=True),
+        _dataset(k) if k.dataset else _synthetic(k),
+        turns_given=k.turns is not None,
+        max_tokens=k.max_tokens or 256,
+        request=LLMRequest,
+    )
+
+
 WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "mixed": (_mixed, "80% direct answers (thinking off) + 20% thinking, max_tokens 1024 (seed 000 round 1)"),
     "short_qa": (_short_qa, "seed 000's short-output prompts, max_tokens 50"),
@@ -555,6 +571,11 @@ WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "custom": (_custom, "your prompts from --prompt-file (JSONL or CSV)"),
     "dataset": (_dataset, "rows of --dataset sharegpt:|jsonl:|csv:|parquet:|hf:PATH"),
     "synthetic": (_synthetic, "exact token lengths: --input-tokens DIST --output-tokens DIST, ignore_eos"),
+    "chat_session": (
+        _chat_session,
+        "conversations: --turns DIST, --think-time DIST; each turn resends the history "
+        "(user messages from --dataset, else synthetic)",
+    ),
 }
 
 

@@ -297,7 +297,7 @@ class Engine:
                 self.counters.prefix_hits += start
             if seq.scheduled_time is None:
                 seq.scheduled_time = now
-                seq.cached_tokens = start
+                seq.cached_tokens = start  # prefix-cache hit at first scheduling (the trace's)
             scheduled.append((seq, n))
             budget -= n
             prefill += n

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import orjson
 from aiohttp import web
 
+from swarm.core.tokens import count_tokens
 from swarm.sim import llamacpp
 from swarm.sim.engine import ABORTED, Engine, Sequence, prompt_block_hashes
 from swarm.sim.faults import HTTP_FAULTS, FaultPlan, fault_position
@@ -33,8 +34,8 @@ from swarm.sim.protocol import (
     parse_completion,
     tokenize_answer,
 )
-from swarm.sim.render import DONE, TAPE_BITS, Output, StreamRenderer, Tape, full_body
-from swarm.sim.trace import TraceRecord, TraceWriter
+from swarm.sim.render import DONE, TAPE_BITS, Output, StreamRenderer, Tape, full_body, token_texts
+from swarm.sim.trace import SESSION_HEADER, TraceRecord, TraceWriter
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
@@ -187,12 +188,19 @@ class SimServer:
         if self.trace is not None:
             self.trace.write(rec)
 
+    def _trace_answer(self, rec: TraceRecord, call: _Call) -> None:
+        """A finished answer's content as the pseudo-tokenizer counts it (traced only): what a
+        conversation's next turn resends as the assistant message."""
+        if self.trace is not None:
+            rec.answer_tokens = count_tokens(token_texts(self.tape, call.out, rec.completion_tokens)[1])
+
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         arrival = time.time()
         rng = self.rng
         prefix = "chatcmpl-" if endpoint == "chat" or self.llama else "cmpl-"  # llama.cpp: chatcmpl- for both
         rid = f"{prefix}{rng.getrandbits(128):032x}"
         rec = TraceRecord(id=rid, arrival_time=arrival, endpoint=endpoint)
+        rec.session = request.headers.get(SESSION_HEADER)
         if self._auth and request.headers.get("Authorization") != self._auth:
             rec.status = 401
             self._write_trace(rec)
@@ -348,6 +356,7 @@ class SimServer:
             now = time.time()
             if sent == 0:
                 rec.first_token_time = now
+                rec.cached_tokens = call.seq.cached_tokens
             rec.last_token_time = now
             sent = rec.completion_tokens = upto
             rec.reasoning_tokens = min(sent, out.reasoning_tokens)
@@ -378,6 +387,7 @@ class SimServer:
         rec.end_time = time.time()
         if fault is None:
             self.metrics.observe_success(seq, out.finish_reason, call.model)
+        self._trace_answer(rec, call)
         self._write_trace(rec)
         await resp.write(b"".join(parts))
         await resp.write_eof()
@@ -433,11 +443,13 @@ class SimServer:
             body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact
         now = time.time()
         rec.first_token_time = rec.last_token_time = rec.end_time = now
+        rec.cached_tokens = call.seq.cached_tokens
         rec.completion_tokens = out.target_tokens
         rec.reasoning_tokens = out.reasoning_tokens
         rec.finish_reason = out.finish_reason
         if fault is None:
             self.metrics.observe_success(seq, out.finish_reason, call.model)
+        self._trace_answer(rec, call)
         self._write_trace(rec)
         return _json(body, 200, out.id)
 

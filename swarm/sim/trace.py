@@ -13,6 +13,8 @@ from typing import IO
 
 import orjson
 
+SESSION_HEADER = "x-session-id"  # traced as `session`: what a router with session affinity reads
+
 
 @dataclass(slots=True)
 class TraceRecord:
@@ -29,6 +31,9 @@ class TraceRecord:
     completion_tokens: int = 0  # tokens delivered to the client
     reasoning_tokens: int = 0  # of those, reasoning tokens
     finish_reason: str | None = None  # stop | length | abort (client gone) | None (not reached)
+    cached_tokens: int | None = None  # prompt tokens the prefix cache held when it was first scheduled
+    answer_tokens: int | None = None  # a finished answer's content, pseudo-tokens (what a next turn resends)
+    session: str | None = None  # the request's `x-session-id` header (session affinity), if any
 
 
 class TraceWriter:

@@ -44,9 +44,11 @@ from collections.abc import Iterator
 from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.goodput import GoodputSpec
 from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
+from swarm.stats.turns import TurnStats
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 4  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`
+WIRE_VERSION = 5  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
+# 5: `turns` (conversations)
 BIN_S = 0.5  # completions are counted per this much wall-clock time (QPS intervals)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
@@ -306,6 +308,7 @@ class Aggregate:
     def __init__(self, goodput: GoodputSpec | None = None) -> None:
         self.cells: dict[tuple[str, int, str, str], Cell] = {}
         self.goodput = goodput  # the per-request SLOs records are judged by when added (None: none)
+        self.turns = TurnStats()  # conversations' per-turn side table (records with a `turn` only)
 
     def __bool__(self) -> bool:
         return bool(self.cells)
@@ -324,15 +327,20 @@ class Aggregate:
         """Count `record` in its (workload, sent stage, class, model) cell; `window`: see `Cell.add`."""
         cell = self.cell(record.workload, int(record.stage), record.request_class, record.model or "")
         cell.add(record, window, self.goodput)
+        if record.turn is not None:
+            self.turns.add(record)
 
     def merge(self, other: Aggregate) -> None:
         for c in other:
             self.cell(c.workload, c.stage, c.klass, c.model).merge(c)
+        if other.turns:
+            self.turns.merge(other.turns)
 
     def take_delta(self) -> Aggregate:
         """Hand over everything added since the last call and start empty (worker side)."""
         delta = Aggregate(self.goodput)
         delta.cells, self.cells = self.cells, {}
+        delta.turns, self.turns = self.turns, TurnStats()
         return delta
 
     def workloads(self) -> list[str]:
@@ -374,7 +382,14 @@ class Aggregate:
 
     def to_wire(self) -> AggregateWire:
         """A msgpack-able dict (dicts, lists, str, int, float, None only)."""
-        return {"v": WIRE_VERSION, "rel_acc": REL_ACCURACY, "cells": [c.to_wire() for c in self]}
+        out: AggregateWire = {
+            "v": WIRE_VERSION,
+            "rel_acc": REL_ACCURACY,
+            "cells": [c.to_wire() for c in self],
+        }
+        if self.turns:
+            out["turns"] = self.turns.to_wire()
+        return out
 
     @classmethod
     def from_wire(cls, d: AggregateWire) -> Aggregate:
@@ -387,4 +402,7 @@ class Aggregate:
         for cd in d["cells"]:
             c = Cell.from_wire(cd)
             agg.cell(c.workload, c.stage, c.klass, c.model).merge(c)
+        turns = d.get("turns")
+        if turns is not None:
+            agg.turns = TurnStats.from_wire(turns)
         return agg

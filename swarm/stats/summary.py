@@ -225,6 +225,7 @@ class Summary(TypedDict):
     intended_prefix_share: NotRequired[dict[str, float]]  # workload -> share of prompt tokens shared
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
+    sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:
@@ -415,7 +416,17 @@ def build(
                 )
         stages.append(entry)
     out["stages"] = stages
+    if agg.turns:  # conversations: per turn, and the requests in flight next to the user count
+        out["sessions"] = agg.turns.summary(in_flight_mean(total, duration))
     return cast(Summary, out)
+
+
+def in_flight_mean(total: Cell, duration_s: float | None) -> float | None:
+    """Average requests in flight over the run (Little's law: the ok requests' E2E seconds over the
+    load window's length); with think time it is below the user count."""
+    if not duration_s or duration_s <= 0:
+        return None
+    return total.latencies["e2e"].sum / duration_s
 
 
 def write(summary: Mapping[str, Any], path: Path) -> None:

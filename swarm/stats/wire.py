@@ -54,10 +54,29 @@ class CellWire(TypedDict):
     per_bin: list[list[int]]  # [[floor(end / BIN_S), requests completed]]; since 4
 
 
+class TurnCellWire(TypedDict):
+    """One turn bucket of conversations (swarm/stats/turns.py `TurnCell`)."""
+
+    requests: int
+    ok: int
+    cancelled: int  # cut by the swarm's own stop
+    prompt_tokens: int  # of ok requests (server usage)
+    output_tokens: int
+    ttft: LatencyWire
+
+
+class TurnsWire(TypedDict):
+    """Conversations' per-turn statistics (swarm/stats/turns.py `TurnStats`); since WIRE_VERSION 4."""
+
+    cut: int  # conversations cut because the next turn would pass max_model_len
+    turns: dict[str, TurnCellWire]  # turn bucket ("1", "2", "3", "4+") -> its counters
+
+
 class AggregateWire(TypedDict):
     v: int  # WIRE_VERSION
     rel_acc: float  # the sketches' relative accuracy
     cells: list[CellWire]
+    turns: NotRequired[TurnsWire]  # only when conversations sent requests (or were cut)
 
 
 class WorkerReport(AggregateWire):

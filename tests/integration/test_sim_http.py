@@ -48,6 +48,9 @@ TRACE_FIELDS = [
     "completion_tokens",
     "reasoning_tokens",
     "finish_reason",
+    "cached_tokens",
+    "answer_tokens",
+    "session",
 ]
 
 
@@ -466,7 +469,15 @@ def test_trace_lines_are_exact_and_prompt(sim):
         "completion_tokens": 20,
         "reasoning_tokens": 0,
         "finish_reason": "length",
+        "cached_tokens": s["cached_tokens"],  # what other tests of this simulator left cached
+        "answer_tokens": count_tokens(
+            "".join(
+                c["choices"][0]["delta"].get("content") or "" for c in stream.chunks() if c.get("choices")
+            )
+        ),
+        "session": None,
     }
+    assert 0 <= s["cached_tokens"] < s["prompt_tokens"] and s["answer_tokens"] > 0
     assert stream.chunks()[-1]["usage"]["completion_tokens"] == s["completion_tokens"]
     assert (w["endpoint"], w["stream"], w["prompt_tokens"], w["completion_tokens"]) == (
         "completions",

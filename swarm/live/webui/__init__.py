@@ -15,6 +15,9 @@ busiest worker's CPU.
 With --goodput the last three columns are the goodput (swarm/stats/goodput.py): good requests
 counted so far, their share of the ok + failed non-warm-up requests, and good requests per second
 over the last RATE_WINDOW_S seconds (rates key `good:<row key>`); "-" without --goodput.
+
+Conversations (chat_session) add one row per turn (1, 2, 3, 4+): requests,
+not-ok requests, mean prompt tokens and TTFT by turn.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from swarm.core.records import TURN_BUCKETS
 from swarm.stats.aggregate import Aggregate, Cell
 from swarm.stats.quantiles import PERCENTILES
 
@@ -138,6 +142,30 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
             )
             for m in models
         )
+    out.extend(turn_rows(agg))
+    return out
+
+
+def turn_rows(agg: Aggregate) -> list[dict[str, Any]]:
+    """Conversations (chat_session): one row per turn bucket (1, 2, 3, 4+) with its requests, failed
+    and cancelled counts, mean prompt tokens (in the name) and TTFT; the columns a turn does not keep show "-"."""
+    out = []
+    for key in TURN_BUCKETS:
+        c = agg.turns.cells.get(key)
+        if c is None:
+            continue
+        prompt = f", prompt {c.prompt_tokens / c.ok:.0f} tok" if c.ok else ""
+        r: dict[str, Any] = {col["key"]: "-" for col in STRUCTURE}
+        r.update(
+            name=f"turn {key}{prompt}",
+            requests=c.requests,
+            failed=c.requests - c.ok - c.cancelled,
+            cancelled=c.cancelled,
+        )
+        for stat in ("p50", "p99"):
+            v = c.ttft.quantile(PERCENTILES[stat])
+            r[f"ttft_{stat}_ms"] = "-" if v is None else round(v * 1000, 1)
+        out.append(r)
     return out
 
 
