@@ -39,6 +39,7 @@ SCHEMA = pa.schema(
         ("warmup", pa.bool_()),
         ("request_class", pa.string()),
         ("model", pa.string()),
+        ("trace_row", pa.int64()),
     ]
 )
 FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches

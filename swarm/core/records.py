@@ -61,6 +61,7 @@ class RequestRecord:
     warmup: bool = False  # sent during a stage's warm-up: excluded from that stage's stats
     request_class: str = "direct"  # the request's class: direct / thinking, or a dataset's class column
     model: str = ""  # the served model the request named (--model, its split, or /v1/models); "" = none
+    trace_row: int | None = None  # trace replay: the trace row sent (its 0-based data row in the file)
 
     @property
     def ok(self) -> bool:

@@ -176,6 +176,8 @@ class SimServer:
                     413, f"Request body larger than {MAX_BODY_BYTES} bytes.", "BadRequestError"
                 ) from None
             body = load_body(raw)
+            user = body.get("user")
+            rec.user = user if isinstance(user, str) else None
             stream = body.get("stream", False)
             rec.stream = stream if isinstance(stream, bool) else None
             model = check_model(body, self.served)

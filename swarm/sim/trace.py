@@ -29,6 +29,7 @@ class TraceRecord:
     completion_tokens: int = 0  # tokens delivered to the client
     reasoning_tokens: int = 0  # of those, reasoning tokens
     finish_reason: str | None = None  # stop | length | abort (client gone) | None (not reached)
+    user: str | None = None  # the request body's OpenAI `user` field (the swarm's trace replay: trace-row-N)
 
 
 class TraceWriter:
