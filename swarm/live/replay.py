@@ -37,7 +37,7 @@ from typing import Any
 import gevent
 import gevent.event
 from locust import events
-from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from swarm.core.errors import UsageError
 from swarm.core.units import parse_timespan
@@ -53,7 +53,9 @@ LEASE = "swarm_trace_lease"  # master -> worker: {"rows": [TraceRow.to_wire + du
 REVOKE = "swarm_trace_revoke"  # master -> worker: drop the rows you hold (you were given up)
 CLAIM = "swarm_trace_claim"  # worker -> master: {"row", "lag"}, just before the request is sent
 DONE = "swarm_trace_done"  # worker -> master: {"row"}, after its record
-LEAD_S = 1.0  # the replay's clock starts this long after the first tick: the first leases get there
+READY = "swarm_trace_ready"  # worker -> master: its prompts are built, it takes rows
+LEAD_S = 1.0  # the replay's clock starts this long after every worker is ready: the first leases get there
+READY_WAIT_S = 120.0  # ... or after this long, with the workers that are ready by then
 LEASE_AHEAD_S = 2.0  # rows are leased this long before they are due
 TICK_S = 0.1
 STALL_S = 1.0  # a worker with rows this overdue and no claim for as long gets no new rows
@@ -209,6 +211,7 @@ def prepare_replay(environment: Any, tokenizer: Any) -> None:
     if is_worker:
         r.send_claim = lambda row, lag: runner.send_message(CLAIM, {"row": row, "lag": lag})
         r.send_done = lambda row: runner.send_message(DONE, {"row": row})
+        runner.send_message(READY, None)
     else:  # local: the dispatcher is in this process
         d = r.dispatcher
         assert d is not None
@@ -237,7 +240,9 @@ class Dispatcher:
         self.max_lag_s = max_lag_s
         self.local = local
         self.send = self._send_lease
-        self.t0: float | None = None
+        self.t0: float | None = None  # wall time of the replay's time 0 (set once the workers are ready)
+        self.started_at: float | None = None
+        self.ready: set[str] = {"local"} if local else set()  # workers whose prompts are built
         self._next = 0  # next row of trace.rows not yet leased
         self._pending: deque[TraceRow] = deque()  # taken back from a lost worker, to lease again
         self.leased: dict[str, dict[int, tuple[float, TraceRow]]] = {}  # worker -> row -> (due, row)
@@ -246,6 +251,8 @@ class Dispatcher:
         self.inflight: Counter[str] = Counter()
         self.lost: set[str] = set()  # workers given up (missing): their rows went to others
         self.reassigned: Counter[str] = Counter()  # lost worker -> rows taken from it
+        self._moved: set[int] = set()  # rows re-assigned: late by the loss, not by the worker that sends them
+        self.moved_max_lag_s = 0.0
         self.duplicates = 0  # claims of a row already claimed (a lost worker that came back)
         self.lag: dict[str, WorkerLag] = {}
         self._greenlet: Any = None
@@ -255,16 +262,30 @@ class Dispatcher:
     def start(self) -> None:
         if self._greenlet is not None:
             return
-        self.t0 = time.time() + LEAD_S
+        self.started_at = time.time()
+        self._greenlet = gevent.spawn(self._loop)
+
+    def _start_clock(self, now: float) -> bool:
+        """Time 0 of the replay: once every connected worker has built its prompts (READY_WAIT_S at
+        most, then with those ready)."""
+        if self.t0 is not None:
+            return True
+        assert self.started_at is not None
+        connected = set(self.workers(ready_only=False))
+        ready = connected & self.ready
+        if not ready or (ready != connected and now - self.started_at < READY_WAIT_S):
+            return False
+        self.t0 = now + LEAD_S
         log.info(
-            "swarm: trace replay of %s (%s): %d rows over %.1f s (time scale %g)",
+            "swarm: trace replay of %s (%s): %d rows over %.1f s (time scale %g), %d workers",
             self.trace.path,
             self.trace.format,
             len(self.trace.rows),
             self.trace.span_s,
             self.trace.time_scale,
+            len(ready),
         )
-        self._greenlet = gevent.spawn(self._loop)
+        return True
 
     def stop(self) -> None:
         if self._greenlet is not None:
@@ -289,14 +310,14 @@ class Dispatcher:
             gevent.sleep(TICK_S)
 
     # -- workers -----------------------------------------------------------------------------
-    def workers(self) -> list[str]:
-        """Workers that take rows: running ones (the local runner: itself)."""
+    def workers(self, ready_only: bool = True) -> list[str]:
+        """Workers that take rows: connected ones whose prompts are built (the local runner: itself)."""
         if self.local:
             return ["local"]
         return [
             c.id
             for c in self.runner.clients.values()
-            if c.state in (STATE_RUNNING, STATE_SPAWNING) and c.id not in self.lost
+            if c.state != STATE_MISSING and c.id not in self.lost and (c.id in self.ready or not ready_only)
         ]
 
     def _missing(self) -> set[str]:
@@ -318,10 +339,12 @@ class Dispatcher:
         self.runner.send_message(LEASE, {"rows": [[due, *r.to_wire()] for due, r in rows]}, client_id=worker)
 
     def tick(self) -> None:
-        assert self.t0 is not None
         now = time.time()
         for w in self._missing() - self.lost:
             self._take_back(w)
+        if not self._start_clock(now):
+            return
+        assert self.t0 is not None
         workers = [w for w in self.workers() if not self._stalled(w, now)] or self.workers()
         if not workers:
             return
@@ -350,6 +373,7 @@ class Dispatcher:
         rows = self.leased.pop(worker, {})
         if rows:
             self.reassigned[worker] += len(rows)
+            self._moved.update(rows)
             self._pending.extend(sorted((r for _, r in rows.values()), key=lambda r: r.at_s))
         sent = sum(1 for w in self.claimed.values() if w == worker)
         log.warning(
@@ -377,7 +401,9 @@ class Dispatcher:
         wl = self.lag.setdefault(worker, WorkerLag())
         wl.sent += 1
         wl.last_claim = time.time()
-        if lag > self.max_lag_s:
+        if row in self._moved:
+            self.moved_max_lag_s = max(self.moved_max_lag_s, lag)
+        elif lag > self.max_lag_s:
             if not wl.late:
                 log.warning(
                     "swarm: trace replay is behind: worker %s sent row %d %.3f s late (bound %.3f s); "
@@ -388,7 +414,8 @@ class Dispatcher:
                     self.max_lag_s,
                 )
             wl.late += 1
-        wl.max_lag_s = max(wl.max_lag_s, lag)
+        if row not in self._moved:
+            wl.max_lag_s = max(wl.max_lag_s, lag)
 
     def on_done(self, worker: str, row: int) -> None:
         self.done.add(row)
@@ -412,6 +439,7 @@ class Dispatcher:
             "duplicates": self.duplicates,
             "reassigned": sum(self.reassigned.values()),
             "reassigned_from": dict(self.reassigned),
+            "reassigned_max_lag_s": self.moved_max_lag_s,  # their lateness: the time to notice the loss
             "implied_prefix_hit_rate": implied_hit_rate(t.rows, t.block_size),
             "max_lag_bound_s": self.max_lag_s,
             "behind": [
@@ -422,25 +450,6 @@ class Dispatcher:
                 w: {"sent": wl.sent, "max_lag_s": wl.max_lag_s} for w, wl in sorted(self.lag.items())
             },
         }
-
-    def lines(self) -> list[str]:
-        """What the master prints at the end."""
-        s = self.summary()
-        out = [
-            f"swarm: trace replay: {s['sent']} of {s['rows']} rows sent ({s['unsent']} unsent, "
-            f"{s['duplicates']} twice), {s['reassigned']} re-assigned from lost workers"
-            + (
-                f" ({', '.join(f'{w}: {n}' for w, n in s['reassigned_from'].items())})"
-                if s["reassigned"]
-                else ""
-            )
-        ]
-        for b in s["behind"]:
-            out.append(
-                f"swarm: trace replay fell behind: worker {b['worker']} sent {b['late']} of {b['sent']} rows "
-                f"more than {self.max_lag_s:g} s late (max {b['max_lag_s']:.3f} s)"
-            )
-        return out
 
 
 # ---- messages ----------------------------------------------------------------------------------
@@ -485,8 +494,14 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
             if d is not None:
                 d.on_done(msg.node_id, int(msg.data["row"]))
 
+        def ready(msg: Any, **_: Any) -> None:
+            d = _dispatcher(environment)
+            if d is not None:
+                d.ready.add(msg.node_id)
+
         runner.register_message(CLAIM, claim)
         runner.register_message(DONE, done)
+        runner.register_message(READY, ready)
 
 
 __all__ = ["Dispatcher", "Replay", "ReplayQueue", "prepare_replay", "replay_task", "trace_of"]
