@@ -24,6 +24,7 @@ from swarm.analysis.rundir import RunData, findings, load_run, slo_text, stage_r
 from swarm.analysis.table import drain_line
 from swarm.core.units import ms_number, percent_text
 from swarm.stats.cpu import cpu_limit
+from swarm.stats.trace_replay import replay_lines
 
 __all__ = [  # the report's own names, and the loader's that `swarm.analysis.report` always offered
     "CAPTIONS",
@@ -317,6 +318,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
             meta.append(f"{label} {_fmt(s[key])}")
     meta.append(f"server metrics: {data.source} ({len(data.snapshots)} scrapes)")
     meta.extend(prefix_cache_lines(data))
+    meta.extend(html.escape(line.removeprefix("swarm: ")) for line in replay_lines(s))
     if s.get("degraded"):
         meta.append("<span class='note'>DEGRADED: a worker was lost during the run</span>")
     lost = s.get("target_unreachable_since_s")

@@ -38,11 +38,11 @@ from swarm.live.replay import WORKLOAD as replay_workload
 from swarm.live.shape import stage_timeline
 from swarm.live.state import swarm_state
 from swarm.live.worker import WorkerStats
-from swarm.load.trace import replay_lines
 from swarm.stats import slo, summary
 from swarm.stats.aggregate import Aggregate
 from swarm.stats.cpu import ClientLoad
 from swarm.stats.summary import ClientBound, DegradedWorker, Summary, VerdictEntry
+from swarm.stats.trace_replay import replay_lines
 from swarm.stats.wire import WIRE_KEY, WorkerReport
 
 logger = logging.getLogger(__name__)
@@ -387,7 +387,7 @@ class MasterStats:
         self.close()
         if self.state.replay is not None and self.state.replay.dispatcher is not None:
             self.state.replay.dispatcher.stop()
-            for line in replay_lines(self.state.replay.dispatcher.summary()):
+            for line in replay_lines(self.build_summary()):
                 print(line, flush=True)
         for d in self.degraded.values():
             back = f", back at {d['reconnected_at']}" if d.get("reconnected_at") else ""

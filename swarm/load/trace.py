@@ -238,25 +238,4 @@ def implied_hit_rate(rows: Sequence[TraceRow], block_size: int) -> float | None:
     return hits / total if total else None
 
 
-def replay_lines(s: dict[str, Any]) -> list[str]:
-    """The end-of-run lines of a replay, from summary.json's `trace_replay` block."""
-    lost = s["reassigned_from"]
-    out = [
-        f"swarm: trace replay: {s['sent']} of {s['rows']} rows sent ({s['unsent']} unsent, "
-        f"{s['duplicates']} twice), {s['reassigned']} re-assigned from lost workers"
-        + (
-            f" ({', '.join(f'{w}: {n}' for w, n in lost.items())}; sent up to "
-            f"{s['reassigned_max_lag_s']:.3f} s late)"
-            if lost
-            else ""
-        )
-    ]
-    for b in s["behind"]:
-        out.append(
-            f"swarm: trace replay fell behind: worker {b['worker']} sent {b['late']} of {b['sent']} rows "
-            f"more than {s['max_lag_bound_s']:g} s late (max {b['max_lag_s']:.3f} s)"
-        )
-    return out
-
-
-__all__ = ["FORMATS", "MOONCAKE_BLOCK", "Trace", "TraceRow", "implied_hit_rate", "load_trace", "replay_lines"]
+__all__ = ["FORMATS", "MOONCAKE_BLOCK", "Trace", "TraceRow", "implied_hit_rate", "load_trace"]

@@ -519,10 +519,10 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         print(render(summary))
-        if summary.get("trace_replay"):
-            from swarm.load.trace import replay_lines
+        from swarm.stats.trace_replay import replay_lines
 
-            print("\n".join(replay_lines(summary["trace_replay"])))
+        for line in replay_lines(summary):
+            print(line)
         for line in summary.get("slo", []) or []:
             print(line if isinstance(line, str) else line.get("text", ""))
         if summary.get("target_unreachable_since"):

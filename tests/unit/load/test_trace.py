@@ -10,8 +10,9 @@ import pytest
 
 from swarm.core.errors import UsageError
 from swarm.core.tokenizer import PseudoTokenizer
-from swarm.load.trace import TraceRow, implied_hit_rate, load_trace, replay_lines
+from swarm.load.trace import TraceRow, implied_hit_rate, load_trace
 from swarm.load.trace_prompts import TracePrompts
+from swarm.stats.trace_replay import replay_lines
 from tests.helpers.support import REPO
 
 TRACES = REPO / "swarm" / "load" / "traces"
@@ -165,10 +166,11 @@ def test_replay_lines_name_lost_and_late_workers():
         "reassigned_from": {"w2": 41}, "reassigned_max_lag_s": 3.2, "max_lag_bound_s": 1.0,
         "behind": [{"worker": "w1", "late": 3, "sent": 300, "max_lag_s": 1.5}],
     }  # fmt: skip
-    lines = replay_lines(s)
+    lines = replay_lines({"trace_replay": s, "total": {"send_lag_s": {"p50": 0.0012, "p99": 0.0083}}})
     assert lines[0].startswith(
-        "swarm: trace replay: 600 of 600 rows sent (0 unsent, 0 twice), 41 re-assigned"
+        "swarm: trace replay: 600 of 600 rows sent (0 unsent, 0 twice), send lag p50 1ms p99 8ms, 41 re-assigned"
     )
+    assert replay_lines({"total": {}}) == []
     assert "w2: 41" in lines[0] and "3.200 s late" in lines[0]
     assert (
         lines[1]
