@@ -125,13 +125,15 @@ class ReplayQueue:
         self.generation += 1
         return n
 
-    def take(self, timeout: float) -> _Due | None:
+    def wait(self, timeout: float) -> bool:
+        """Until a row is queued (False after `timeout`)."""
         if not self._heap:
             self._ready.clear()
             self._ready.wait(timeout)
-            if not self._heap:
-                return None
-        return heapq.heappop(self._heap)
+        return bool(self._heap)
+
+    def take(self) -> _Due | None:
+        return heapq.heappop(self._heap) if self._heap else None
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -156,8 +158,10 @@ def replay_task(user: Any) -> None:
     if r is None or r.queue is None or r.prompts is None:
         gevent.sleep(0.05)  # the test start's preparation is not done yet
         return
+    if not r.queue.wait(0.2):  # (outside the gate: a stop ends every idle user within 0.2 s)
+        return
     with state.arrival_gate:
-        item = r.queue.take(0.2)
+        item = r.queue.take()
         if item is None:
             return
         generation = r.queue.generation
@@ -218,6 +222,7 @@ def prepare_replay(environment: Any, tokenizer: Any) -> None:
         d.send = lambda _worker, rows: r.queue.add(rows)  # type: ignore[union-attr]
         r.send_claim = lambda row, lag: d.on_claim("local", row, lag)
         r.send_done = lambda row: d.on_done("local", row)
+        d.ready.add("local")
 
 
 # ---- master side -----------------------------------------------------------------------------
@@ -242,7 +247,7 @@ class Dispatcher:
         self.send = self._send_lease
         self.t0: float | None = None  # wall time of the replay's time 0 (set once the workers are ready)
         self.started_at: float | None = None
-        self.ready: set[str] = {"local"} if local else set()  # workers whose prompts are built
+        self.ready: set[str] = set()  # workers whose prompts are built
         self._next = 0  # next row of trace.rows not yet leased
         self._pending: deque[TraceRow] = deque()  # taken back from a lost worker, to lease again
         self.leased: dict[str, dict[int, tuple[float, TraceRow]]] = {}  # worker -> row -> (due, row)
@@ -313,7 +318,7 @@ class Dispatcher:
     def workers(self, ready_only: bool = True) -> list[str]:
         """Workers that take rows: connected ones whose prompts are built (the local runner: itself)."""
         if self.local:
-            return ["local"]
+            return ["local"] if "local" in self.ready or not ready_only else []
         return [
             c.id
             for c in self.runner.clients.values()

@@ -89,7 +89,8 @@ def _locust(*args: str) -> list[str]:
 
 def test_worker_killed_mid_replay_loses_no_row(tmp_path):
     """A worker SIGKILLed mid-replay: its unsent rows go to the other workers; every row the
-    server did not get from it, it gets from them."""
+    server did not get from it, it gets from them. A worker that joins then (Locust gives it users
+    with --enable-rebalancing) takes rows as soon as its prompts are built."""
     with sim_server(tmp_path, "--profile", "instant", *KV) as sim:
         port = free_port()
         out = tmp_path / "out"
@@ -97,6 +98,7 @@ def test_worker_killed_mid_replay_loses_no_row(tmp_path):
         master_cmd = _locust("--master", "--headless", "--master-bind-host", "127.0.0.1",
                              "--master-bind-port", str(port), "--expect-workers", "3",
                              "--expect-workers-max-wait", "60", "-u", "48", "--stop-timeout", "10",
+                             "--enable-rebalancing",
                              "--trace-replay", str(MOONCAKE), *common)  # fmt: skip
         worker_cmd = _locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port), *common)
         with (
@@ -108,7 +110,8 @@ def test_worker_killed_mid_replay_loses_no_row(tmp_path):
             wait_for(lambda: sum(sim_rows(sim.trace).values()) >= 150, 90, "a quarter of the rows sent")
             victim.signal(signal.SIGKILL)
             killed_at = time.time()
-            code = master.wait(timeout=120)
+            with start(worker_cmd, tmp_path / "late.log"):
+                code = master.wait(timeout=120)
             assert code == 0, master.output()[-3000:]
             seen = sim_rows(sim.trace)
         summary = json.loads((out / "summary.json").read_text())
@@ -119,24 +122,28 @@ def test_worker_killed_mid_replay_loses_no_row(tmp_path):
     assert max(seen.values()) == 1, [r for r, n in seen.items() if n > 1]
     assert f"{replay['reassigned']} re-assigned from lost workers" in master.output()
     assert killed_at < summary["end_s"]
+    senders = [w["sent"] for w in replay["workers"].values()]
+    assert len(senders) == 4 and min(senders) > 0, replay["workers"]  # the late worker sent rows too
 
 
 @pytest.mark.parametrize("name, fmt", [("azure_sample.csv", "azure"), ("burstgpt_sample.csv", "burstgpt")])
-def test_azure_and_burstgpt_samples_replay(tmp_path, name, fmt):
+def test_azure_and_burstgpt_samples_replay_on_a_local_runner(tmp_path, name, fmt):
     trace = load_trace(TRACES / name, fmt, time_scale=2.0)
     with sim_server(tmp_path, "--profile", "instant") as sim:
-        out = tmp_path / "run"
-        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "1", "-u", "32", "--out", str(out),
-                        "--trace-replay", str(TRACES / name), "--trace-format", fmt, "--time-scale", "2",
-                        "--", "--tokenizer", "server")  # fmt: skip
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        out = tmp_path / "out"
+        cmd = _locust("--headless", "--host", sim.url, "-u", "32", "--swarm-out", str(out),
+                      "--trace-replay", str(TRACES / name), "--trace-format", fmt, "--time-scale", "2",
+                      "--tokenizer", "server")  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         seen = sim_rows(sim.trace)
         sim_trace = [json.loads(line) for line in sim.trace.read_text().splitlines()]
     rows = {r.row: r for r in trace.rows}
     assert seen == Counter(list(rows))
     assert all(t["prompt_tokens"] == rows[int(t["user"][10:])].input_tokens for t in sim_trace)
-    assert json.loads((out / "summary.json").read_text())["trace_replay"]["sent"] == len(rows)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["trace_replay"]["sent"] == len(rows) and summary["trace_replay"]["time_scale"] == 2.0
+    assert f"trace replay: {len(rows)} of {len(rows)} rows sent" in p.stdout
 
 
 def test_malformed_row_named_by_line_exit_2(tmp_path):
