@@ -160,23 +160,30 @@ def replay_task(user: Any) -> None:
         return
     if not r.queue.wait(0.2):  # (outside the gate: a stop ends every idle user within 0.2 s)
         return
-    with state.arrival_gate:
-        item = r.queue.take()
-        if item is None:
-            return
-        generation = r.queue.generation
-        row = item.row
-        req = LLMRequest(
-            WORKLOAD,
-            [{"role": "user", "content": r.prompts.text(row)}],
-            max(1, row.output_tokens),
-            None,
-            not user.opts.knobs.no_ignore_eos,
-            prompt_tokens=row.input_tokens,
-        )
-        delay = item.due_wall - time.time()
-        if delay > 0:
-            gevent.sleep(delay)
+    queue = r.queue
+    item = None
+    generation = queue.generation
+    try:
+        with state.arrival_gate:
+            item = queue.take()
+            if item is None:
+                return
+            row = item.row
+            req = LLMRequest(
+                WORKLOAD,
+                [{"role": "user", "content": r.prompts.text(row)}],
+                max(1, row.output_tokens),
+                None,
+                not user.opts.knobs.no_ignore_eos,
+                prompt_tokens=row.input_tokens,
+            )
+            delay = item.due_wall - time.time()
+            if delay > 0:
+                gevent.sleep(delay)
+    except BaseException:  # killed before sending (a stop, fewer users after a rebalance): the row goes back
+        if item is not None and generation == queue.generation:
+            queue.add([(item.due_wall, item.row)])
+        raise
     if generation != r.queue.generation:
         return  # the master took this worker's rows back meanwhile
     lag = max(0.0, time.time() - item.due_wall)
@@ -438,6 +445,7 @@ class Dispatcher:
             "rows_in_file": t.rows_in_file,
             "time_scale": t.time_scale,
             "span_s": t.span_s,
+            "t0_wall_s": self.t0,  # the wall time of the replay's time 0: row r is due at t0 + its time
             "block_size": t.block_size,
             "sent": len(self.claimed),
             "unsent": len(t.rows) - len(self.claimed),
@@ -503,6 +511,8 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
             d = _dispatcher(environment)
             if d is not None:
                 d.ready.add(msg.node_id)
+                if d.t0 is not None:
+                    log.info("swarm: trace replay: worker %s joined; it takes rows from now on", msg.node_id)
 
         runner.register_message(CLAIM, claim)
         runner.register_message(DONE, done)
