@@ -39,7 +39,7 @@ import gevent.event
 from locust import events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from swarm.core.errors import UsageError
+from swarm.core.errors import SwarmError, UsageError
 from swarm.core.units import parse_timespan
 from swarm.live.options import option
 from swarm.live.state import swarm_state
@@ -55,6 +55,7 @@ CLAIM = "swarm_trace_claim"  # worker -> master: {"row", "lag"}, just before the
 DONE = "swarm_trace_done"  # worker -> master: {"row"}, after its record
 READY = "swarm_trace_ready"  # worker -> master: its prompts are built, it takes rows
 LEAD_S = 1.0  # the replay's clock starts this long after every worker is ready: the first leases get there
+READY_REPEAT_S = 1.0  # a worker says READY this often until its first lease
 READY_WAIT_S = 120.0  # ... or after this long, with the workers that are ready by then
 LEASE_AHEAD_S = 2.0  # rows are leased this long before they are due
 TICK_S = 0.1
@@ -149,6 +150,7 @@ class Replay:
     prompts: TracePrompts | None = None
     send_claim: Any = None  # (row, lag) -> None
     send_done: Any = None  # (row) -> None
+    leased: bool = False  # a lease came in (a worker says READY until then)
 
 
 def replay_task(user: Any) -> None:
@@ -194,6 +196,32 @@ def replay_task(user: Any) -> None:
         r.send_done(row.row)
 
 
+def _build_prompts(environment: Any, r: Replay, tokenizer: Any) -> None:
+    seed = option(environment, "seed")
+    block = int(option(environment, "trace_block_size") or 512)
+    prompts = TracePrompts(block, int(seed) if seed is not None else random.SystemRandom().getrandbits(62))
+    opts = swarm_state(environment).llm_options(environment)
+    prompts.prepare(tokenizer(), chat=opts.endpoint == "chat", progress=log.info)
+    r.prompts = prompts
+    r.queue = ReplayQueue()
+
+
+def _prepare_worker(environment: Any, r: Replay, tokenizer: Any) -> None:
+    """Worker: build the prompts, then say READY every READY_REPEAT_S until the first lease."""
+    runner = environment.runner
+    try:
+        _build_prompts(environment, r, tokenizer)
+    except SwarmError as e:  # as at test start (live/user.py): one line, exit code 2
+        log.error("%s", e)
+        environment.process_exit_code = 2
+        runner.quit()
+        return
+    state = swarm_state(environment)
+    while state.replay is r and not r.leased:
+        runner.send_message(READY, None)
+        gevent.sleep(READY_REPEAT_S)
+
+
 def prepare_replay(environment: Any, tokenizer: Any) -> None:
     """On test start: the dispatcher (master, local) and the queue and prompts (worker, local).
     `tokenizer()` opens the prompt tokenizer (live/prepare.py)."""
@@ -212,24 +240,21 @@ def prepare_replay(environment: Any, tokenizer: Any) -> None:
         r.dispatcher = Dispatcher(runner, trace, max_lag, local=not is_master)
     if is_master:
         return
-    seed = option(environment, "seed")
-    block = int(option(environment, "trace_block_size") or 512)
-    prompts = TracePrompts(block, int(seed) if seed is not None else random.SystemRandom().getrandbits(62))
-    opts = state.llm_options(environment)
-    prompts.prepare(tokenizer(), chat=opts.endpoint == "chat", progress=log.info)
-    r.prompts = prompts
-    r.queue = ReplayQueue()
     if is_worker:
         r.send_claim = lambda row, lag: runner.send_message(CLAIM, {"row": row, "lag": lag})
         r.send_done = lambda row: runner.send_message(DONE, {"row": row})
-        runner.send_message(READY, None)
-    else:  # local: the dispatcher is in this process
-        d = r.dispatcher
-        assert d is not None
-        d.send = lambda _worker, rows: r.queue.add(rows)  # type: ignore[union-attr]
-        r.send_claim = lambda row, lag: d.on_claim("local", row, lag)
-        r.send_done = lambda row: d.on_done("local", row)
-        d.ready.add("local")
+        # In a greenlet of its own: Locust kills the greenlet that fires test_start when a second
+        # spawn message comes (a worker joining a running test with --enable-rebalancing gets two),
+        # which left a late worker without prompts and silent.
+        gevent.spawn(_prepare_worker, environment, r, tokenizer)
+        return
+    _build_prompts(environment, r, tokenizer)  # local: the dispatcher is in this process
+    d = r.dispatcher
+    assert d is not None
+    d.send = lambda _worker, rows: r.queue.add(rows)  # type: ignore[union-attr]
+    r.send_claim = lambda row, lag: d.on_claim("local", row, lag)
+    r.send_done = lambda row: d.on_done("local", row)
+    d.ready.add("local")
 
 
 # ---- master side -----------------------------------------------------------------------------
@@ -474,6 +499,7 @@ def _on_lease(environment: Any, data: dict[str, Any]) -> None:
         log.error("swarm: trace replay: rows arrived before this worker was ready; they wait")
         gevent.spawn_later(0.05, _on_lease, environment, data)
         return
+    r.leased = True
     r.queue.add([(float(v[0]), TraceRow.from_wire(v[1:])) for v in data["rows"]])
 
 
@@ -509,7 +535,7 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
 
         def ready(msg: Any, **_: Any) -> None:
             d = _dispatcher(environment)
-            if d is not None:
+            if d is not None and msg.node_id not in d.ready:
                 d.ready.add(msg.node_id)
                 if d.t0 is not None:
                     log.info("swarm: trace replay: worker %s joined; it takes rows from now on", msg.node_id)
