@@ -25,6 +25,7 @@ from swarm.analysis.rundir import RunData, findings, load_run, slo_text, stage_r
 from swarm.analysis.table import drain_line
 from swarm.core.units import ms_number, percent_text
 from swarm.stats.cpu import cpu_limit
+from swarm.stats.trace_replay import replay_lines
 
 __all__ = [  # the report's own names, and the loader's that `swarm.analysis.report` always offered
     "CAPTIONS",
@@ -388,6 +389,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
     if data.gpu_snapshots:
         hosts = len({g.host for snap in data.gpu_snapshots for g in snap.gpus})
         meta.append(f"GPU metrics: {len(data.gpu_snapshots)} scrapes, {hosts} host{'s' if hosts > 1 else ''}")
+    meta.extend(html.escape(line.removeprefix("swarm: ")) for line in replay_lines(s))
     if s.get("degraded"):
         meta.append("<span class='note'>DEGRADED: a worker was lost during the run</span>")
     lost = s.get("target_unreachable_since_s")

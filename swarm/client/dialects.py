@@ -52,6 +52,7 @@ class Dialect:
         max_tokens: int,
         thinking: bool | None,
         ignore_eos: bool = False,
+        user: str | None = None,
     ) -> bytes:
         """The JSON request body for one streamed request."""
         stream_options: dict[str, bool] = {"include_usage": True}
@@ -71,6 +72,8 @@ class Dialect:
         body["stream_options"] = stream_options
         if ignore_eos:  # sent as asked; the options refuse it for a dialect known not to take it
             body["ignore_eos"] = True
+        if user is not None:  # OpenAI's end-user id; the trace replay names its row with it
+            body["user"] = user
         return orjson.dumps(body)
 
 

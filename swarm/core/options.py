@@ -21,6 +21,7 @@ from typing import Any
 ENDPOINT_NAMES = ("chat", "completions")
 DIALECT_NAMES = ("auto", "vllm", "llamacpp", "openai")
 ARRIVALS = ("poisson", "constant")
+TRACE_FORMATS = ("mooncake", "azure", "burstgpt", "jsonl")
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 DEFAULT_REQUEST_DEADLINE_S = 600.0
 DEFAULT_STOP_TIMEOUT_S = 30
@@ -319,6 +320,49 @@ OPTIONS: tuple[Option, ...] = (
         env_var="SWARM_RUN_ID",
         web_ui=False,
         metavar="ID",
+        run=True,
+    ),
+    # -- stages: trace replay (swarm/load/trace.py, swarm/live/replay.py)
+    Option(
+        "--trace-replay",
+        "replay a trace FILE open loop at its own timestamps, each row sent once across all workers "
+        "(-u caps in flight)",
+        "stages",
+        "",
+        metavar="FILE",
+        run=True,
+    ),
+    Option("--trace-format", "format of --trace-replay", "stages", "mooncake", None, TRACE_FORMATS, run=True),
+    Option(
+        "--time-scale", "trace replay speed: 2 = twice as fast (default 1)", "stages", 1.0, float, run=True
+    ),
+    Option(
+        "--trace-start",
+        "trace replay: start this far into the trace (its own time, e.g. 10m)",
+        "stages",
+        "0s",
+        run=True,
+    ),
+    Option(
+        "--trace-duration",
+        "trace replay: replay this much of the trace (its own time)",
+        "stages",
+        "",
+        run=True,
+    ),
+    Option(
+        "--trace-block-size",
+        "trace replay: tokens per hash id (default 512, Mooncake's)",
+        "stages",
+        512,
+        int,
+        run=True,
+    ),
+    Option(
+        "--trace-max-lag",
+        "trace replay: a request sent later than this behind its schedule marks its worker as behind",
+        "stages",
+        "1s",
         run=True,
     ),
 )

@@ -41,6 +41,7 @@ SCHEMA = pa.schema(
         ("model", pa.string()),
         ("session_id", pa.string()),
         ("turn", pa.int32()),
+        ("trace_row", pa.int64()),
     ]
 )
 FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches

@@ -63,6 +63,7 @@ class RequestRecord:
     model: str = ""  # the served model the request named (--model, its split, or /v1/models); "" = none
     session_id: str | None = None  # chat_session: the conversation this request is a turn of
     turn: int | None = None  # chat_session: the turn's number in its conversation, 1-based
+    trace_row: int | None = None  # trace replay: the trace row sent (its 0-based data row in the file)
 
     @property
     def ok(self) -> bool:

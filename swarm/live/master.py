@@ -34,6 +34,7 @@ from swarm.core.units import new_run_id
 from swarm.live import webui
 from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
 from swarm.live.options import option
+from swarm.live.replay import WORKLOAD as replay_workload
 from swarm.live.series import LiveSeries, stage_markers
 from swarm.live.shape import share_rate, stage_timeline
 from swarm.live.state import swarm_state
@@ -42,6 +43,7 @@ from swarm.stats import slo, summary
 from swarm.stats.aggregate import Aggregate
 from swarm.stats.cpu import ClientLoad
 from swarm.stats.summary import ClientBound, DegradedWorker, Summary, VerdictEntry
+from swarm.stats.trace_replay import replay_lines
 from swarm.stats.wire import WIRE_KEY, WorkerReport
 
 logger = logging.getLogger(__name__)
@@ -367,6 +369,14 @@ class MasterStats:
             for w, _ in mix.items
             if (share := getattr(w, "intended_prefix_share", None)) is not None
         }
+        replay = self.state.replay.dispatcher if self.state.replay is not None else None
+        if (
+            replay is not None
+        ):  # --trace-replay (swarm/live/replay.py): rows sent, re-assigned, lagging workers
+            s["trace_replay"] = replay.summary()
+            implied = s["trace_replay"]["implied_prefix_hit_rate"]
+            if implied is not None:  # the hit rate the trace's hash ids imply
+                shares[replay_workload] = implied
         if shares:  # what the workload meant the prefix cache to hit (the report sets the server's beside it)
             s["intended_prefix_share"] = shares
         bound = self.client_load.bound()
@@ -417,6 +427,10 @@ class MasterStats:
         if self.out_dir is not None:
             summary.write(self.build_summary(), self.out_dir / "summary.json")
         self.close()
+        if self.state.replay is not None and self.state.replay.dispatcher is not None:
+            self.state.replay.dispatcher.stop()
+            for line in replay_lines(self.build_summary()):
+                print(line, flush=True)
         for d in self.degraded.values():
             back = f", back at {d['reconnected_at']}" if d.get("reconnected_at") else ""
             print(

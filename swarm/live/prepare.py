@@ -21,6 +21,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from swarm.client.discovery import discover, require_model_served
 from swarm.client.tokenize import Http, open_tokenizer
 from swarm.core.errors import UsageError
+from swarm.core.tokenizer import Tokenizer
 from swarm.live.state import swarm_state
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,25 @@ def check_models(environment: Any, user_classes: list[type]) -> None:
         state.served = served
 
 
+def prompt_tokenizer(environment: Any, class_host: str, wants_eos: bool, what: str) -> Tokenizer:
+    """The `--tokenizer` that builds prompts of exact lengths for `what` (the server's when it has one);
+    UsageError when `what` forces output lengths (`wants_eos`) and the target's dialect cannot."""
+    opts = swarm_state(environment).llm_options(environment)
+    origin, prefix = _target(getattr(environment, "host", None) or class_host)
+    base = origin + prefix if origin else None
+    model, dialect = opts.model, opts.dialect
+    if origin and opts.tokenizer in ("auto", "server"):
+        http = Http(origin, opts.api_key)
+        served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos)
+        model, dialect = served.model, served.dialect.name
+        if wants_eos and served.discovered and not served.dialect.ignore_eos:
+            raise UsageError(
+                f"the target speaks the {dialect} dialect, which cannot ignore EOS; {what} forces "
+                "output lengths with ignore_eos: add --no-ignore-eos to send max_tokens alone"
+            )
+    return open_tokenizer(opts.tokenizer, base_url=base, model=model, dialect=dialect, api_key=opts.api_key)
+
+
 def prepare_workloads(environment: Any, user_classes: list[type]) -> None:
     """Build the prompts of every workload mix that needs a tokenizer (not on a master)."""
     if isinstance(getattr(environment, "runner", None), MasterRunner):
@@ -86,20 +106,8 @@ def prepare_workloads(environment: Any, user_classes: list[type]) -> None:
     if not mixes:
         return
     opts = state.llm_options(environment)
-    origin, prefix = _target(getattr(environment, "host", None) or mixes[0][0].host or "")
-    base = origin + prefix if origin else None
-    model, dialect = opts.model, opts.dialect
-    if origin and opts.tokenizer in ("auto", "server"):
-        http = Http(origin, opts.api_key)
-        served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos)
-        model, dialect = served.model, served.dialect.name
-        wants_eos = any(getattr(w, "ignore_eos", False) for _, mix in mixes for w, _ in mix.items)
-        if wants_eos and served.discovered and not served.dialect.ignore_eos:
-            raise UsageError(
-                f"the target speaks the {dialect} dialect, which cannot ignore EOS; synthetic forces "
-                "output lengths with ignore_eos: add --no-ignore-eos to send max_tokens alone"
-            )
-    tok = open_tokenizer(opts.tokenizer, base_url=base, model=model, dialect=dialect, api_key=opts.api_key)
+    wants_eos = any(getattr(w, "ignore_eos", False) for _, mix in mixes for w, _ in mix.items)
+    tok = prompt_tokenizer(environment, mixes[0][0].host or "", wants_eos, "synthetic")
     worker = getattr(environment.runner, "worker_index", 0) if environment.runner is not None else 0
     for cls, mix in mixes:
         log.info("building %s prompts (tokenizer %s) ...", opts.workload or cls.workload, tok.name)

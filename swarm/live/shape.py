@@ -175,6 +175,21 @@ class SwarmShape(LoadTestShape):
         plan = stage_plan(self.runner.environment)
         t = self.get_run_time()
         opts = self.runner.environment.parsed_options
+        if option(
+            self.runner.environment, "trace_replay"
+        ):  # --trace-replay: one stage, until every row is done
+            users = int(opts.num_users or 1)
+            if self._current is None:
+                self._enter(0, users, 0.0)
+            replay = swarm_state(self.runner.environment).replay
+            if (
+                replay is not None and replay.dispatcher is not None
+            ):  # (made at test start, after the 1st tick)
+                replay.dispatcher.start()
+                if replay.dispatcher.finished:
+                    self._close()
+                    return None
+            return users, float(max(users, opts.spawn_rate or 0))  # every user at once: none misses its row
         if plan.rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
             index = int(t // plan.stage_s)
             if index >= len(plan.rates):

@@ -41,6 +41,7 @@ class SwarmState:
     seed_given: bool | None = None  # --seed given by the user (None: not known yet); see live/prepare.py
     in_flight: int = 0  # this process's requests sent and not yet recorded (LLMUser.send)
     stopping: bool = False  # the stop has begun (test_stopping): open-loop users send no new request
+    replay: Any = None  # trace replay (swarm/live/replay.py `Replay`); None: not replaying
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """The validated options (cached; `reset_options` before a new test)."""

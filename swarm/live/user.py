@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import gevent
 from locust import FastHttpUser, constant, events, task
+from locust.runners import WorkerRunner
 
 import swarm.live.plugin  # noqa: F401  (registers the swarm's options, statistics listeners and shape messages)
 from swarm.client.clock import Clock
@@ -40,7 +41,8 @@ from swarm.client.transport import MALFORMED, Transport, failure
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.live.options import LLMOptions, exit_on_usage_error
-from swarm.live.prepare import check_models, draw_seed, prepare_workloads
+from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
+from swarm.live.replay import prepare_replay, replay_task, trace_of
 from swarm.live.state import swarm_state
 from swarm.load.sessions import Conversation
 from swarm.load.workloads import LLMRequest
@@ -61,12 +63,14 @@ def _validate(environment: Any) -> None:
     state = swarm_state(environment)
     state.reset_options()
     state.llm_options(environment)
-    staged = [f for f in ("sweep", "rate") if getattr(environment.parsed_options, f, "")]
+    staged = [f for f in ("sweep", "rate", "trace_replay") if getattr(environment.parsed_options, f, "")]
     if staged and getattr(environment, "shape_class", None) is None:
         raise UsageError(
-            f"--{staged[0]} needs the swarm's load shape, and this locustfile has none: add "
+            f"--{staged[0].replace('_', '-')} needs the swarm's load shape, and this locustfile has none: add "
             "`from swarm.live.shape import SwarmShape` to it (swarm/locustfile.py has it)"
         )
+    if not isinstance(getattr(environment, "runner", None), WorkerRunner):
+        trace_of(environment)  # the trace's bad line, before anything starts (workers get rows, not the file)
     for user_class in getattr(environment, "user_classes", None) or []:
         if isinstance(user_class, type) and issubclass(user_class, LLMUser):
             state.mix(environment, user_class.workload)
@@ -95,6 +99,13 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
         draw_seed(environment)
         check_models(environment, _llm_user_classes(environment))
         prepare_workloads(environment, _llm_user_classes(environment))
+        classes = _llm_user_classes(environment)
+        prepare_replay(
+            environment,
+            lambda: prompt_tokenizer(
+                environment, classes[0].host or "" if classes else "", True, "trace replay"
+            ),
+        )
     except SwarmError as e:
         log.error("%s", e)
         environment.process_exit_code = 2
@@ -170,6 +181,9 @@ class LLMUser(FastHttpUser):
     @task
     def llm_request(self) -> None:
         state = self.state
+        if state.replay is not None:  # --trace-replay (swarm/live/replay.py): the next row, at its time
+            replay_task(self)
+            return
         schedule = state.arrivals
         if schedule is None:
             if getattr(self.environment.parsed_options, "rate", ""):
@@ -267,7 +281,11 @@ class LLMUser(FastHttpUser):
     # -- one request ---------------------------------------------------------------------------
 
     def send(
-        self, req: LLMRequest, send_lag_s: float | None = None, session: Conversation | None = None
+        self,
+        req: LLMRequest,
+        send_lag_s: float | None = None,
+        session: Conversation | None = None,
+        trace_row: int | None = None,
     ) -> RequestRecord:
         """Send `req`, stream the answer, fire the events; returns the record. Never raises, but
         for the greenlet being killed: after recording a sent request as `cancelled`. `session`: the
@@ -281,6 +299,7 @@ class LLMUser(FastHttpUser):
             warmup=stage.warmup,
             request_class=req.request_class or ("thinking" if req.thinking else "direct"),
             model=self.split.draw(self.rng) if self.split is not None else "",
+            trace_row=trace_row,
         )
         if session is not None:
             record.session_id = session.id
@@ -303,6 +322,7 @@ class LLMUser(FastHttpUser):
                 max_tokens=req.max_tokens,
                 thinking=req.thinking,
                 ignore_eos=self.opts.ignore_eos or req.ignore_eos,
+                user=None if trace_row is None else f"trace-row-{trace_row}",
             )
             head = transport.head
             if session is not None:

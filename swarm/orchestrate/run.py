@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -127,10 +128,14 @@ class RunPlan:
     extra: list[str] = field(default_factory=list)
     gpu_metrics: list[str] = field(default_factory=list)
     goodput: str | None = None
+    trace_args: list[str] = field(default_factory=list)  # --trace-replay and its options, for the master
+    trace_span_s: float | None = None  # the replay's length (after --time-scale and the window)
 
     @property
     def expected_s(self) -> int:
         """How long the load lasts (without the end's stop timeout)."""
+        if self.trace_span_s is not None:
+            return math.ceil(self.trace_span_s) + 2
         stages = len(self.sweep) or len(self.rates)
         return stages * self.stage_time_s if stages else self.run_time_s
 
@@ -221,6 +226,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
         raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
     run_id = check_run_id(args.run_id) if args.run_id else new_run_id()
+    trace_args, trace_span = _trace_plan(args, stages)
     extra = list(args.locust_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -249,7 +255,38 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         extra=extra,
         gpu_metrics=gpu_metrics,
         goodput=args.goodput,
+        trace_args=trace_args,
+        trace_span_s=trace_span,
     )
+
+
+TRACE_OPTIONS = ("trace_replay", "trace_format", "time_scale", "trace_start", "trace_duration",
+                 "trace_block_size", "trace_max_lag")  # fmt: skip
+
+
+def _trace_plan(args: argparse.Namespace, stages: StagePlan) -> tuple[list[str], float | None]:
+    """--trace-replay: the trace checked here (a bad line: one line, exit 2, before anything starts),
+    its options for the master, and how long the replay lasts."""
+    if not args.trace_replay:
+        return [], None
+    if stages.levels or stages.rates:
+        raise UsageError("--trace-replay sets its own schedule: drop --sweep / --rate")
+    from swarm.load.trace import load_trace
+
+    trace = load_trace(
+        args.trace_replay,
+        args.trace_format,
+        time_scale=args.time_scale,
+        start_s=parse_timespan(args.trace_start, "--trace-start"),
+        duration_s=parse_timespan(args.trace_duration, "--trace-duration") if args.trace_duration else None,
+        block_size=args.trace_block_size,
+    )
+    out: list[str] = []
+    for name in TRACE_OPTIONS:
+        value = getattr(args, name)
+        if value not in (None, ""):
+            out += ["--" + name.replace("_", "-"), str(value)]
+    return out, trace.span_s
 
 
 def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> None:
@@ -382,7 +419,9 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 "--only-summary",
                 *common,
             ]
-            if plan.sweep or plan.rates:
+            if plan.trace_args:
+                master_cmd += plan.trace_args
+            elif plan.sweep or plan.rates:
                 stages = (
                     ["--sweep", ",".join(map(str, plan.sweep))]
                     if plan.sweep
@@ -420,7 +459,12 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                     ],
                     env,
                 )
-            if plan.sweep:
+            if plan.trace_span_s is not None:
+                load = (
+                    f"trace replay of {plan.trace_args[1]} over {plan.trace_span_s:.1f} s, "
+                    f"at most {plan.users} in flight"
+                )
+            elif plan.sweep:
                 load = f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s"
             elif plan.rates:
                 load = (
@@ -515,6 +559,10 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         print(render(summary))
         if (intervals := render_ci(summary)) is not None:
             print(intervals)
+        from swarm.stats.trace_replay import replay_lines
+
+        for line in replay_lines(summary):
+            print(line)
         for line in summary.get("slo", []) or []:
             print(line if isinstance(line, str) else line.get("text", ""))
         if summary.get("target_unreachable_since"):

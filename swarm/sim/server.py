@@ -221,6 +221,8 @@ class SimServer:
                 body = load_body(raw)
                 model = check_model(body, self.served)
                 req = parse_chat(body, max_len) if endpoint == "chat" else parse_completion(body, max_len)
+            user = body.get("user")
+            rec.user = user if isinstance(user, str) else None
             stream = body.get("stream", False)
             rec.stream = stream if isinstance(stream, bool) else None
         except ApiError as e:

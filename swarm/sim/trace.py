@@ -34,6 +34,7 @@ class TraceRecord:
     cached_tokens: int | None = None  # prompt tokens the prefix cache held when it was first scheduled
     answer_tokens: int | None = None  # a finished answer's content, pseudo-tokens (what a next turn resends)
     session: str | None = None  # the request's `x-session-id` header (session affinity), if any
+    user: str | None = None  # the request body's OpenAI `user` field (the swarm's trace replay: trace-row-N)
 
 
 class TraceWriter:

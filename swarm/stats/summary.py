@@ -223,6 +223,7 @@ class Summary(TypedDict):
     client_bound: NotRequired[list[ClientBound]]
     slo: NotRequired[list[VerdictEntry]]
     intended_prefix_share: NotRequired[dict[str, float]]  # workload -> share of prompt tokens shared
+    trace_replay: NotRequired[dict[str, Any]]  # --trace-replay: rows sent, lost workers (live/replay.py)
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
     sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`

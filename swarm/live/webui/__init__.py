@@ -42,6 +42,8 @@ _MS_COLUMNS = (
     ("itl", "p99"),
     ("e2e", "p50"),
     ("e2e", "p99"),
+    ("send_lag", "p50"),  # open loop and trace replay: how late requests left vs their schedule
+    ("send_lag", "p99"),
 )
 STRUCTURE: list[dict[str, str]] = [
     {"key": "name", "title": "Workload"},
