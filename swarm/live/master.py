@@ -69,7 +69,8 @@ class MasterStats:
         self.out_dir = Path(out) if out else None
         self.run_id = option(environment, "run_id") or new_run_id()
         slo_text = option(environment, "slo")
-        self.objectives = slo.parse(slo_text) if slo_text else None
+        # --search: the objectives are the search's criterion, judged per stage (swarm/live/search.py)
+        self.objectives = slo.parse(slo_text) if slo_text and not option(environment, "search") else None
         self.aggregate = Aggregate()
         self.model_name: str | None = option(environment, "model")
         self.start_s: float | None = None
@@ -319,6 +320,8 @@ class MasterStats:
                         warmup_s=t["warmup_s"],
                         rate=t["rate"],
                     )
+                    if t.get("ended_by"):
+                        entry["ended_by"] = t["ended_by"]
         shares = {
             w.name: share
             for mix in self.state.mixes.values()
@@ -345,6 +348,8 @@ class MasterStats:
                 )
                 for v in self.verdicts
             ]
+        if self.state.search is not None:
+            s["search"] = self.state.search
         return s
 
     def _write_summary_quietly(self) -> None:
@@ -388,6 +393,9 @@ class MasterStats:
             code = 0 if all(v.ok for v in self.verdicts) else 1
             previous = self.environment.process_exit_code
             self.environment.process_exit_code = max(code, previous) if previous else code
+        if self.state.search is not None:  # the search decides: 0 converged, 1 otherwise
+            print(f"swarm: {self.state.search['headline']}", flush=True)
+            self.environment.process_exit_code = 0 if self.state.search["converged"] else 1
 
     def _collect_final_reports(self) -> None:
         """Take in the last deltas of workers that are still alive, then stop listening.

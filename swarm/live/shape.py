@@ -120,6 +120,9 @@ class SwarmShape(LoadTestShape):
     def __init__(self) -> None:
         super().__init__()
         self._current: int | None = None
+        self._search: Any = None  # --search: the SearchController (swarm/live/search.py)
+        self._guard: Any = None  # --rate: the over-saturation guard of the running stage
+        self._skip_s = 0.0  # --rate: time skipped by stages the guard ended early
 
     def reset_time(self) -> None:
         super().reset_time()
@@ -150,17 +153,29 @@ class SwarmShape(LoadTestShape):
             timeline[-1].end_wall_s = time.time()
 
     def tick(self) -> tuple[int, float] | None:
-        plan = stage_plan(self.runner.environment)
+        env = self.runner.environment
+        if option(env, "search"):
+            from swarm.live.search import SearchController
+
+            if self._search is None:
+                self._search = SearchController(env)
+            return self._search.tick(self)
+        plan = stage_plan(env)
         t = self.get_run_time()
-        opts = self.runner.environment.parsed_options
+        opts = env.parsed_options
         if plan.rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
-            index = int(t // plan.stage_s)
+            index = int((t + self._skip_s) // plan.stage_s)
             if index >= len(plan.rates):
                 self._close()
                 return None
             users = int(opts.num_users or 1)
             if index != self._current:
                 self._enter(index, users, plan.warmup_s, plan.rates[index])
+                from swarm.live.search import RateGuard
+
+                self._guard = RateGuard.for_stage(env, index, plan.warmup_s, plan.rates[index])
+            if self._guard is not None and self._guard.tripped():
+                self._skip_s = (index + 1) * plan.stage_s - t  # the next stage starts now
             return users, float(opts.spawn_rate or users)
         if not plan.levels:  # plain run: one stage at -u users
             users = int(opts.num_users or 1)

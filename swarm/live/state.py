@@ -39,6 +39,7 @@ class SwarmState:
     stats: StatsPlugin | None = None  # this process's statistics side (swarm/live/plugin.py)
     llm_request: EventHook = llm_request  # fired once per finished request with record=
     seed_given: bool | None = None  # --seed given by the user (None: not known yet); see live/prepare.py
+    search: dict[str, Any] | None = None  # --search: the result (summary.json `search`), set when it ends
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """The validated options (cached; `reset_options` before a new test)."""

@@ -109,10 +109,15 @@ class RunPlan:
     server_metrics: str | None = None
     grafana_url: str | None = None
     extra: list[str] = field(default_factory=list)
+    search: str | None = None  # --search mode
+    search_args: list[str] = field(default_factory=list)  # the search's options, for the master
+    search_budget_s: int = 0
 
     @property
     def expected_s(self) -> int:
         """How long the load lasts (without the end's stop timeout)."""
+        if self.search:
+            return self.search_budget_s
         stages = len(self.sweep) or len(self.rates)
         return stages * self.stage_time_s if stages else self.run_time_s
 
@@ -183,6 +188,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm.stats import slo
 
         slo.parse(args.slo)
+    search_args, budget_s = _search_args(args) if args.search else ([], 0)
     if args.grafana_url:
         from swarm.grafana.api import Annotator
 
@@ -218,7 +224,41 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         server_metrics=args.server_metrics,
         grafana_url=args.grafana_url or None,
         extra=extra,
+        search=args.search,
+        search_args=search_args,
+        search_budget_s=budget_s,
     )
+
+
+def _search_args(args: argparse.Namespace) -> tuple[list[str], int]:
+    """--search and its options, checked as the master will (UsageError), as master arguments."""
+    from swarm.stats.search import SearchSpec
+
+    if args.sweep:
+        raise UsageError("--search chooses the stages itself: leave out --sweep")
+    goodput = getattr(args, "goodput", None)  # helper C's --goodput, where it exists
+    start = float(args.users) if args.search != "rate" else float((args.rate or "1").split(",")[0])
+    spec = SearchSpec.parse(
+        args.search, args.slo, args.goodput_min, args.search_precision, args.search_budget, start, goodput
+    )
+    for flag in ("--stage-time", "--warmup", "--min-stage-time", "--saturation-guard"):
+        dest = flag[2:].replace("-", "_")
+        parse_timespan(getattr(args, dest), flag)
+    out = ["--search", args.search, "--search-precision", args.search_precision]
+    out += ["--search-budget", args.search_budget, "--min-stage-time", args.min_stage_time]
+    out += [
+        "--stage-time",
+        args.stage_time,
+        "--warmup",
+        args.warmup,
+        "--saturation-guard",
+        args.saturation_guard,
+    ]
+    if args.goodput_min:
+        out += ["--goodput-min", args.goodput_min]
+    if args.search == "rate" and args.rate:
+        out += ["--rate", args.rate, "--arrivals", args.arrivals]
+    return out, int(spec.budget_s)
 
 
 def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> None:
@@ -347,7 +387,9 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 "--only-summary",
                 *common,
             ]
-            if plan.sweep or plan.rates:
+            if plan.search:
+                master_cmd += plan.search_args
+            elif plan.sweep or plan.rates:
                 stages = (
                     ["--sweep", ",".join(map(str, plan.sweep))]
                     if plan.sweep
@@ -385,7 +427,9 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                     ],
                     env,
                 )
-            if plan.sweep:
+            if plan.search:
+                load = f"search {plan.search} (budget {plan.search_budget_s}s)"
+            elif plan.sweep:
                 load = f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s"
             elif plan.rates:
                 load = (
@@ -409,13 +453,13 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
 
             def on_stage(index: int, users: int) -> None:
-                if annotator is not None and (plan.sweep or plan.rates):
+                if annotator is not None and (plan.sweep or plan.rates or plan.search):
                     annotator.stage_started(plan.run_id, index, label=f"{users} users")
 
             progress = Progress(
                 f"http://127.0.0.1:{prom_port}/metrics",
                 plan.expected_s,
-                stages=max(1, len(plan.sweep) or len(plan.rates)),
+                stages=-1 if plan.search else max(1, len(plan.sweep) or len(plan.rates)),
                 on_stage=on_stage,
             ).start()
             deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
@@ -490,13 +534,33 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         )
         return master_code or 1
     from swarm.analysis.report import write_report
+    from swarm.analysis.search import early_ends
 
-    report = write_report(plan.out, slo=plan.slo)
+    for line in early_ends(summary):
+        print(f"swarm: {line}")
+    if summary.get("search"):
+        print_search(plan.out, summary)
+    report = write_report(plan.out, slo=None if plan.search else plan.slo)
     print(
         f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
         f"report in {report}"
     )
     return master_code
+
+
+def print_search(out: Path, summary: dict) -> None:
+    """The search's answer and, from the server's metrics, why; the reason goes into summary.json too."""
+    from swarm.analysis.rundir import load_run
+    from swarm.analysis.search import bottleneck
+    from swarm.stats.summary import write
+
+    search = summary["search"]
+    why = bottleneck(load_run(out))
+    print(f"swarm: {search.get('headline')}")
+    if why:
+        print(f"swarm: why: {why}")
+        search["why"] = why
+        write(summary, out / "summary.json")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -111,6 +111,7 @@ class StageEntry(TypedDict):
     end_s: NotRequired[float | None]
     warmup_s: NotRequired[float]
     rate: NotRequired[float | None]
+    ended_by: NotRequired[str]  # why the stage ended before its time (the search, the saturation guard)
 
 
 class StageTimelineEntry(TypedDict):
@@ -122,6 +123,7 @@ class StageTimelineEntry(TypedDict):
     end_wall_s: float | None
     warmup_s: float
     rate: float | None
+    ended_by: NotRequired[str | None]  # why it ended before its time (the search, the saturation guard)
 
 
 class DegradedWorker(TypedDict):
@@ -189,6 +191,9 @@ class Summary(TypedDict):
     intended_prefix_share: NotRequired[dict[str, float]]  # workload -> share of prompt tokens shared
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
+    search: NotRequired[
+        dict[str, Any]
+    ]  # --search: probes, bracket, answer (swarm/stats/search.py `Bracket.answer`)
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:

@@ -1,0 +1,150 @@
+"""`swarm run --search` end to end on the calibrated simulator (issue 15, "Search in one run").
+
+The SLO search against a fixed fine-grained sweep of the same profile (the answer within ±10%, in
+under half the sweep's time, twice in agreement), the knee (KV-bound near the seed's ceiling),
+the exit codes (1: not met even at the lowest load; 2: bad input, nothing started) and the
+over-saturation guard ending an open-loop stage early with the reason in summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.support import swarm_cmd
+
+pytestmark = pytest.mark.integration
+
+SLO = "ttft_p99<=800ms"
+FINE = list(range(16, 321, 16))  # every 16 users up to 320: the sweep one would run without a search
+
+
+def swarm_run(out: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        swarm_cmd(
+            "run", "--workers", "2", "--workload", "short_qa", "--out", str(out), "--stop-timeout", "3s", *args
+        ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def sweep_answer(s: dict) -> int:
+    """The highest level meeting the SLO below the first level that misses it."""
+    best = 0
+    for stage in sorted(s["stages"], key=lambda e: e["users"]):
+        p99 = stage["total"]["ttft_s"]["p99"]
+        if p99 is None or p99 > 0.8:
+            break
+        best = stage["users"]
+    return best
+
+
+@pytest.mark.slow
+def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path):
+    sweep = swarm_run(
+        tmp_path / "sweep", "--sweep", ",".join(map(str, FINE)), "--stage-time", "6s", "--warmup", "2s"
+    )
+    assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-2000:]
+    fixed = summary(tmp_path / "sweep")
+    expected = sweep_answer(fixed)
+    assert FINE[0] < expected < FINE[-1], [(e["users"], e["total"]["ttft_s"]["p99"]) for e in fixed["stages"]]
+
+    answers = []
+    for run in ("search1", "search2"):
+        out = tmp_path / run
+        p = swarm_run(
+            out, "--search", "concurrency", "--slo", SLO, "-u", "32", "--stage-time", "6s", "--min-stage-time", "3s"
+        )
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        s = summary(out)["search"]
+        assert s["converged"] and s["status"] == "converged"
+        lo, hi = s["bracket"]
+        assert s["answer"] == lo and hi - lo <= max(1, 0.05 * lo)
+        assert abs(s["answer"] / expected - 1) <= 0.10, (s["answer"], expected, s["probes"])
+        assert s["duration_s"] < 0.5 * fixed["duration_s"], (s["duration_s"], fixed["duration_s"])
+        assert f"max concurrency meeting the SLO: {int(lo)} (bracket {int(lo)}-{int(hi)})" in p.stdout
+        assert "why: KV-bound" in p.stdout, p.stdout[-2000:]
+        loads = [pr["load"] for pr in s["probes"]]
+        assert len(set(loads)) == len(loads) and len(loads) < len(FINE)
+        # every probe is a stage of the run, in order, each with the bracket after it
+        assert [e["users"] for e in summary(out)["stages"]] == [int(x) for x in loads]
+        assert s["probes"][-1]["bracket"] == [lo, hi]
+        report = (out / "report.html").read_text()
+        assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
+        answers.append(s)
+    a, b = answers
+    # repeated searches agree within their stated precision: the brackets overlap
+    assert a["bracket"][0] <= b["bracket"][1] and b["bracket"][0] <= a["bracket"][1], (a["bracket"], b["bracket"])
+
+
+@pytest.mark.slow
+def test_knee_is_the_kv_bound_ceiling(tmp_path):
+    out = tmp_path / "knee"
+    p = swarm_run(out, "--search", "knee", "-u", "32", "--stage-time", "15s")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    s = summary(out)["search"]
+    probes = sorted(s["probes"], key=lambda pr: pr["load"])
+    # the seed's ceiling: QPS stops growing between 128 and 256 users while TTFT climbs
+    assert 128 < s["answer"] <= 256, probes
+    top = max(pr["qps"] for pr in probes)
+    assert s["qps"] >= 0.95 * top
+    below = [pr for pr in probes if pr["load"] < s["answer"] and pr["qps"] < 0.95 * top]
+    assert below, probes
+    assert s["ttft_p99_s"] >= 2 * below[-1]["ttft_p99"]
+    assert "knee (saturation point)" in p.stdout
+    assert s["why"].startswith("KV-bound"), s.get("why")
+
+
+def test_slo_not_met_at_the_lowest_load_exits_1(tmp_path):
+    out = tmp_path / "notmet"
+    p = swarm_run(out, "--search", "concurrency", "--slo", "ttft_p99<=1ms", "-u", "4", "--min-stage-time", "3s")
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    s = summary(out)["search"]
+    assert s["status"] == "not_met" and not s["converged"]
+    assert [pr["load"] for pr in s["probes"]] == [4, 2, 1]
+    assert all(pr["ok"] is False for pr in s["probes"])
+    assert "not met even at the lowest load" in p.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--search", "concurrency"], "needs a criterion"),
+        (["--search", "knee", "--slo", SLO], "takes no --slo"),
+        (["--search", "concurrency", "--slo", SLO, "--sweep", "1,2"], "leave out --sweep"),
+        (["--search", "concurrency", "--slo", SLO, "--search-precision", "70%"], "below 50%"),
+        (["--search", "concurrency", "--slo", SLO, "--search-budget", "soon"], "--search-budget"),
+        (["--search", "concurrency", "--goodput-min", "95%"], "needs --goodput"),
+        (["--search", "sideways"], "invalid choice"),
+    ],
+)
+def test_bad_search_input_exits_2(tmp_path, args, words):
+    p = swarm_run(tmp_path / "bad", *args, timeout=60)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert words in p.stderr, p.stderr
+    assert not (tmp_path / "bad" / "summary.json").exists()
+
+
+def test_oversaturated_open_loop_stage_ends_early(tmp_path):
+    """120 req/s offered to a server that finishes ~60: the backlog and the wait grow; the guard
+    ends the 90 s stage after about its 10 s (plus warm-up), and says why."""
+    out = tmp_path / "guard"
+    p = swarm_run(
+        out, "--rate", "120", "-u", "300", "--stage-time", "90s", "--warmup", "2s", "--saturation-guard", "10s"
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    s = summary(out)
+    (stage,) = s["stages"]
+    assert "over-saturated" in stage.get("ended_by", ""), stage.get("ended_by")
+    assert stage["duration_s"] < 45, stage["duration_s"]
+    assert "over-saturated" in (out / "report.html").read_text()
