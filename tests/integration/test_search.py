@@ -25,7 +25,16 @@ FINE = list(range(16, 321, 16))  # every 16 users up to 320: the sweep one would
 def swarm_run(out: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
     return subprocess.run(
         swarm_cmd(
-            "run", "--workers", "2", "--workload", "short_qa", "--out", str(out), "--stop-timeout", "3s", *args
+            "run",
+            "--workers",
+            "2",
+            "--workload",
+            "short_qa",
+            "--out",
+            str(out),
+            "--stop-timeout",
+            "3s",
+            *args,
         ),
         capture_output=True,
         text=True,
@@ -62,7 +71,17 @@ def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path)
     for run in ("search1", "search2"):
         out = tmp_path / run
         p = swarm_run(
-            out, "--search", "concurrency", "--slo", SLO, "-u", "32", "--stage-time", "6s", "--min-stage-time", "3s"
+            out,
+            "--search",
+            "concurrency",
+            "--slo",
+            SLO,
+            "-u",
+            "32",
+            "--stage-time",
+            "6s",
+            "--min-stage-time",
+            "3s",
         )
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         s = summary(out)["search"]
@@ -83,7 +102,10 @@ def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path)
         answers.append(s)
     a, b = answers
     # repeated searches agree within their stated precision: the brackets overlap
-    assert a["bracket"][0] <= b["bracket"][1] and b["bracket"][0] <= a["bracket"][1], (a["bracket"], b["bracket"])
+    assert a["bracket"][0] <= b["bracket"][1] and b["bracket"][0] <= a["bracket"][1], (
+        a["bracket"],
+        b["bracket"],
+    )
 
 
 @pytest.mark.slow
@@ -106,7 +128,9 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
 
 def test_slo_not_met_at_the_lowest_load_exits_1(tmp_path):
     out = tmp_path / "notmet"
-    p = swarm_run(out, "--search", "concurrency", "--slo", "ttft_p99<=1ms", "-u", "4", "--min-stage-time", "3s")
+    p = swarm_run(
+        out, "--search", "concurrency", "--slo", "ttft_p99<=1ms", "-u", "4", "--min-stage-time", "3s"
+    )
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     s = summary(out)["search"]
     assert s["status"] == "not_met" and not s["converged"]
@@ -140,7 +164,17 @@ def test_oversaturated_open_loop_stage_ends_early(tmp_path):
     ends the 90 s stage after about its 10 s (plus warm-up), and says why."""
     out = tmp_path / "guard"
     p = swarm_run(
-        out, "--rate", "120", "-u", "300", "--stage-time", "90s", "--warmup", "2s", "--saturation-guard", "10s"
+        out,
+        "--rate",
+        "120",
+        "-u",
+        "300",
+        "--stage-time",
+        "90s",
+        "--warmup",
+        "2s",
+        "--saturation-guard",
+        "10s",
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     s = summary(out)
