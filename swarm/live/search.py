@@ -38,9 +38,11 @@ from swarm.stats.search import (
     OverloadGuard,
     Probe,
     SearchSpec,
+    goodput_measure,
     headline,
     judge_stage,
     measure,
+    stability,
 )
 from swarm.stats.wire import WIRE_KEY
 
@@ -211,7 +213,7 @@ class SearchController:
         ok_requests = cell.latencies["e2e"].count
         longest = min(self.max_s - meter.warmup_s, elapsed + max(0.0, budget_left))
         if self.spec.mode == "knee":  # stable TTFT p99 and QPS, or the longest
-            ttft = measure_ttft(cell)
+            ttft = stability(cell.latencies["ttft"], 0.99, "ttft_p99")
             stage = judge_stage([ttft], ok_requests, elapsed, self.min_s, longest, self.spec.precision)
             if stage.done and meter.qps_stable(self.spec.precision):
                 return True, stage.why, []
@@ -230,9 +232,11 @@ class SearchController:
         meter = self.meter
         assert meter is not None
         duration = max(elapsed, 1e-9)
-        out: dict[str, Any] = {"total": dict(summary.block(cell, duration))}
+        good = option(self.environment, "goodput")  # --goodput (helper C's): blocks carry `goodput`
+        kw: dict[str, Any] = {"goodput_slo": good} if good else {}
+        out: dict[str, Any] = {"total": dict(summary.block(cell, duration, **kw))}
         for name in agg.workloads():
-            out[name] = dict(summary.block(agg.combined(workload=name, stage=meter.index), duration))
+            out[name] = dict(summary.block(agg.combined(workload=name, stage=meter.index), duration, **kw))
         qps = meter.qps()
         if qps is not None:
             out["total"]["qps"] = qps
@@ -324,30 +328,6 @@ def _first_rate(environment: Any) -> float:
 def _sketches(agg: Aggregate, workload: str, stage: int) -> Mapping[str, Any]:
     cell = agg.combined(stage=stage) if workload == "total" else agg.combined(workload=workload, stage=stage)
     return cell.latencies
-
-
-def measure_ttft(cell: Cell) -> Any:
-    """The knee's stability test: TTFT p99 with its interval (no threshold)."""
-    from swarm.stats.search import Z_STAGE, Measure, quantile_ci
-
-    sk = cell.latencies["ttft"]
-    ci = quantile_ci(sk, 0.99, Z_STAGE)
-    value = sk.quantile(0.99)
-    return Measure("ttft_p99", value, ci[0] if ci else None, ci[1] if ci else None, 1.0, True, False)
-
-
-def goodput_measure(block: Mapping[str, Any], share_min: float) -> Any:
-    """--goodput-min on a stage block's `goodput.share` (helper C's summary key); no data without it."""
-    from swarm.stats.search import Measure
-
-    good = block.get("goodput") or {}
-    share = good.get("share")
-    text = f"goodput>={share_min * 100:g}%"
-    if share is None:
-        return Measure(text, None, None, None, share_min, None, False, upper=False)
-    return Measure(
-        text, float(share), float(share), float(share), share_min, share >= share_min, False, upper=False
-    )
 
 
 class RateGuard:

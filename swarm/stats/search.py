@@ -190,6 +190,24 @@ def measure(
     return Measure(objective.text, value, low, high, t, ok, decided, upper)
 
 
+def stability(sketch: Sketch, q: float, name: str) -> Measure:
+    """A quantile with its interval and no threshold: the knee's test of a stable stage."""
+    ci = quantile_ci(sketch, q, Z_STAGE)
+    value = sketch.quantile(q)
+    return Measure(name, value, ci[0] if ci else None, ci[1] if ci else None, 1.0, value is not None, False)
+
+
+def goodput_measure(block: Mapping[str, Any], share_min: float) -> Measure:
+    """`--goodput-min` on a stage block's `goodput.share` (the summary key of --goodput); no data
+    (never decided) without it."""
+    share = (block.get("goodput") or {}).get("share")
+    text = f"goodput>={share_min * 100:g}%"
+    if share is None:
+        return Measure(text, None, None, None, share_min, None, False, upper=False)
+    v = float(share)
+    return Measure(text, v, v, v, share_min, v >= share_min, False, upper=False)
+
+
 def stable(m: Measure, precision: float) -> bool:
     """The interval's half-width is within `precision` of the value."""
     if m.value is None or m.low is None or m.high is None or m.value <= 0:

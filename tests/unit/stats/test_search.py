@@ -18,6 +18,7 @@ from swarm.stats.search import (
     OverloadGuard,
     Probe,
     SearchSpec,
+    goodput_measure,
     headline,
     judge_stage,
     measure,
@@ -250,3 +251,16 @@ def test_completions_per_worker_reports():
     assert c.rate(5.0) == pytest.approx(50.0)
     assert c.rate_halfwidth(5.0) == pytest.approx(0.0)
     assert c.rate(100.0) is None
+
+
+def test_goodput_min_reads_the_stage_blocks_share():
+    """--goodput-min against the agreed summary key: block["goodput"]["share"] (0..1)."""
+    m = goodput_measure({"goodput": {"slo": "ttft<=800ms", "met": 96, "rate": 9.6, "share": 0.96}}, 0.95)
+    assert m.ok and m.ratio == pytest.approx(0.95 / 0.96)
+    v = judge_stage([m], 500, 6.0, 5.0, 30.0, 0.05)
+    assert v.done and v.ok
+    m = goodput_measure({"goodput": {"slo": "ttft<=800ms", "met": 90, "rate": 9.0, "share": 0.90}}, 0.95)
+    assert m.ok is False and m.ratio > 1
+    assert judge_stage([m], 500, 6.0, 5.0, 30.0, 0.05).ok is False
+    missing = goodput_measure({"qps": 10.0}, 0.95)  # run without --goodput: no data, never decided
+    assert missing.ok is None and not judge_stage([missing], 500, 6.0, 5.0, 30.0, 0.05).done
