@@ -71,6 +71,10 @@ class MasterStats:
         slo_text = option(environment, "slo")
         # --search: the objectives are the search's criterion, judged per stage (swarm/live/search.py)
         self.objectives = slo.parse(slo_text) if slo_text and not option(environment, "search") else None
+        if option(environment, "search"):
+            from swarm.live.search import search_spec
+
+            search_spec(environment)  # bad --search options: one line and exit 2 before any user starts
         self.aggregate = Aggregate()
         self.model_name: str | None = option(environment, "model")
         self.start_s: float | None = None
@@ -349,8 +353,24 @@ class MasterStats:
                 for v in self.verdicts
             ]
         if self.state.search is not None:
-            s["search"] = self.state.search
+            s["search"] = self._search_with_stage_qps(s)
         return s
+
+    def _search_with_stage_qps(self, s: Summary) -> dict[str, Any]:
+        """The search's result; a probe that ended before its QPS could be measured live (too few
+        worker reports) takes its stage's QPS from the summary."""
+        from swarm.stats.search import headline
+
+        search = dict(self.state.search or {})
+        qps = {e["stage"]: e["total"]["qps"] for e in s["stages"]}
+        search["probes"] = [
+            p | {"qps": qps.get(p["stage"])} if p.get("qps") is None else p
+            for p in search.get("probes") or []
+        ]
+        if search.get("qps") is None and search.get("answer_stage") in qps:
+            search["qps"] = qps[search["answer_stage"]]
+            search["headline"] = headline(search)
+        return search
 
     def _write_summary_quietly(self) -> None:
         try:

@@ -30,6 +30,7 @@ from locust.runners import LocalRunner
 from swarm.core.units import parse_timespan
 from swarm.live.options import option
 from swarm.live.state import swarm_state
+from swarm.load.stages import parse_rates
 from swarm.stats import summary
 from swarm.stats.aggregate import Aggregate, Cell
 from swarm.stats.search import (
@@ -151,17 +152,7 @@ class SearchController:
     def __init__(self, environment: Any) -> None:
         self.environment = environment
         opts = environment.parsed_options
-        self.spec = SearchSpec.parse(
-            option(environment, "search"),
-            option(environment, "slo"),
-            option(environment, "goodput_min"),
-            option(environment, "search_precision"),
-            option(environment, "search_budget"),
-            float(opts.num_users or 16)
-            if option(environment, "search") != "rate"
-            else _first_rate(environment),
-            option(environment, "goodput"),
-        )
+        self.spec = search_spec(environment)
         self.objectives = self.spec.objectives()
         self.warmup_s = max(
             MIN_WARMUP_S, float(parse_timespan(option(environment, "warmup") or "0s", "--warmup"))
@@ -186,13 +177,13 @@ class SearchController:
         now = time.time()
         if self.meter is None:
             return self._start(shape, now)
+        budget_left = self.spec.budget_s - (now - self.started_s)
         agg = _aggregate(self.environment)
-        if agg is None:
-            return self._load()
+        if agg is None:  # no statistics on this runner: nothing to judge by
+            return self._finish(shape, "budget") if budget_left <= 0 else self._load()
         self.feed.tick(now, agg)
         cell = self.meter.tick(now, agg)
         elapsed = now - self.meter.start_s - self.meter.warmup_s
-        budget_left = self.spec.budget_s - (now - self.started_s)
         verdict = self._judge(agg, cell, elapsed, budget_left)
         if verdict is None:
             return self._load()
@@ -318,11 +309,27 @@ class SearchController:
         return None
 
 
+def search_spec(environment: Any) -> SearchSpec:
+    """The --search options of this environment, validated (UsageError): the master checks them at
+    init, before any user starts."""
+    opts = environment.parsed_options
+    for flag in ("--stage-time", "--warmup", "--min-stage-time", "--saturation-guard"):
+        parse_timespan(option(environment, flag[2:].replace("-", "_")) or "0s", flag)
+    return SearchSpec.parse(
+        option(environment, "search"),
+        option(environment, "slo"),
+        option(environment, "goodput_min"),
+        option(environment, "search_precision"),
+        option(environment, "search_budget"),
+        float(opts.num_users or 16) if option(environment, "search") != "rate" else _first_rate(environment),
+        option(environment, "goodput"),
+    )
+
+
 def _first_rate(environment: Any) -> float:
     """--search rate starts at the first --rate value, else 1 req/s."""
-    text = option(environment, "rate") or ""
-    first = text.split(",")[0].strip()
-    return float(first) if first else 1.0
+    text = option(environment, "rate")
+    return parse_rates(text)[0] if text else 1.0
 
 
 def _sketches(agg: Aggregate, workload: str, stage: int) -> Mapping[str, Any]:

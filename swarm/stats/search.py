@@ -51,6 +51,7 @@ KNEE_SHARE = 0.95  # the knee: the lowest load reaching this share of the platea
 KNEE_LATENCY = 2.0  # ... and whose TTFT p99 is this many times that of the last load still scaling
 KNEE_SPAN = 4.0  # knee: a plateau this many times wide without a latency climb ends the search
 KNEE_GROWTH = 0.15  # doubling the load raised QPS less than this: past the knee (elasticity 0.2)
+STALE_S = 10.0  # a worker that has not reported for this long while others do is gone (Locust: every 3 s)
 MIN_OK = 50  # successful requests a stage needs before its percentiles are judged
 MAX_CONCURRENCY = 4096
 MAX_RATE = 10000.0
@@ -540,28 +541,38 @@ class Completions:
         """A local runner: its cumulative count, read every tick."""
         self.reports.setdefault(worker, []).append((t, cumulative))
 
-    def rate(self, since: float) -> float | None:
-        """Completions per second after `since`, summed over workers; None before two reports."""
-        total, any_worker = 0.0, False
+    def _active(self, since: float, need: int) -> list[list[tuple[float, int]]] | None:
+        """Each reporting worker's reports after `since`; None until every one has `need` of them.
+        A worker silent for STALE_S while others report (gone) is left out."""
+        newest = max((series[-1][0] for series in self.reports.values() if series), default=None)
+        if newest is None:
+            return None
+        out = []
         for series in self.reports.values():
-            after = [(t, n) for t, n in series if t >= since]
-            if len(after) < 2 or after[-1][0] <= after[0][0]:
+            if not series or series[-1][0] < newest - STALE_S:
                 continue
-            (t0, n0), (t1, n1) = after[0], after[-1]
-            total += (n1 - n0) / (t1 - t0)
-            any_worker = True
-        return total if any_worker else None
+            after = [(t, n) for t, n in series if t >= since]
+            if len(after) < need or after[-1][0] <= after[0][0]:
+                return None
+            out.append(after)
+        return out or None
+
+    def rate(self, since: float) -> float | None:
+        """Completions per second after `since`, summed over workers; None until each has reported twice."""
+        active = self._active(since, 2)
+        if active is None:
+            return None
+        return sum((after[-1][1] - after[0][1]) / (after[-1][0] - after[0][0]) for after in active)
 
     def rate_halfwidth(self, since: float, z: float = Z_95) -> float | None:
         """The ~95% half-width of `rate(since)`: each worker's report-to-report rates as a sample
         (standard error of their mean), added over workers. None before three reports a worker."""
-        var, any_worker = 0.0, False
-        for series in self.reports.values():
-            after = [(t, n) for t, n in series if t >= since]
+        active = self._active(since, 3)
+        if active is None:
+            return None
+        var = 0.0
+        for after in active:
             rates = [(n1 - n0) / (t1 - t0) for (t0, n0), (t1, n1) in itertools.pairwise(after) if t1 > t0]
-            if len(rates) < 2:
-                continue
             mean = sum(rates) / len(rates)
-            var += sum((r - mean) ** 2 for r in rates) / (len(rates) - 1) / len(rates)
-            any_worker = True
-        return z * math.sqrt(var) if any_worker else None
+            var += sum((r - mean) ** 2 for r in rates) / max(1, len(rates) - 1) / len(rates)
+        return z * math.sqrt(var)

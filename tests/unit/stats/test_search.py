@@ -251,6 +251,14 @@ def test_completions_per_worker_reports():
     assert c.rate(5.0) == pytest.approx(50.0)
     assert c.rate_halfwidth(5.0) == pytest.approx(0.0)
     assert c.rate(100.0) is None
+    one = Completions()
+    one.add("a", 0.0, 90)
+    one.add("a", 3.0, 90)
+    one.add("b", 1.5, 60)
+    assert one.rate(0.0) is None  # b has reported once since: not yet (half the rate otherwise)
+    one.add("a", 6.0, 90)
+    one.add("a", 15.0, 270)  # b silent for 13.5 s while a reports: gone, a alone counts
+    assert one.rate(0.0) == pytest.approx(30.0)
 
 
 def test_goodput_min_reads_the_stage_blocks_share():
