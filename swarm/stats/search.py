@@ -50,7 +50,7 @@ Z_STAGE = 2 * Z_95
 KNEE_SHARE = 0.95  # the knee: the lowest load reaching this share of the plateau QPS
 KNEE_LATENCY = 2.0  # ... and whose TTFT p99 is this many times that of the last load still scaling
 KNEE_SPAN = 4.0  # knee: a plateau this many times wide without a latency climb ends the search
-KNEE_GROWTH = 0.15  # doubling the load raised QPS less than this: past the knee (elasticity 0.2)
+KNEE_GROWTH = 0.20  # doubling the load raised QPS less than this: the plateau is in sight (elasticity 0.26)
 STALE_S = 10.0  # a worker that has not reported for this long while others do is gone (Locust: every 3 s)
 MIN_OK = 50  # successful requests a stage needs before its percentiles are judged
 MAX_CONCURRENCY = 4096
@@ -304,8 +304,16 @@ class Bracket:
         ref = self.latency_reference()
         return ref is not None and p.ttft_p99 is not None and p.ttft_p99 < KNEE_LATENCY * ref
 
+    def _plateau_start(self) -> float | None:
+        """Knee: the lowest load whose QPS reached KNEE_SHARE of the plateau."""
+        top = KNEE_SHARE * self.plateau()
+        return min((p.load for p in self.probes if (p.qps or 0.0) >= top), default=None)
+
     def _scaling(self, p: Probe) -> bool:
-        return (p.qps or 0.0) < KNEE_SHARE * self.plateau()
+        """Below the plateau's start: QPS still grows with the load (a load above it whose QPS
+        reads a little lower is an overloaded server or noise, not growth)."""
+        start = self._plateau_start()
+        return start is None or p.load < start
 
     def latency_reference(self) -> float | None:
         """Knee: the TTFT p99 at the highest load whose QPS still grows (short of the plateau)."""

@@ -272,3 +272,17 @@ def test_goodput_min_reads_the_stage_blocks_share():
     assert judge_stage([m], 500, 6.0, 5.0, 30.0, 0.05).ok is False
     missing = goodput_measure({"qps": 10.0}, 0.95)  # run without --goodput: no data, never decided
     assert missing.ok is None and not judge_stage([missing], 500, 6.0, 5.0, 30.0, 0.05).done
+
+
+def test_knee_reads_noisy_plateau_probes_as_plateau():
+    """The calibrated simulator's knee run: 256 users read 62.5 QPS, 512 and 1024 a little less
+    (58.4, 59.3: under 95% of 62.5). They are still on the plateau, and the latency reference is
+    the last load below it (128 users), so the knee lies between 128 and 256 users."""
+    b = Bracket(spec("knee", start=32))
+    seen = {32: (32.5, 0.072), 64: (43.6, 0.101), 128: (54.3, 0.162), 256: (62.5, 1.484), 512: (58.4, 5.78)}
+    for load in (32, 64, 128, 256, 512):
+        qps, ttft = seen[load]
+        b.record(Probe(len(b.probes), load, True, qps, ttft, None, 10.0, "stable"))
+    assert b.latency_reference() == 0.162
+    nxt = b.next_load()
+    assert 128 < nxt < 256 and b.bounds()[0].load == 128 and b.bounds()[1].load == 256
