@@ -19,9 +19,9 @@ and acts on its answers; the unit tests feed it made-up curves.
   cuts at least a quarter of the bracket away: never slower than 1.4x bisection, much faster
   where latency grows smoothly); done when the bracket is narrower than the precision of its
   lower end. Knee: the lowest load whose QPS is within `KNEE_SHARE` of the plateau (the highest
-  QPS seen) whose TTFT p99 has also climbed to `KNEE_LATENCY` times that of the last load still
-  scaling ("QPS stops growing while latency climbs"), found the same way after doubling until QPS
-  grows less than `KNEE_GROWTH`.
+  QPS seen; every higher load counts as on it) whose TTFT p99 is also `KNEE_LATENCY` times its
+  value at half the load ("QPS stops growing while latency climbs"), found the same way after
+  doubling until QPS grows less than `KNEE_GROWTH`.
 - `OverloadGuard`: the over-saturation stop for every run: the backlog (requests offered and
   not finished) and recent TTFT both rising through `guard_s`.
 """
@@ -47,8 +47,8 @@ Z_95 = 1.96
 # quarter of its requests (a design effect of 4: z doubled), so a stage near the threshold runs
 # longer instead of ending on a lucky few seconds.
 Z_STAGE = 2 * Z_95
-KNEE_SHARE = 0.95  # the knee: the lowest load reaching this share of the plateau QPS
-KNEE_LATENCY = 2.0  # ... and whose TTFT p99 is this many times that of the last load still scaling
+KNEE_SHARE = 0.90  # the knee: QPS at this share of the plateau (the highest seen) or more: on the plateau (10%: twice a stage's QPS noise)
+KNEE_LATENCY = 2.0  # ... and whose TTFT p99 is this many times its value at half the load
 KNEE_SPAN = 4.0  # knee: a plateau this many times wide without a latency climb ends the search
 KNEE_GROWTH = 0.20  # doubling the load raised QPS less than this: the plateau is in sight (elasticity 0.26)
 STALE_S = 10.0  # a worker that has not reported for this long while others do is gone (Locust: every 3 s)
@@ -295,14 +295,19 @@ class Bracket:
         return 1.0 if self.integer else 0.01
 
     def _passes(self, p: Probe) -> bool:
-        """Knee: before the knee (QPS short of the plateau, or TTFT not yet climbing); else: meets
-        the criterion."""
+        """Knee: before the knee (QPS short of the plateau, or TTFT p99 not yet KNEE_LATENCY times
+        its value at half the load); else: meets the criterion."""
         if self.spec.mode != "knee":
             return bool(p.ok)
         if self._scaling(p):
             return True
-        ref = self.latency_reference()
-        return ref is not None and p.ttft_p99 is not None and p.ttft_p99 < KNEE_LATENCY * ref
+        climb = self.climb(p)
+        return climb is not None and climb < KNEE_LATENCY
+
+    def climb(self, p: Probe) -> float | None:
+        """Knee: TTFT p99 at this probe over TTFT p99 at half its load."""
+        half = self.ttft_at(p.load / 2)
+        return None if half is None or not half or p.ttft_p99 is None else p.ttft_p99 / half
 
     def _plateau_start(self) -> float | None:
         """Knee: the lowest load whose QPS reached KNEE_SHARE of the plateau."""
@@ -315,10 +320,17 @@ class Bracket:
         start = self._plateau_start()
         return start is None or p.load < start
 
-    def latency_reference(self) -> float | None:
-        """Knee: the TTFT p99 at the highest load whose QPS still grows (short of the plateau)."""
-        scaling = [p for p in self.probes if self._scaling(p) and p.ttft_p99 is not None]
-        return max(scaling, key=lambda p: p.load).ttft_p99 if scaling else None
+    def ttft_at(self, load: float) -> float | None:
+        """Knee: TTFT p99 at `load`, linear between the probes around it (the nearest end outside)."""
+        pts = sorted((p.load, p.ttft_p99) for p in self.probes if p.ttft_p99 is not None)
+        if not pts:
+            return None
+        if load <= pts[0][0]:
+            return pts[0][1]
+        for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+            if x0 <= load <= x1:
+                return y0 + (y1 - y0) * (load - x0) / (x1 - x0) if x1 > x0 else y1
+        return pts[-1][1]
 
     def plateau(self) -> float:
         return max((p.qps or 0.0 for p in self.probes), default=0.0)
@@ -389,14 +401,14 @@ class Bracket:
         return x
 
     def _interpolate(self, lo: Probe, hi: Probe) -> float:
-        """Where the criterion's ratio crosses 1 between the ends, in log space (knee: the QPS
-        reaching KNEE_SHARE of the plateau, linearly); the midpoint when unknown."""
+        """Where the criterion's ratio crosses 1 between the ends, in log space (knee: where TTFT
+        p99 over its value at half the load crosses KNEE_LATENCY); the midpoint when unknown."""
         mid = (lo.load + hi.load) / 2
         if self.spec.mode == "knee":
-            ref = self.latency_reference()
-            if ref is None or not lo.ttft_p99 or not hi.ttft_p99 or hi.ttft_p99 <= lo.ttft_p99:
+            ca, cb = self.climb(lo), self.climb(hi)
+            if ca is None or cb is None or ca <= 0 or cb <= ca:
                 return mid
-            la, lb = math.log(lo.ttft_p99 / ref), math.log(hi.ttft_p99 / ref)
+            la, lb = math.log(ca), math.log(cb)
             return lo.load + (hi.load - lo.load) * (math.log(KNEE_LATENCY) - la) / (lb - la)
         ra, rb = lo.ratio, hi.ratio
         if ra is None or rb is None or ra <= 0 or rb <= ra:
@@ -429,7 +441,7 @@ class Bracket:
         if self.spec.mode == "knee":
             return (
                 f"QPS within {round((1 - KNEE_SHARE) * 100)}% of the plateau and TTFT p99 over "
-                f"{KNEE_LATENCY:g}x that of the last load still scaling"
+                f"{KNEE_LATENCY:g}x its value at half the load"
             )
         parts = [self.spec.slo_text] if self.spec.slo_text else []
         if self.spec.goodput_min is not None:

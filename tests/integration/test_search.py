@@ -119,10 +119,11 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
     # the seed's ceiling: QPS stops growing between 128 and 256 users while TTFT climbs
     assert 128 < s["answer"] <= 256, probes
     top = max(pr["qps"] for pr in probes)
-    assert s["qps"] >= 0.95 * top
-    below = [pr for pr in probes if pr["load"] < s["answer"] and pr["qps"] < 0.95 * top]
-    assert below, probes
-    assert s["ttft_p99_s"] >= 2 * below[-1]["ttft_p99"]
+    assert s["qps"] >= 0.90 * top  # on the plateau
+    half = [pr for pr in probes if pr["load"] <= s["answer"] / 2]
+    assert half and s["ttft_p99_s"] >= 2 * half[-1]["ttft_p99"], probes  # and TTFT p99 doubled
+    lo, hi = s["bracket"]
+    assert hi == s["answer"] and hi - lo <= max(1, 0.05 * lo)
     assert "knee (saturation point)" in p.stdout
     assert s["why"].startswith("KV-bound"), s.get("why")
 

@@ -129,7 +129,7 @@ def test_knee_finds_where_qps_stops_growing_while_latency_climbs():
         loads.append(load)
         b.record(Probe(len(loads) - 1, load, True, qps_curve(load), ttft_curve(load), None, 10.0, "stable"))
         assert len(loads) < 30
-    # QPS reaches 95% of its plateau at 66 users, but TTFT p99 doubles (to 400 ms) only at 160
+    # QPS reaches 90% of its plateau at 62 users, but TTFT p99 doubles (to 400 ms) only at 160
     lo, hi = b.answer()["bracket"]
     assert lo < 160 <= hi and b.status == "converged"
     assert hi - lo <= 0.05 * lo
@@ -275,14 +275,27 @@ def test_goodput_min_reads_the_stage_blocks_share():
 
 
 def test_knee_reads_noisy_plateau_probes_as_plateau():
-    """The calibrated simulator's knee run: 256 users read 62.5 QPS, 512 and 1024 a little less
-    (58.4, 59.3: under 95% of 62.5). They are still on the plateau, and the latency reference is
-    the last load below it (128 users), so the knee lies between 128 and 256 users."""
+    """The calibrated simulator's knee run: 256 users read 62.5 QPS, 512 a little less (58.4).
+    It is still on the plateau; 256 users' TTFT p99 is 9x 128 users', so the knee lies between
+    128 and 256 users."""
     b = Bracket(spec("knee", start=32))
     seen = {32: (32.5, 0.072), 64: (43.6, 0.101), 128: (54.3, 0.162), 256: (62.5, 1.484), 512: (58.4, 5.78)}
     for load in (32, 64, 128, 256, 512):
         qps, ttft = seen[load]
         b.record(Probe(len(b.probes), load, True, qps, ttft, None, 10.0, "stable"))
-    assert b.latency_reference() == 0.162
+    assert b.ttft_at(64) == 0.101 and b.ttft_at(96) == pytest.approx((0.101 + 0.162) / 2)
     nxt = b.next_load()
     assert 128 < nxt < 256 and b.bounds()[0].load == 128 and b.bounds()[1].load == 256
+
+
+def test_knee_is_clear_of_qps_noise():
+    """A later run of the simulator: 128 users read a high 56.5 QPS (within 10% of 256 users'
+    62.2: on the plateau already). TTFT p99 is not yet twice its value at half the load at 128
+    (156 vs 100 ms) or 165 users (193 vs 116), and is at 194 (315 vs 129): the knee is 165-194."""
+    b = Bracket(spec("knee", start=32))
+    seen = [(32, 32.3, 0.072), (64, 43.8, 0.1), (128, 56.5, 0.156), (256, 62.2, 1.674), (165, 54.6, 0.193)]
+    seen += [(194, 58.2, 0.315), (220, 58.9, 0.848)]
+    for load, qps, ttft in seen:
+        b.record(Probe(len(b.probes), load, True, qps, ttft, None, 10.0, "stable"))
+    lo, hi = b.bounds()
+    assert (lo.load, hi.load) == (165, 194)
