@@ -21,7 +21,7 @@ and acts on its answers; the unit tests feed it made-up curves.
   lower end. Knee: the lowest load whose QPS is within `KNEE_SHARE` of the plateau (the highest
   QPS seen; every higher load counts as on it) whose TTFT p99 is also `KNEE_LATENCY` times its
   value at half the load ("QPS stops growing while latency climbs"), found the same way after
-  doubling until QPS grows less than `KNEE_GROWTH`.
+  doubling until QPS grows less than `KNEE_GROWTH`, by bisection.
 - `OverloadGuard`: the over-saturation stop for every run: the backlog (requests offered and
   not finished) and recent TTFT both rising through `guard_s`.
 """
@@ -238,18 +238,20 @@ def judge_stage(
     max_s: float,
     precision: float,
 ) -> StageVerdict:
-    """May the stage end, and with what verdict? Before `min_s` (after warm-up) or MIN_OK
-    successful requests, no; a surely failing objective ends it; every objective decided or
+    """May the stage end, and with what verdict? Before `min_s` (after warm-up), no; a surely
+    failing objective ends it; after MIN_OK successful requests, every objective decided or
     stable ends it; at `max_s` it ends on the point estimates."""
     ms = list(measures)
     have = all(m.ok is not None for m in ms)
     ok = all(bool(m.ok) for m in ms) if have else None
     if elapsed_s >= max_s:
         return StageVerdict(ok, True, "longest", ms)
-    if elapsed_s < min_s or ok_requests < MIN_OK or not have:
+    if elapsed_s < min_s or not have:
         return StageVerdict(ok, False, "waiting", ms)
-    if any(m.decided and not m.ok for m in ms):
+    if any(m.decided and not m.ok for m in ms):  # even from a few requests: the interval says so
         return StageVerdict(False, True, "decided", ms)
+    if ok_requests < MIN_OK:
+        return StageVerdict(ok, False, "waiting", ms)
     if all(m.decided or stable(m, precision) for m in ms):
         return StageVerdict(ok, True, "decided" if all(m.decided for m in ms) else "stable", ms)
     return StageVerdict(ok, False, "waiting", ms)
@@ -401,15 +403,11 @@ class Bracket:
         return x
 
     def _interpolate(self, lo: Probe, hi: Probe) -> float:
-        """Where the criterion's ratio crosses 1 between the ends, in log space (knee: where TTFT
-        p99 over its value at half the load crosses KNEE_LATENCY); the midpoint when unknown."""
+        """Where the criterion's ratio crosses 1 between the ends, in log space; the midpoint when
+        unknown, and for the knee (bisection)."""
         mid = (lo.load + hi.load) / 2
-        if self.spec.mode == "knee":
-            ca, cb = self.climb(lo), self.climb(hi)
-            if ca is None or cb is None or ca <= 0 or cb <= ca:
-                return mid
-            la, lb = math.log(ca), math.log(cb)
-            return lo.load + (hi.load - lo.load) * (math.log(KNEE_LATENCY) - la) / (lb - la)
+        if self.spec.mode == "knee":  # TTFT p99 rises off a cliff at a knee: interpolation lands at an end
+            return mid
         ra, rb = lo.ratio, hi.ratio
         if ra is None or rb is None or ra <= 0 or rb <= ra:
             return mid

@@ -112,7 +112,7 @@ def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path)
 @pytest.mark.slow
 def test_knee_is_the_kv_bound_ceiling(tmp_path):
     out = tmp_path / "knee"
-    p = swarm_run(out, "--search", "knee", "-u", "32", "--stage-time", "15s")
+    p = swarm_run(out, "--search", "knee", "-u", "32", "--stage-time", "10s")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     s = summary(out)["search"]
     probes = sorted(s["probes"], key=lambda pr: pr["load"])

@@ -189,7 +189,8 @@ def M(ok: bool | None, decided: bool, value: float = 1.0, half: float = 0.5) -> 
 
 def test_judge_stage():
     assert not judge_stage([M(False, True)], 500, 1.0, 5.0, 30.0, 0.05).done  # before the minimum
-    assert not judge_stage([M(False, True)], MIN_OK - 1, 10.0, 5.0, 30.0, 0.05).done  # too few requests
+    assert not judge_stage([M(True, True)], MIN_OK - 1, 10.0, 5.0, 30.0, 0.05).done  # too few to pass
+    assert judge_stage([M(False, True)], MIN_OK - 1, 10.0, 5.0, 30.0, 0.05).done  # surely failing already
     v = judge_stage([M(True, True), M(False, True)], 500, 6.0, 5.0, 30.0, 0.05)
     assert v.done and v.ok is False and v.why == "decided"
     v = judge_stage([M(True, False)], 500, 6.0, 5.0, 30.0, 0.05)
