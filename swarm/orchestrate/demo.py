@@ -12,6 +12,7 @@ minutes. Options are those of `swarm run`, with these defaults.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from swarm.orchestrate import run
 
@@ -36,5 +37,17 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.set_defaults(**DEFAULTS)
 
 
+def clear_records(out: Path) -> int:
+    """The record parts an earlier demo left in `out`/records (`swarm run` merges every part it
+    finds there into requests.parquet): removed, so the report holds this run's requests only."""
+    from swarm.core import recordfile
+
+    parts = recordfile.part_files(out / "records")
+    for part in parts:
+        part.unlink()
+    return len(parts)
+
+
 def main(args: argparse.Namespace) -> int:
+    clear_records(Path(args.out))
     return run.main(args)
