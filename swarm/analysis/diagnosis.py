@@ -454,11 +454,13 @@ def diagnose(
     client_total: Block | Mapping[str, Any] | None = None,
     client_last_end: float | None = None,
     bound_reported: Iterable[ClientBound | Mapping[str, Any]] = (),
+    by_load: bool = False,
 ) -> list[Finding]:
     """Every finding for a run, in reading order: trust, ceiling, cause, SLO, client vs server.
     `cpu`: the workers' CPU per stage (client_cpu.jsonl); without it, `bound_reported`
     (summary.json's `client_bound`, the master's live judgement of the same reports)."""
-    rows = sorted(rows, key=lambda r: r.stage)
+    # by_load: a search probes loads out of order; the ceiling is read along the load, not the clock
+    rows = sorted(rows, key=lambda r: ((r.users or 0) if by_load else 0, r.stage))
     load = cpu if cpu is not None else ClientLoad()
     findings = client_bound(rows, load) if load else client_bound_reported(rows, bound_reported)
     untrusted = {f.stage for f in findings if f.stage is not None}

@@ -1,13 +1,15 @@
 """The report's plots: matplotlib figures from a loaded run (`RunData`), and `png(fig)` -> bytes.
 
 `render_plots` returns only the plots a run has data for (`PNGS` names them all): QPS, latency and
-throughput vs concurrency (lines, or grouped bars for a single stage), the server's timeline,
-client vs server TTFT, and every request's TTFT by send time. matplotlib is imported lazily
+throughput vs concurrency (lines; for a single stage no QPS/latency "vs concurrency" plot, and
+grouped bars for the rest), the server's timeline, client vs server TTFT, every request's TTFT
+by send time, and for a `--search` run `search.png` (swarm/analysis/search.py). matplotlib is imported lazily
 (Agg backend): loading a run never needs it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -87,6 +89,8 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
     figs: dict[str, Any] = {}
     if not data.rows:
         return figs
+    if data.summary.get("search"):  # probes come in search order: draw the lines by load
+        data = dataclasses.replace(data, rows=sorted(data.rows, key=lambda r: (r.users or 0, r.stage)))
     x, labels, xlabel = _x(data)
     bars = len(data.rows) == 1
     ceiling = next((f.stage for f in found if f.kind == "saturation"), None)
@@ -179,6 +183,14 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
             figs["client_vs_server_ttft.png"] = fig
     if data.records is not None and len(data.records):
         figs["requests_timeline.png"] = _requests_timeline(data, plt)
+    if bars:  # one stage: nothing varies "vs concurrency"
+        for name in ("qps_vs_concurrency.png", "latency_vs_concurrency.png"):
+            plt.close(figs.pop(name))
+    from swarm.analysis import search
+
+    fig = search.plot(data, plt)
+    if fig is not None:
+        figs["search.png"] = fig
     return figs
 
 

@@ -292,6 +292,7 @@ CAPTIONS = {
     "server_timeline.png": "The server's running/waiting requests and KV-cache usage over time, stage by stage.",
     "client_vs_server_ttft.png": "Client-measured TTFT next to the server's own histogram percentiles.",
     "requests_timeline.png": "Every request's TTFT by the time it was sent.",
+    "search.png": "The search: each probed load in order, and the bracket narrowing after each probe.",
 }
 
 
@@ -327,6 +328,14 @@ def _gpu_html(data: RunData) -> str:
             )
             classes.append("untrusted" if busy and (g.util_mean or 0.0) < GPU_IDLE else "")
     return _table(GPU_HEADER, rows, classes)
+
+
+def _search_html(data: RunData) -> str:
+    from swarm.analysis import search
+
+    section = search.html_section(data)
+    early = "".join(f"<p class='note'>{html.escape(line)}</p>" for line in search.early_ends(data.summary))
+    return (f"<h2>Search</h2>\n{section}\n" if section else "") + early
 
 
 def prefix_cache_lines(data: RunData) -> list[str]:
@@ -440,7 +449,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 <h1>Capacity report</h1>
 <p class="meta">{" &middot; ".join(meta)}</p>
 {notes}
-<h2>Diagnosis</h2>
+{_search_html(data)}<h2>Diagnosis</h2>
 <ul class="findings">{items}</ul>
 <h2>Workloads and request classes</h2>
 {_table(table.header(s), table.workload_rows(s))}

@@ -296,6 +296,7 @@ def findings(data: RunData, slo: str | None = None) -> list[Finding]:
         client_total=data.summary.get("total") or _records_total(data),
         client_last_end=_last_end(data),
         bound_reported=data.summary.get("client_bound", ()),
+        by_load=bool(data.summary.get("search")),
     )
     return found + gpu_findings(data.rows, data.gpus, found)
 

@@ -365,6 +365,52 @@ OPTIONS: tuple[Option, ...] = (
         "1s",
         run=True,
     ),
+    # -- search: the master picks each next stage (swarm/live/search.py)
+    Option(
+        "--search",
+        "find the load the server takes: concurrency|rate (the most meeting --slo or --goodput-min) or knee "
+        "(where QPS stops growing); stages adapt, --stage-time is the longest, -u the first load",
+        "stages",
+        None,
+        None,
+        ("concurrency", "rate", "knee"),
+        web_ui=False,
+        run=True,
+    ),
+    Option(
+        "--search-precision",
+        "stop the search when the answer is known to this share (default 5%%)",
+        "stages",
+        "5%",
+        web_ui=False,
+        run=True,
+    ),
+    Option(
+        "--search-budget", "the search's longest time (default 10m)", "stages", "10m", web_ui=False, run=True
+    ),
+    Option(
+        "--min-stage-time",
+        "a search stage (or a guarded stage) runs at least this long after its warm-up (default 5s)",
+        "stages",
+        "5s",
+        web_ui=False,
+        run=True,
+    ),
+    Option(
+        "--goodput-min",
+        "search criterion: at least this share of requests meets --goodput, e.g. 95%%",
+        "stages",
+        web_ui=False,
+        run=True,
+    ),
+    Option(
+        "--saturation-guard",
+        "end an open-loop stage early when waiting requests and TTFT grow for this long (default 20s; 0: off)",
+        "stages",
+        "20s",
+        web_ui=False,
+        run=True,
+    ),
 )
 BY_FLAG: dict[str, Option] = {o.flag: o for o in OPTIONS}
 GROUP_TITLES = {

@@ -72,7 +72,12 @@ class MasterStats:
         self.out_dir = Path(out) if out else None
         self.run_id = option(environment, "run_id") or new_run_id()
         slo_text = option(environment, "slo")
-        self.objectives = slo.parse(slo_text) if slo_text else None
+        # --search: the objectives are the search's criterion, judged per stage (swarm/live/search.py)
+        self.objectives = slo.parse(slo_text) if slo_text and not option(environment, "search") else None
+        if option(environment, "search"):
+            from swarm.live.search import search_spec
+
+            search_spec(environment)  # bad --search options: one line and exit 2 before any user starts
         goodput = goodput_spec(environment)  # validated here: a malformed one exits 2 at start-up
         self.goodput_slo = goodput.text if goodput is not None else None
         self.aggregate = Aggregate()
@@ -363,6 +368,8 @@ class MasterStats:
                         warmup_s=t["warmup_s"],
                         rate=t["rate"],
                     )
+                    if t.get("ended_by"):
+                        entry["ended_by"] = t["ended_by"]
         shares = {
             w.name: share
             for mix in self.state.mixes.values()
@@ -397,7 +404,25 @@ class MasterStats:
                 )
                 for v in self.verdicts
             ]
+        if self.state.search is not None:
+            s["search"] = self._search_with_stage_qps(s)
         return s
+
+    def _search_with_stage_qps(self, s: Summary) -> dict[str, Any]:
+        """The search's result; a probe that ended before its QPS could be measured live (too few
+        worker reports) takes its stage's QPS from the summary."""
+        from swarm.stats.search import headline
+
+        search = dict(self.state.search or {})
+        qps = {e["stage"]: e["total"]["qps"] for e in s["stages"]}
+        search["probes"] = [
+            p | {"qps": qps.get(p["stage"])} if p.get("qps") is None else p
+            for p in search.get("probes") or []
+        ]
+        if search.get("qps") is None and search.get("answer_stage") in qps:
+            search["qps"] = qps[search["answer_stage"]]
+            search["headline"] = headline(search)
+        return search
 
     def _write_summary_quietly(self) -> None:
         try:
@@ -444,6 +469,9 @@ class MasterStats:
             code = 0 if all(v.ok for v in self.verdicts) else 1
             previous = self.environment.process_exit_code
             self.environment.process_exit_code = max(code, previous) if previous else code
+        if self.state.search is not None:  # the search decides: 0 converged, 1 otherwise
+            print(f"swarm: {self.state.search['headline']}", flush=True)
+            self.environment.process_exit_code = 0 if self.state.search["converged"] else 1
 
     def _collect_final_reports(self) -> None:
         """Take in the last deltas of workers that are still alive, then stop listening.

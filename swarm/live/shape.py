@@ -141,6 +141,9 @@ class SwarmShape(LoadTestShape):
     def __init__(self) -> None:
         super().__init__()
         self._current: int | None = None
+        self._search: Any = None  # --search: the SearchController (swarm/live/search.py)
+        self._guard: Any = None  # --rate: the over-saturation guard of the running stage
+        self._skip_s = 0.0  # --rate: time skipped by stages the guard ended early
 
     def reset_time(self) -> None:
         super().reset_time()
@@ -172,16 +175,21 @@ class SwarmShape(LoadTestShape):
             timeline[-1].end_wall_s = time.time()
 
     def tick(self) -> tuple[int, float] | None:
-        plan = stage_plan(self.runner.environment)
+        env = self.runner.environment
+        if option(env, "search"):
+            from swarm.live.search import SearchController
+
+            if self._search is None:
+                self._search = SearchController(env)
+            return self._search.tick(self)
+        plan = stage_plan(env)
         t = self.get_run_time()
-        opts = self.runner.environment.parsed_options
-        if option(
-            self.runner.environment, "trace_replay"
-        ):  # --trace-replay: one stage, until every row is done
+        opts = env.parsed_options
+        if option(env, "trace_replay"):  # --trace-replay: one stage, until every row is done
             users = int(opts.num_users or 1)
             if self._current is None:
                 self._enter(0, users, 0.0)
-            replay = swarm_state(self.runner.environment).replay
+            replay = swarm_state(env).replay
             if (
                 replay is not None and replay.dispatcher is not None
             ):  # (made at test start, after the 1st tick)
@@ -191,13 +199,18 @@ class SwarmShape(LoadTestShape):
                     return None
             return users, float(max(users, opts.spawn_rate or 0))  # every user at once: none misses its row
         if plan.rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
-            index = int(t // plan.stage_s)
+            index = int((t + self._skip_s) // plan.stage_s)
             if index >= len(plan.rates):
                 self._close()
                 return None
             users = int(opts.num_users or 1)
             if index != self._current:
                 self._enter(index, users, plan.warmup_s, plan.rates[index])
+                from swarm.live.search import RateGuard
+
+                self._guard = RateGuard.for_stage(env, index, plan.warmup_s, plan.rates[index])
+            if self._guard is not None and self._guard.tripped():
+                self._skip_s = (index + 1) * plan.stage_s - t  # the next stage starts now
             return users, float(opts.spawn_rate or users)
         if not plan.levels:  # plain run: one stage at -u users
             users = int(opts.num_users or 1)

@@ -42,6 +42,7 @@ class SwarmState:
     in_flight: int = 0  # this process's requests sent and not yet recorded (LLMUser.send)
     stopping: bool = False  # the stop has begun (test_stopping): open-loop users send no new request
     replay: Any = None  # trace replay (swarm/live/replay.py `Replay`); None: not replaying
+    search: dict[str, Any] | None = None  # --search: the result (summary.json `search`), set when it ends
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """The validated options (cached; `reset_options` before a new test)."""

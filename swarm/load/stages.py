@@ -78,6 +78,7 @@ class Stage:
     end_wall_s: float | None = None
     warmup_s: float = 0.0
     rate: float | None = None  # open loop: offered requests/s in total
+    ended_by: str | None = None  # why it ended before its time (the search, the saturation guard)
 
 
 @dataclass(frozen=True)

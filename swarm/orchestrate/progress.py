@@ -58,13 +58,16 @@ def parse_master_metrics(text: str) -> MasterSample:
 def window_line(
     prev: MasterSample, cur: MasterSample, dt: float, elapsed_s: float, total_s: float, stages: int
 ) -> str:
-    """One progress line from two samples `dt` seconds apart (pure)."""
+    """One progress line from two samples `dt` seconds apart (pure). `stages` < 0: as many as a
+    search takes (the stage number alone)."""
     qps = (cur.requests - prev.requests) / dt if dt > 0 else 0.0
     bounds = sorted(cur.ttft_buckets)
     deltas = [cur.ttft_buckets[b] - prev.ttft_buckets.get(b, 0.0) for b in bounds]
     span = quantile_bucket(0.99, bounds, deltas)
     ttft = "-" if span is None else seconds_span(*span)
-    stage = f"stage {cur.stage + 1}/{stages} " if stages > 1 else ""
+    stage = (
+        f"stage {cur.stage + 1}/{stages} " if stages > 1 else f"stage {cur.stage + 1} " if stages < 0 else ""
+    )
     return (
         f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
         f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}"

@@ -130,12 +130,17 @@ class RunPlan:
     goodput: str | None = None
     trace_args: list[str] = field(default_factory=list)  # --trace-replay and its options, for the master
     trace_span_s: float | None = None  # the replay's length (after --time-scale and the window)
+    search: str | None = None  # --search mode
+    search_args: list[str] = field(default_factory=list)  # the search's options, for the master
+    search_budget_s: int = 0
 
     @property
     def expected_s(self) -> int:
         """How long the load lasts (without the end's stop timeout)."""
         if self.trace_span_s is not None:
             return math.ceil(self.trace_span_s) + 2
+        if self.search:
+            return self.search_budget_s
         stages = len(self.sweep) or len(self.rates)
         return stages * self.stage_time_s if stages else self.run_time_s
 
@@ -217,6 +222,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm.stats.goodput import parse_goodput
 
         parse_goodput(args.goodput)
+    search_args, budget_s = _search_args(args) if args.search else ([], 0)
     if args.grafana_url:
         from swarm.grafana.api import Annotator
 
@@ -257,6 +263,9 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         goodput=args.goodput,
         trace_args=trace_args,
         trace_span_s=trace_span,
+        search=args.search,
+        search_args=search_args,
+        search_budget_s=budget_s,
     )
 
 
@@ -287,6 +296,37 @@ def _trace_plan(args: argparse.Namespace, stages: StagePlan) -> tuple[list[str],
         if value not in (None, ""):
             out += ["--" + name.replace("_", "-"), str(value)]
     return out, trace.span_s
+
+
+def _search_args(args: argparse.Namespace) -> tuple[list[str], int]:
+    """--search and its options, checked as the master will (UsageError), as master arguments."""
+    from swarm.stats.search import SearchSpec
+
+    if args.sweep:
+        raise UsageError("--search chooses the stages itself: leave out --sweep")
+    goodput = getattr(args, "goodput", None)  # helper C's --goodput, where it exists
+    start = float(args.users) if args.search != "rate" else float((args.rate or "1").split(",")[0])
+    spec = SearchSpec.parse(
+        args.search, args.slo, args.goodput_min, args.search_precision, args.search_budget, start, goodput
+    )
+    for flag in ("--stage-time", "--warmup", "--min-stage-time", "--saturation-guard"):
+        dest = flag[2:].replace("-", "_")
+        parse_timespan(getattr(args, dest), flag)
+    out = ["--search", args.search, "--search-precision", args.search_precision]
+    out += ["--search-budget", args.search_budget, "--min-stage-time", args.min_stage_time]
+    out += [
+        "--stage-time",
+        args.stage_time,
+        "--warmup",
+        args.warmup,
+        "--saturation-guard",
+        args.saturation_guard,
+    ]
+    if args.goodput_min:
+        out += ["--goodput-min", args.goodput_min]
+    if args.search == "rate" and args.rate:
+        out += ["--rate", args.rate, "--arrivals", args.arrivals]
+    return out, int(spec.budget_s)
 
 
 def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> None:
@@ -421,6 +461,8 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             ]
             if plan.trace_args:
                 master_cmd += plan.trace_args
+            elif plan.search:
+                master_cmd += plan.search_args
             elif plan.sweep or plan.rates:
                 stages = (
                     ["--sweep", ",".join(map(str, plan.sweep))]
@@ -464,6 +506,8 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                     f"trace replay of {plan.trace_args[1]} over {plan.trace_span_s:.1f} s, "
                     f"at most {plan.users} in flight"
                 )
+            elif plan.search:
+                load = f"search {plan.search} (budget {plan.search_budget_s}s)"
             elif plan.sweep:
                 load = f"stages {','.join(map(str, plan.sweep))} users x {plan.stage_time_s}s"
             elif plan.rates:
@@ -489,13 +533,13 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
 
             def on_stage(index: int, users: int) -> None:
-                if annotator is not None and (plan.sweep or plan.rates):
+                if annotator is not None and (plan.sweep or plan.rates or plan.search):
                     annotator.stage_started(plan.run_id, index, label=f"{users} users")
 
             progress = Progress(
                 f"http://127.0.0.1:{prom_port}/metrics",
                 plan.expected_s,
-                stages=max(1, len(plan.sweep) or len(plan.rates)),
+                stages=-1 if plan.search else max(1, len(plan.sweep) or len(plan.rates)),
                 on_stage=on_stage,
             ).start()
             deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
@@ -578,13 +622,33 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         )
         return master_code or 1
     from swarm.analysis.report import write_report
+    from swarm.analysis.search import early_ends
 
-    report = write_report(plan.out, slo=plan.slo)
+    for line in early_ends(summary):
+        print(f"swarm: {line}")
+    if summary.get("search"):
+        print_search(plan.out, summary)
+    report = write_report(plan.out, slo=None if plan.search else plan.slo)
     print(
         f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
         f"report in {report}"
     )
     return master_code
+
+
+def print_search(out: Path, summary: dict) -> None:
+    """The search's answer and, from the server's metrics, why; the reason goes into summary.json too."""
+    from swarm.analysis.rundir import load_run
+    from swarm.analysis.search import bottleneck
+    from swarm.stats.summary import write
+
+    search = summary["search"]
+    why = bottleneck(load_run(out))
+    print(f"swarm: {search.get('headline')}")
+    if why:
+        print(f"swarm: why: {why}")
+        search["why"] = why
+        write(summary, out / "summary.json")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -147,6 +147,7 @@ class StageEntry(TypedDict):
     end_s: NotRequired[float | None]
     warmup_s: NotRequired[float]
     rate: NotRequired[float | None]
+    ended_by: NotRequired[str]  # why the stage ended before its time (the search, the saturation guard)
 
 
 class StageTimelineEntry(TypedDict):
@@ -158,6 +159,7 @@ class StageTimelineEntry(TypedDict):
     end_wall_s: float | None
     warmup_s: float
     rate: float | None
+    ended_by: NotRequired[str | None]  # why it ended before its time (the search, the saturation guard)
 
 
 class DegradedWorker(TypedDict):
@@ -227,6 +229,9 @@ class Summary(TypedDict):
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
     sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`
+    search: NotRequired[
+        dict[str, Any]
+    ]  # --search: probes, bracket, answer (swarm/stats/search.py `Bracket.answer`)
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:

@@ -93,7 +93,10 @@ def test_a_plain_locust_run_takes_client_boundness_from_the_summary(tmp_path):
 def test_one_stage_only_and_no_records(tmp_path):
     run = make_run(tmp_path / "one", table=SHORT_QA[2:3], slo=None)
     text = write_report(run).read_text()
-    assert len(images(text)) == len(PNGS)  # bars instead of lines, but every plot
+    # one stage: nothing varies "vs concurrency", so those two plots are left out
+    assert len(images(text)) == len(PNGS) - 2
+    assert "qps_vs_concurrency.png" not in text and "latency_vs_concurrency.png" not in text
+    assert "throughput.png" in text
     assert "saturation" not in json.dumps(json.loads((run / "diagnosis.json").read_text()))
     bare = make_run(tmp_path / "bare", records=False, server=False, cpu=False)
     text = write_report(bare).read_text()

@@ -1,0 +1,368 @@
+"""`--search`: the master chooses each next stage from the last stages' results.
+
+`SwarmShape` (swarm/live/shape.py) hands its ticks to a `SearchController` when `--search` is
+given. Each tick the controller reads the running stage from the master's merged aggregate
+(`environment.swarm.stats.master.aggregate`, the workers' deltas as they arrive), asks
+swarm/stats/search.py whether the stage may end (the criterion decided, or its percentiles
+stable, after `--warmup` and `--min-stage-time`; at the latest after `--stage-time`), records the
+probe and starts the load `Bracket.next_load` names, until the answer is known to
+`--search-precision` or `--search-budget` is spent. The result lands on the state
+(`environment.swarm.search`), from which the master writes summary.json `search` and sets the
+exit code (0 converged, 1 the criterion not met even at the lowest load or no answer in the
+budget).
+
+Open-loop stages (`--search rate`, `--rate`) carry the over-saturation guard
+(`stats.search.OverloadGuard`): requests offered and not finished, and the recent TTFT, rising
+through `--saturation-guard` end the stage early (a failing probe, or the next `--rate` stage),
+and the stage says why (`ended_by`). A closed loop cannot run away: each user waits for its
+answer, so the backlog is bounded by the users.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from locust.runners import LocalRunner
+
+from swarm.core.units import parse_timespan
+from swarm.live.options import option
+from swarm.live.state import swarm_state
+from swarm.load.stages import parse_rates
+from swarm.stats import summary
+from swarm.stats.aggregate import Aggregate, Cell
+from swarm.stats.search import (
+    Bracket,
+    Completions,
+    OverloadGuard,
+    Probe,
+    SearchSpec,
+    goodput_measure,
+    headline,
+    judge_stage,
+    measure,
+    stability,
+)
+from swarm.stats.wire import WIRE_KEY
+
+logger = logging.getLogger(__name__)
+
+REPORT_LAG_S = 3.0  # Locust workers report every 3 s: a stage's first completions reach the master this late
+MIN_WARMUP_S = 2.0  # a new level needs a moment even without --warmup (users start, queues settle)
+
+
+class Shape(Protocol):
+    """What the controller needs of the load shape (swarm/live/shape.py `SwarmShape`)."""
+
+    runner: Any
+
+    def get_run_time(self) -> float: ...
+
+    def _enter(self, index: int, users: int, warmup_s: float, rate: float | None = None) -> None: ...
+
+    def _close(self) -> None: ...
+
+
+def _aggregate(environment: Any) -> Aggregate | None:
+    stats = swarm_state(environment).stats
+    master = getattr(stats, "master", None)
+    if master is None:
+        return None
+    master._pull_local()  # a local runner: its own latest records
+    return master.aggregate
+
+
+class StageMeter:
+    """One running stage seen from the master: completions per second, backlog, recent TTFT."""
+
+    def __init__(
+        self,
+        index: int,
+        start_s: float,
+        warmup_s: float,
+        rate: float | None,
+        guard_s: float,
+        done: Completions,
+    ) -> None:
+        self.index, self.start_s, self.warmup_s, self.rate = index, start_s, warmup_s, rate
+        self.done = done  # the run's completions per worker report (shared by every stage)
+        self.guard = OverloadGuard(guard_s)
+        self._last: dict[str, tuple[int, float]] = {}  # latency -> (count, sum) at the last tick
+
+    def tick(self, now: float, agg: Aggregate) -> Cell:
+        cell = agg.combined(stage=self.index)
+        if self.rate:  # the wait a user sees: how late the request went out (-u capped) + TTFT
+            recent = self._recent("ttft", cell)
+            lag = self._recent("send_lag", cell)
+            if recent is not None and lag is not None:
+                recent += lag
+            offered = self.rate * (now - self.start_s)
+            if now - self.start_s >= self.warmup_s + REPORT_LAG_S:
+                self.guard.add(now, offered - cell.requests, recent)
+        return cell
+
+    def _recent(self, name: str, cell: Cell) -> float | None:
+        """The mean of `name` over what arrived since the last tick (None: nothing new)."""
+        sk = cell.latencies[name]
+        count, total = sk.count, sk.sum
+        last = self._last.get(name)
+        self._last[name] = (count, total)
+        if last is None or count <= last[0]:
+            return None
+        return (total - last[1]) / (count - last[0])
+
+    def qps(self) -> float | None:
+        """Completions per second since the warm-up ended."""
+        return self.done.rate(self.start_s + self.warmup_s)
+
+    def qps_stable(self, precision: float) -> bool:
+        """The knee's test: one standard error of the QPS within `precision` of it. (The error comes
+        from report-to-report rates, which count a closed loop's short-term bursts: it overstates
+        the error of the whole stage's mean, so one error, not two, is held to the precision.)"""
+        qps = self.qps()
+        half = self.done.rate_halfwidth(self.start_s + self.warmup_s, z=1.0)
+        return qps is not None and half is not None and half <= precision * qps
+
+
+class CompletionFeed:
+    """Feeds a `Completions` from the workers' reports (a master) or the local aggregate (a local runner)."""
+
+    def __init__(self, environment: Any) -> None:
+        self.environment = environment
+        self.done = Completions()
+        self.local = isinstance(environment.runner, LocalRunner)
+        if not self.local:
+            environment.events.worker_report.add_listener(self._on_report)
+
+    def _on_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        payload = data.get(WIRE_KEY)
+        if not payload:
+            return
+        finished = sum(int(k) for cell in payload.get("cells") or [] for _w, k, _t in cell.get("done") or [])
+        self.done.add(client_id, time.time(), finished)
+
+    def tick(self, now: float, agg: Aggregate) -> None:
+        if self.local:
+            self.done.set_total("local", now, sum(c.requests for c in agg))
+
+
+class SearchController:
+    def __init__(self, environment: Any) -> None:
+        self.environment = environment
+        opts = environment.parsed_options
+        self.spec = search_spec(environment)
+        self.objectives = self.spec.objectives()
+        self.warmup_s = max(
+            MIN_WARMUP_S, float(parse_timespan(option(environment, "warmup") or "0s", "--warmup"))
+        )
+        self.min_s = float(parse_timespan(option(environment, "min_stage_time") or "5s", "--min-stage-time"))
+        self.max_s = float(parse_timespan(option(environment, "stage_time") or "30s", "--stage-time"))
+        self.guard_s = float(
+            parse_timespan(option(environment, "saturation_guard") or "20s", "--saturation-guard")
+        )
+        self.cap = int(opts.num_users or 1)  # open loop: the in-flight cap
+        self.bracket = Bracket(self.spec)
+        self.meter: StageMeter | None = None
+        self.level: float | None = None
+        self.done = False
+        self.started_s = time.time()
+        self.feed = CompletionFeed(environment)
+
+    # ---- one tick --------------------------------------------------------------------------
+    def tick(self, shape: Shape) -> tuple[int, float] | None:
+        if self.done:
+            return None
+        now = time.time()
+        if self.meter is None:
+            return self._start(shape, now)
+        budget_left = self.spec.budget_s - (now - self.started_s)
+        agg = _aggregate(self.environment)
+        if agg is None:  # no statistics on this runner: nothing to judge by
+            return self._finish(shape, "budget") if budget_left <= 0 else self._load()
+        self.feed.tick(now, agg)
+        cell = self.meter.tick(now, agg)
+        elapsed = now - self.meter.start_s - self.meter.warmup_s
+        verdict = self._judge(agg, cell, elapsed, budget_left)
+        if verdict is None:
+            return self._load()
+        ok, ended_by, measures = verdict
+        self._record(cell, ok, ended_by, measures, now)
+        if budget_left <= 0:
+            return self._finish(shape, "budget")
+        return self._start(shape, now)
+
+    def _judge(
+        self, agg: Aggregate, cell: Cell, elapsed: float, budget_left: float
+    ) -> tuple[bool | None, str, list[Any]] | None:
+        """(verdict, why the stage ended, measures) when the stage ends now; None to go on."""
+        meter = self.meter
+        assert meter is not None
+        if meter.guard.tripped():
+            return False, meter.guard.why(), []
+        ok_requests = cell.latencies["e2e"].count
+        longest = min(self.max_s - meter.warmup_s, elapsed + max(0.0, budget_left))
+        if self.spec.mode == "knee":  # stable TTFT p99 and QPS, or the longest
+            ttft = stability(cell.latencies["ttft"], 0.99, "ttft_p99")
+            stage = judge_stage([ttft], ok_requests, elapsed, self.min_s, longest, self.spec.precision)
+            if stage.done and meter.qps_stable(self.spec.precision):
+                return True, stage.why, []
+            return (True, "longest", []) if elapsed >= longest else None
+        blocks = self._blocks(agg, cell, elapsed)
+        measures = [
+            measure(o, blocks.get(o.workload) or {}, _sketches(agg, o.workload, meter.index))
+            for o in self.objectives
+        ]
+        if self.spec.goodput_min is not None:
+            measures.append(goodput_measure(blocks.get("total") or {}, self.spec.goodput_min))
+        stage = judge_stage(measures, ok_requests, elapsed, self.min_s, longest, self.spec.precision)
+        return (stage.ok, stage.why, stage.measures) if stage.done else None
+
+    def _blocks(self, agg: Aggregate, cell: Cell, elapsed: float) -> dict[str, Any]:
+        meter = self.meter
+        assert meter is not None
+        duration = max(elapsed, 1e-9)
+        good = option(self.environment, "goodput")  # --goodput (helper C's): blocks carry `goodput`
+        kw: dict[str, Any] = {"goodput_slo": good} if good else {}
+        out: dict[str, Any] = {"total": dict(summary.block(cell, duration, **kw))}
+        for name in agg.workloads():
+            out[name] = dict(summary.block(agg.combined(workload=name, stage=meter.index), duration, **kw))
+        qps = meter.qps()
+        if qps is not None:
+            out["total"]["qps"] = qps
+        return out
+
+    def _record(self, cell: Cell, ok: bool | None, ended_by: str, measures: list[Any], now: float) -> None:
+        meter = self.meter
+        assert meter is not None and self.level is not None
+        ratios = [m.ratio for m in measures if m.ratio is not None]
+        probe = Probe(
+            stage=meter.index,
+            load=self.level,
+            ok=ok,
+            qps=meter.qps(),
+            ttft_p99=cell.latencies["ttft"].quantile(0.99),
+            ratio=max(ratios) if ratios else None,
+            duration_s=round(now - meter.start_s, 2),
+            ended_by=ended_by,
+            values={m.objective: m.value for m in measures},
+        )
+        self.bracket.record(probe)
+        timeline = swarm_state(self.environment).stage.timeline
+        if timeline and timeline[-1].index == meter.index:
+            timeline[-1].ended_by = ended_by
+        lo, hi = probe.bracket
+        logger.info(
+            "swarm: search: %g %s -> %s (%s; QPS %s, TTFT p99 %s); bracket %s-%s",
+            self.level,
+            self.spec.unit,
+            "n/a" if ok is None else ("pass" if ok else "fail"),
+            ended_by,
+            "-" if probe.qps is None else f"{probe.qps:.1f}",
+            "-" if probe.ttft_p99 is None else f"{probe.ttft_p99 * 1000:.0f} ms",
+            lo,
+            hi,
+        )
+
+    def _start(self, shape: Shape, now: float) -> tuple[int, float] | None:
+        level = self.bracket.next_load()
+        if level is None:
+            return self._finish(shape, self.bracket.status)
+        index = 0 if self.meter is None else self.meter.index + 1
+        warmup = self.warmup_s
+        if self.meter is not None and self.level is not None:
+            warmup = max(warmup, self._settle_s(down=level < self.level))
+        self.level = level
+        rate = level if self.spec.mode == "rate" else None
+        self.meter = StageMeter(index, now, warmup, rate, self.guard_s, self.feed.done)
+        shape._enter(index, self._users(), warmup, rate)
+        return self._load()
+
+    def _settle_s(self, down: bool) -> float:
+        """A new level's warm-up lasts one request cycle of the stage before (its E2E p50): the
+        new users' first requests arrive together; going down, as long as the higher stage's
+        queue takes to drain (its E2E p90). At most half the longest stage."""
+        agg = _aggregate(self.environment)
+        if agg is None or self.meter is None:
+            return 0.0
+        e2e = agg.combined(stage=self.meter.index).latencies["e2e"].quantile(0.9 if down else 0.5)
+        return min(float(e2e or 0.0), self.max_s / 2)
+
+    def _users(self) -> int:
+        return self.cap if self.spec.mode == "rate" else int(self.level or 1)
+
+    def _load(self) -> tuple[int, float]:
+        users = self._users()
+        spawn = float(self.environment.parsed_options.spawn_rate or users)
+        return users, max(float(users), spawn)
+
+    def _finish(self, shape: Shape, status: str) -> None:
+        self.bracket.status = status
+        self.done = True
+        shape._close()
+        result = self.bracket.answer()
+        result["duration_s"] = round(time.time() - self.started_s, 2)
+        result["headline"] = headline(result)
+        swarm_state(self.environment).search = result
+        logger.info("swarm: %s", result["headline"])
+        return None
+
+
+def search_spec(environment: Any) -> SearchSpec:
+    """The --search options of this environment, validated (UsageError): the master checks them at
+    init, before any user starts."""
+    opts = environment.parsed_options
+    for flag in ("--stage-time", "--warmup", "--min-stage-time", "--saturation-guard"):
+        parse_timespan(option(environment, flag[2:].replace("-", "_")) or "0s", flag)
+    return SearchSpec.parse(
+        option(environment, "search"),
+        option(environment, "slo"),
+        option(environment, "goodput_min"),
+        option(environment, "search_precision"),
+        option(environment, "search_budget"),
+        float(opts.num_users or 16) if option(environment, "search") != "rate" else _first_rate(environment),
+        option(environment, "goodput"),
+    )
+
+
+def _first_rate(environment: Any) -> float:
+    """--search rate starts at the first --rate value, else 1 req/s."""
+    text = option(environment, "rate")
+    return parse_rates(text)[0] if text else 1.0
+
+
+def _sketches(agg: Aggregate, workload: str, stage: int) -> Mapping[str, Any]:
+    cell = agg.combined(stage=stage) if workload == "total" else agg.combined(workload=workload, stage=stage)
+    return cell.latencies
+
+
+class RateGuard:
+    """The over-saturation guard of one `--rate` stage: `tripped()` once a tick; when it trips
+    the stage's timeline entry says why and the shape starts the next stage."""
+
+    def __init__(self, environment: Any, meter: StageMeter) -> None:
+        self.environment, self.meter = environment, meter
+
+    @classmethod
+    def for_stage(cls, environment: Any, index: int, warmup_s: float, rate: float) -> RateGuard | None:
+        guard_s = float(
+            parse_timespan(option(environment, "saturation_guard") or "20s", "--saturation-guard")
+        )
+        if guard_s <= 0:
+            return None
+        return cls(environment, StageMeter(index, time.time(), warmup_s, rate, guard_s, Completions()))
+
+    def tripped(self) -> bool:
+        agg = _aggregate(self.environment)
+        if agg is None:
+            return False
+        self.meter.tick(time.time(), agg)
+        if not self.meter.guard.tripped():
+            return False
+        why = self.meter.guard.why()
+        timeline = swarm_state(self.environment).stage.timeline
+        if timeline and timeline[-1].index == self.meter.index:
+            timeline[-1].ended_by = why
+        logger.warning("swarm: stage %d ended early: %s", self.meter.index, why)
+        return True

@@ -1,0 +1,186 @@
+"""`swarm run --search` end to end on the calibrated simulator (issue 15, "Search in one run").
+
+The SLO search against a fixed fine-grained sweep of the same profile (the answer within ±10%, in
+under half the sweep's time, twice in agreement within the precision), the knee (KV-bound near the seed's ceiling),
+the exit codes (1: not met even at the lowest load; 2: bad input, nothing started) and the
+over-saturation guard ending an open-loop stage early with the reason in summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.support import swarm_cmd
+
+pytestmark = pytest.mark.integration
+
+SLO = "ttft_p99<=800ms"
+STAGE_S = 12  # the fine sweep's stage time, and the search's longest stage
+FINE = list(range(16, 321, 16))  # every 16 users up to 320: the sweep one would run without a search
+# The fine sweep's stages far from the answer (all passing by far below 160 users, failing by far
+# above 272) cannot move its answer, so the test runs only these; the sweep's time is its plan,
+# len(FINE) x STAGE_S (a fixed sweep's length does not depend on what it measures).
+RUN = [u for u in FINE if 160 <= u <= 272]
+
+
+def swarm_run(out: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        swarm_cmd(
+            "run",
+            "--workers",
+            "2",
+            "--workload",
+            "short_qa",
+            "--out",
+            str(out),
+            "--stop-timeout",
+            "3s",
+            *args,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def sweep_answer(s: dict) -> int:
+    """The fine sweep's answer: the level that best splits its stages into meeting the SLO (at or
+    below it) and missing it (above), so that one stage disturbed by a busy machine does not
+    decide it alone (the fewest stages on the wrong side; the highest such level)."""
+    levels = sorted((e["users"], e["total"]["ttft_s"]["p99"]) for e in s["stages"])
+    ok = [(u, p99 is not None and p99 <= 0.8) for u, p99 in levels]
+
+    def wrong(cut: int) -> int:
+        return sum((u <= cut) != good for u, good in ok)
+
+    return min((u for u, _ in ok), key=lambda cut: (wrong(cut), -cut))
+
+
+@pytest.mark.slow
+def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path):
+    sweep = swarm_run(
+        tmp_path / "sweep",
+        "--sweep",
+        ",".join(map(str, RUN)),
+        "--stage-time",
+        f"{STAGE_S}s",
+        "--warmup",
+        "4s",
+    )
+    assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-2000:]
+    fixed = summary(tmp_path / "sweep")
+    expected = sweep_answer(fixed)
+    curve = [(e["users"], e["total"]["ttft_s"]["p99"]) for e in fixed["stages"]]
+    assert RUN[0] < expected < RUN[-1], curve
+    sweep_s = len(FINE) * STAGE_S
+
+    answers = []
+    for run in ("search1", "search2"):
+        out = tmp_path / run
+        search = ["--search", "concurrency", "--slo", SLO, "-u", "32", "--stage-time", f"{STAGE_S}s"]
+        p = swarm_run(out, *search, "--min-stage-time", "3s")
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        s = summary(out)["search"]
+        assert s["converged"] and s["status"] == "converged"
+        lo, hi = s["bracket"]
+        assert s["answer"] == lo and hi - lo <= max(1, 0.05 * lo)
+        assert abs(s["answer"] / expected - 1) <= 0.10, (s["answer"], expected, curve, s["probes"])
+        assert s["duration_s"] < 0.5 * sweep_s, (s["duration_s"], sweep_s)
+        assert f"max concurrency meeting the SLO: {int(lo)} (bracket {int(lo)}-{int(hi)})" in p.stdout
+        assert "why: KV-bound" in p.stdout, p.stdout[-2000:]
+        loads = [pr["load"] for pr in s["probes"]]
+        assert len(set(loads)) == len(loads) and len(loads) < len(FINE)
+        # every probe is a stage of the run, in order, each with the bracket after it
+        assert [e["users"] for e in summary(out)["stages"]] == [int(x) for x in loads]
+        assert s["probes"][-1]["bracket"] == [lo, hi]
+        report = (out / "report.html").read_text()
+        assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
+        answers.append(s)
+    a, b = (x["answer"] for x in answers)
+    # repeated searches agree within their stated precision: each within 5% of the boundary
+    assert abs(a - b) <= 2 * 0.05 * max(a, b), (answers[0]["bracket"], answers[1]["bracket"])
+
+
+@pytest.mark.slow
+def test_knee_is_the_kv_bound_ceiling(tmp_path):
+    out = tmp_path / "knee"
+    p = swarm_run(out, "--search", "knee", "-u", "32", "--stage-time", "10s")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    s = summary(out)["search"]
+    probes = sorted(s["probes"], key=lambda pr: pr["load"])
+    # the seed's ceiling: QPS stops growing between 128 and 256 users while TTFT climbs
+    assert 128 < s["answer"] <= 256, probes
+    top = max(pr["qps"] for pr in probes)
+    assert s["qps"] >= 0.90 * top  # on the plateau
+    half = [pr for pr in probes if pr["load"] <= s["answer"] / 2]
+    assert half and s["ttft_p99_s"] >= 2 * half[-1]["ttft_p99"], probes  # and TTFT p99 doubled
+    lo, hi = s["bracket"]
+    assert hi == s["answer"] and hi - lo <= max(1, 0.05 * lo)
+    assert "knee (saturation point)" in p.stdout
+    assert s["why"].startswith("KV-bound"), s.get("why")
+
+
+def test_slo_not_met_at_the_lowest_load_exits_1(tmp_path):
+    out = tmp_path / "notmet"
+    p = swarm_run(
+        out, "--search", "concurrency", "--slo", "ttft_p99<=1ms", "-u", "4", "--min-stage-time", "3s"
+    )
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    s = summary(out)["search"]
+    assert s["status"] == "not_met" and not s["converged"]
+    assert [pr["load"] for pr in s["probes"]] == [4, 2, 1]
+    assert all(pr["ok"] is False for pr in s["probes"])
+    assert "not met even at the lowest load" in p.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--search", "concurrency"], "needs a criterion"),
+        (["--search", "knee", "--slo", SLO], "takes no --slo"),
+        (["--search", "concurrency", "--slo", SLO, "--sweep", "1,2"], "leave out --sweep"),
+        (["--search", "concurrency", "--slo", SLO, "--search-precision", "70%"], "below 50%"),
+        (["--search", "concurrency", "--slo", SLO, "--search-budget", "soon"], "--search-budget"),
+        (["--search", "concurrency", "--goodput-min", "95%"], "needs --goodput"),
+        (["--search", "sideways"], "invalid choice"),
+    ],
+)
+def test_bad_search_input_exits_2(tmp_path, args, words):
+    p = swarm_run(tmp_path / "bad", *args, timeout=60)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert words in p.stderr, p.stderr
+    assert not (tmp_path / "bad" / "summary.json").exists()
+
+
+def test_oversaturated_open_loop_stage_ends_early(tmp_path):
+    """120 req/s offered to a server that finishes ~60: the backlog and the wait grow; the guard
+    ends the 90 s stage after about its 10 s (plus warm-up), and says why."""
+    out = tmp_path / "guard"
+    p = swarm_run(
+        out,
+        "--rate",
+        "120",
+        "-u",
+        "300",
+        "--stage-time",
+        "90s",
+        "--warmup",
+        "2s",
+        "--saturation-guard",
+        "10s",
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    s = summary(out)
+    (stage,) = s["stages"]
+    assert "over-saturated" in stage.get("ended_by", ""), stage.get("ended_by")
+    assert stage["duration_s"] < 45, stage["duration_s"]
+    assert "over-saturated" in (out / "report.html").read_text()

@@ -1,0 +1,302 @@
+"""The search's maths (swarm/stats/search.py) on made-up servers: curves with a known answer."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from swarm.core.errors import UsageError
+from swarm.stats import slo
+from swarm.stats.search import (
+    KNEE_SHARE,
+    MIN_OK,
+    Bracket,
+    Completions,
+    Measure,
+    OverloadGuard,
+    Probe,
+    SearchSpec,
+    goodput_measure,
+    headline,
+    judge_stage,
+    measure,
+    quantile_ci,
+)
+from swarm.stats.sketch import LatencyStats
+
+
+def spec(mode: str = "concurrency", slo_text: str | None = "ttft_p99<=800ms", **kw) -> SearchSpec:
+    return SearchSpec.parse(
+        mode,
+        slo_text if mode != "knee" else None,
+        kw.get("goodput_min"),
+        kw.get("precision"),
+        kw.get("budget"),
+        kw.get("start", 16),
+        kw.get("goodput"),
+    )
+
+
+def ttft_p99(load: float, boundary: float) -> float:
+    """A server whose TTFT p99 grows smoothly, then steeply past a queue: 0.8 s exactly at `boundary`."""
+    return 0.2 + 0.6 * (load / boundary) ** 3
+
+
+def run_search(b: Bracket, value, noise: float = 0.0, rng: random.Random | None = None) -> list[float]:
+    loads = []
+    while (load := b.next_load()) is not None:
+        loads.append(load)
+        v = value(load) * (1 + (rng.gauss(0, noise) if rng else 0.0))
+        ok = v <= 0.8
+        b.record(Probe(len(loads) - 1, load, ok, None, v, v / 0.8, 10.0, "decided"))
+        assert len(loads) < 40, loads
+    return loads
+
+
+@pytest.mark.parametrize("boundary", [37.0, 152.5, 600.0])
+def test_converges_on_the_boundary_to_the_precision(boundary):
+    b = Bracket(spec())
+    loads = run_search(b, lambda x: ttft_p99(x, boundary))
+    ans = b.answer()
+    lo, hi = ans["bracket"]
+    assert b.status == "converged" and ans["converged"]
+    assert lo <= boundary < hi  # the true boundary lies inside the final bracket
+    assert hi - lo <= max(1.0, 0.05 * lo)  # to the stated precision
+    assert ans["answer"] == lo
+    bisection = math.ceil(
+        math.log2(boundary / (0.05 * boundary))
+    )  # probes bisection needs inside the bracket
+    doublings = math.ceil(math.log2(boundary / 16)) + 1
+    assert len(loads) <= doublings + bisection + 1
+
+
+def test_interpolation_beats_bisection_on_a_smooth_curve():
+    b = Bracket(spec(precision="2%"))
+    loads = run_search(b, lambda x: ttft_p99(x, 300.0))
+    inside = [x for x in loads if 256 < x < 512]  # the bracket after doubling: 256-512
+    assert len(inside) < math.ceil(math.log2(256 / (0.02 * 300)))  # fewer than plain bisection
+
+
+def test_noisy_searches_agree_within_their_precision():
+    answers = []
+    for seed in range(8):
+        b = Bracket(spec())
+        run_search(b, lambda x: ttft_p99(x, 152.0), noise=0.03, rng=random.Random(seed))
+        answers.append(b.answer()["answer"])
+    assert all(abs(a / 152.0 - 1) <= 0.10 for a in answers), answers
+
+
+def test_not_met_at_the_lowest_load():
+    b = Bracket(spec(start=8))
+    loads = run_search(b, lambda x: 5.0)
+    assert loads == [8, 4, 2, 1]
+    assert b.status == "not_met"
+    assert "not met even at the lowest load" in headline(b.answer())
+
+
+def test_no_failure_up_to_the_top():
+    b = Bracket(spec(start=1024))
+    loads = run_search(b, lambda x: 0.1)
+    assert loads == [1024, 2048, 4096]
+    assert b.status == "no_failure"
+
+
+def test_rate_search_keeps_fractions():
+    b = Bracket(spec("rate", start=0.5))
+    loads = run_search(b, lambda x: ttft_p99(x, 3.3))
+    assert any(x != int(x) for x in loads)
+    lo, hi = b.answer()["bracket"]
+    assert lo <= 3.3 < hi and b.status == "converged"
+
+
+def qps_curve(load: float) -> float:
+    """Closed loop on a server that saturates: Little's law with a service time growing with the
+    batch, capped by a plateau (60 req/s)."""
+    return min(load / (0.9 + 0.004 * load), 60.0)
+
+
+def ttft_curve(load: float) -> float:
+    """TTFT p99 flat at 200 ms until the KV cache fills at 150 users, then a queue: +20 ms a user."""
+    return 0.2 + 0.02 * max(0.0, load - 150)
+
+
+def test_knee_finds_where_qps_stops_growing_while_latency_climbs():
+    b = Bracket(spec("knee", start=16))
+    loads = []
+    while (load := b.next_load()) is not None:
+        loads.append(load)
+        b.record(Probe(len(loads) - 1, load, True, qps_curve(load), ttft_curve(load), None, 10.0, "stable"))
+        assert len(loads) < 30
+    # QPS reaches 90% of its plateau at 62 users, but TTFT p99 doubles (to 400 ms) only at 160
+    lo, hi = b.answer()["bracket"]
+    assert lo < 160 <= hi and b.status == "converged"
+    assert hi - lo <= 0.05 * lo
+    assert b.answer()["answer"] == hi
+    assert qps_curve(hi) >= KNEE_SHARE * 60
+    assert "knee" in headline(b.answer())
+
+
+def test_no_knee_without_a_latency_climb():
+    """QPS plateaus but TTFT never climbs (no queue): no knee, and the search stops within 4x of
+    the plateau's start instead of doubling to the top."""
+    b = Bracket(spec("knee", start=16))
+    loads = []
+    while (load := b.next_load()) is not None:
+        loads.append(load)
+        b.record(Probe(len(loads) - 1, load, True, qps_curve(load), 0.2, None, 10.0, "stable"))
+    assert b.status == "no_failure" and max(loads) <= 4 * 128, loads
+    assert "no knee" in headline(b.answer())
+
+
+def test_quantile_interval_covers_the_true_p99():
+    rng = random.Random(7)
+    true_p99 = -math.log(0.01)  # exponential(1)
+    covered, widths = 0, []
+    for _ in range(200):
+        sk = LatencyStats()
+        sk.extend([rng.expovariate(1.0) for _ in range(2000)])
+        lo, hi = quantile_ci(sk, 0.99)
+        covered += lo <= true_p99 <= hi
+        widths.append(hi - lo)
+    assert 0.88 <= covered / 200 <= 0.995  # a 95% interval (plus the sketch's 0.5%)
+    small = LatencyStats()
+    small.extend([rng.expovariate(1.0) for _ in range(200)])
+    lo, hi = quantile_ci(small, 0.99)
+    assert hi - lo > sum(widths) / len(widths)  # fewer samples, wider interval
+
+
+def test_measure_decides_only_when_the_interval_clears_the_threshold():
+    rng = random.Random(3)
+    sk = LatencyStats()
+    sk.extend([rng.uniform(0.1, 0.5) for _ in range(1000)])
+    block = {"ttft_s": {"p99": sk.quantile(0.99)}, "requests": 1000, "failures": {}}
+    (far,) = slo.parse("ttft_p99<=800ms")
+    m = measure(far, block, {"ttft": sk})
+    assert m.ok and m.decided and m.ratio < 1
+    (near,) = slo.parse("ttft_p99<=0.496s")
+    m = measure(near, block, {"ttft": sk})
+    assert not m.decided
+    (below,) = slo.parse("ttft_p99<=100ms")
+    m = measure(below, block, {"ttft": sk})
+    assert not m.ok and m.decided and m.ratio > 1
+
+
+def M(ok: bool | None, decided: bool, value: float = 1.0, half: float = 0.5) -> Measure:
+    return Measure("x", value, value - half, value + half, 1.0, ok, decided)
+
+
+def test_judge_stage():
+    assert not judge_stage([M(False, True)], 500, 1.0, 5.0, 30.0, 0.05).done  # before the minimum
+    assert not judge_stage([M(True, True)], MIN_OK - 1, 10.0, 5.0, 30.0, 0.05).done  # too few to pass
+    assert judge_stage([M(False, True)], MIN_OK - 1, 10.0, 5.0, 30.0, 0.05).done  # surely failing already
+    v = judge_stage([M(True, True), M(False, True)], 500, 6.0, 5.0, 30.0, 0.05)
+    assert v.done and v.ok is False and v.why == "decided"
+    v = judge_stage([M(True, False)], 500, 6.0, 5.0, 30.0, 0.05)
+    assert not v.done  # undecided and wide
+    v = judge_stage([M(True, False, half=0.01)], 500, 6.0, 5.0, 30.0, 0.05)
+    assert v.done and v.why == "stable" and v.ok
+    v = judge_stage([M(True, False)], 500, 30.0, 5.0, 30.0, 0.05)
+    assert v.done and v.why == "longest" and v.ok
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("fast", "ttft_p99<=1s", None, None, None, 16), "bad --search"),
+        (("concurrency", None, None, None, None, 16), "needs a criterion"),
+        (("knee", "ttft_p99<=1s", None, None, None, 16), "takes no --slo"),
+        (("concurrency", "ttft_p99<=1s", None, "60%", None, 16), "below 50%"),
+        (("concurrency", "ttft_p99<=1s", None, "x", None, 16), "bad --search-precision"),
+        (("concurrency", "ttft_p99<=1s", None, None, "0s", 16), "--search-budget"),
+        (("concurrency", None, "95%", None, None, 16), "needs --goodput"),
+        (("concurrency", None, "120%", None, None, 16), "at most 100%"),
+        (("concurrency", "ttft_p99<=x", None, None, None, 16), "bad SLO"),
+    ],
+)
+def test_bad_input(args, message):
+    with pytest.raises(UsageError, match=message):
+        SearchSpec.parse(*args)
+
+
+def test_goodput_criterion_parses():
+    s = SearchSpec.parse("concurrency", None, "95%", "10%", "2m", 8, "ttft<=800ms")
+    assert s.goodput_min == 0.95 and s.precision == 0.10 and s.budget_s == 120 and s.slo_text is None
+
+
+def test_overload_guard():
+    rising = OverloadGuard(guard_s=20)
+    flat_backlog = OverloadGuard(guard_s=20)
+    only_backlog = OverloadGuard(guard_s=20)
+    for t in range(0, 25):
+        rising.add(float(t), 5.0 * t, 0.1 + 0.05 * t)
+        flat_backlog.add(float(t), 8.0 + (t % 3), 0.1 + 0.05 * t)
+        only_backlog.add(float(t), 5.0 * t, 0.3 + 0.01 * (t % 2))
+    assert rising.tripped() and "over-saturated" in rising.why()
+    assert not flat_backlog.tripped()
+    assert not only_backlog.tripped()
+    short = OverloadGuard(guard_s=20)
+    for t in range(0, 10):
+        short.add(float(t), 5.0 * t, 0.1 + 0.05 * t)
+    assert not short.tripped()  # not yet for the guard's whole time
+    assert not OverloadGuard(guard_s=0).tripped()
+
+
+def test_completions_per_worker_reports():
+    c = Completions()
+    # two workers, 30 and 20 completions/s, reporting every 3 s at different phases
+    for k in range(10):
+        c.add("a", 3.0 * k, 90)
+        c.add("b", 1.5 + 3.0 * k, 60)
+    assert c.rate(5.0) == pytest.approx(50.0)
+    assert c.rate_halfwidth(5.0) == pytest.approx(0.0)
+    assert c.rate(100.0) is None
+    one = Completions()
+    one.add("a", 0.0, 90)
+    one.add("a", 3.0, 90)
+    one.add("b", 1.5, 60)
+    assert one.rate(0.0) is None  # b has reported once since: not yet (half the rate otherwise)
+    one.add("a", 6.0, 90)
+    one.add("a", 15.0, 270)  # b silent for 13.5 s while a reports: gone, a alone counts
+    assert one.rate(0.0) == pytest.approx(30.0)
+
+
+def test_goodput_min_reads_the_stage_blocks_share():
+    """--goodput-min against the agreed summary key: block["goodput"]["share"] (0..1)."""
+    m = goodput_measure({"goodput": {"slo": "ttft<=800ms", "met": 96, "rate": 9.6, "share": 0.96}}, 0.95)
+    assert m.ok and m.ratio == pytest.approx(0.95 / 0.96)
+    v = judge_stage([m], 500, 6.0, 5.0, 30.0, 0.05)
+    assert v.done and v.ok
+    m = goodput_measure({"goodput": {"slo": "ttft<=800ms", "met": 90, "rate": 9.0, "share": 0.90}}, 0.95)
+    assert m.ok is False and m.ratio > 1
+    assert judge_stage([m], 500, 6.0, 5.0, 30.0, 0.05).ok is False
+    missing = goodput_measure({"qps": 10.0}, 0.95)  # run without --goodput: no data, never decided
+    assert missing.ok is None and not judge_stage([missing], 500, 6.0, 5.0, 30.0, 0.05).done
+
+
+def test_knee_reads_noisy_plateau_probes_as_plateau():
+    """The calibrated simulator's knee run: 256 users read 62.5 QPS, 512 a little less (58.4).
+    It is still on the plateau; 256 users' TTFT p99 is 9x 128 users', so the knee lies between
+    128 and 256 users."""
+    b = Bracket(spec("knee", start=32))
+    seen = {32: (32.5, 0.072), 64: (43.6, 0.101), 128: (54.3, 0.162), 256: (62.5, 1.484), 512: (58.4, 5.78)}
+    for load in (32, 64, 128, 256, 512):
+        qps, ttft = seen[load]
+        b.record(Probe(len(b.probes), load, True, qps, ttft, None, 10.0, "stable"))
+    assert b.ttft_at(64) == 0.101 and b.ttft_at(96) == pytest.approx((0.101 + 0.162) / 2)
+    nxt = b.next_load()
+    assert 128 < nxt < 256 and b.bounds()[0].load == 128 and b.bounds()[1].load == 256
+
+
+def test_knee_is_clear_of_qps_noise():
+    """A later run of the simulator: 128 users read a high 56.5 QPS (within 10% of 256 users'
+    62.2: on the plateau already). TTFT p99 is not yet twice its value at half the load at 128
+    (156 vs 100 ms) or 165 users (193 vs 116), and is at 194 (315 vs 129): the knee is 165-194."""
+    b = Bracket(spec("knee", start=32))
+    seen = [(32, 32.3, 0.072), (64, 43.8, 0.1), (128, 56.5, 0.156), (256, 62.2, 1.674), (165, 54.6, 0.193)]
+    seen += [(194, 58.2, 0.315), (220, 58.9, 0.848)]
+    for load, qps, ttft in seen:
+        b.record(Probe(len(b.probes), load, True, qps, ttft, None, 10.0, "stable"))
+    lo, hi = b.bounds()
+    assert (lo.load, hi.load) == (165, 194)
