@@ -339,9 +339,11 @@ class Bracket:
 
     def bounds(self) -> tuple[Probe | None, Probe | None]:
         """(highest passing probe below the lowest failing one, lowest failing probe)."""
-        fails = [p for p in self.probes if not self._passes(p)]
+        # a probe the budget cut before its verdict (ok None) says nothing either way
+        decided = [p for p in self.probes if p.ok is not None or self.spec.mode == "knee"]
+        fails = [p for p in decided if not self._passes(p)]
         hi = min(fails, key=lambda p: p.load) if fails else None
-        passes = [p for p in self.probes if self._passes(p) and (hi is None or p.load < hi.load)]
+        passes = [p for p in decided if self._passes(p) and (hi is None or p.load < hi.load)]
         lo = max(passes, key=lambda p: p.load) if passes else None
         return lo, hi
 

@@ -300,3 +300,15 @@ def test_knee_is_clear_of_qps_noise():
         b.record(Probe(len(b.probes), load, True, qps, ttft, None, 10.0, "stable"))
     lo, hi = b.bounds()
     assert (lo.load, hi.load) == (165, 194)
+
+
+def test_a_probe_cut_before_its_verdict_does_not_narrow_the_bracket() -> None:
+    """The budget ended the 184-user stage before it could say pass or fail: the bracket stays
+    160-256 (seen as 160-184 in a --goodput-min search whose budget ran out)."""
+    spec = SearchSpec.parse("concurrency", "ttft_p99<=800ms", None, "5%", "60s", 64.0, None)
+    b = Bracket(spec)
+    for load, ok in ((64, True), (128, True), (256, False), (160, True), (184, None)):
+        b.record(Probe(0, float(load), ok, 50.0, 0.5, None if ok is None else 0.9, 5.0, "stable"))
+    lo, hi = b.bounds()
+    assert (lo.load, hi.load) == (160.0, 256.0)
+    assert b.probes[-1].bracket == (160.0, 256.0)
