@@ -51,6 +51,7 @@ TRACE_FIELDS = [
     "cached_tokens",
     "answer_tokens",
     "session",
+    "user",
 ]
 
 
@@ -476,6 +477,7 @@ def test_trace_lines_are_exact_and_prompt(sim):
             )
         ),
         "session": None,
+        "user": None,  # the request's OpenAI `user` field (the trace replay names its row there)
     }
     assert 0 <= s["cached_tokens"] < s["prompt_tokens"] and s["answer_tokens"] > 0
     assert stream.chunks()[-1]["usage"]["completion_tokens"] == s["completion_tokens"]
