@@ -77,6 +77,8 @@ def test_llm_charts_render_and_move(tmp_path):
 
         # the second stage's start is a marker, on the page and in the data
         WebDriverWait(driver, STAGE_S + 30).until(lambda d: "1 stage changes marked" in charts.text)
+        # the marker comes from the stage timeline at once, the users from the next 2 s sample
+        wait.until(lambda _: max(_series(base)["users"] or [0]) == 4)
         data = _series(base)
         assert [m["label"] for m in data["markers"]] == ["stage 1: 4 users"]
         total = data["series"]["Total"]
