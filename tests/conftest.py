@@ -27,3 +27,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
+    # A shell that starts the suite as a background job (`make test &`, `nohup ... &`) leaves
+    # SIGINT ignored, and an ignored signal stays ignored in every child: the processes the tests
+    # Ctrl-C (swarm run, Locust) would never see it (both Ctrl-C tests hung so once). Back to
+    # Python's own handler, which children reset to the default on exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
