@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from swarm.analysis.table import align
+from swarm.analysis.table import LATENCY_COLUMNS, align
 from swarm.core.units import seconds_text
 from swarm.stats.confidence import LEVEL, mean_interval
 
@@ -22,12 +22,7 @@ REPEAT_JSON = "repeat.json"
 METRICS: tuple[tuple[str, str], ...] = (
     ("qps", "QPS"),
     ("output_tok_s", "out tok/s"),
-    ("ttft_p50", "TTFT p50"),
-    ("ttft_p99", "TTFT p99"),
-    ("tpot_p50", "TPOT p50"),
-    ("tpot_p99", "TPOT p99"),
-    ("e2e_p50", "E2E p50"),
-    ("e2e_p99", "E2E p99"),
+    *LATENCY_COLUMNS,
     ("goodput", "good/s"),
 )
 

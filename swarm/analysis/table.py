@@ -36,8 +36,8 @@ def _latency(block: Block | Mapping[str, Any], metric: str, stat: str) -> str:
 
 
 GOODPUT_COLUMNS = (("goodput_rate", "good/s"), ("goodput_share", "good %"))
-CI_COLUMNS = (
-    ("qps", "QPS [95% CI]"),
+# (key, title) of the latency percentiles both the interval block and `--repeat` show
+LATENCY_COLUMNS = (
     ("ttft_p50", "TTFT p50"),
     ("ttft_p99", "TTFT p99"),
     ("tpot_p50", "TPOT p50"),
@@ -45,6 +45,7 @@ CI_COLUMNS = (
     ("e2e_p50", "E2E p50"),
     ("e2e_p99", "E2E p99"),
 )
+CI_COLUMNS = (("qps", "QPS [95% CI]"), *LATENCY_COLUMNS)
 
 
 def has_goodput(summary: Summary | Mapping[str, Any]) -> bool:
