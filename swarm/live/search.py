@@ -140,8 +140,7 @@ class CompletionFeed:
         payload = data.get(WIRE_KEY)
         if not payload:
             return
-        finished = sum(int(k) for cell in payload.get("cells") or [] for _w, k, _t in cell.get("done") or [])
-        self.done.add(client_id, time.time(), finished)
+        self.done.add(client_id, time.time(), Aggregate.finished_in(payload))
 
     def tick(self, now: float, agg: Aggregate) -> None:
         if self.local:
@@ -257,13 +256,18 @@ class SearchController:
             "swarm: search: %g %s -> %s (%s; QPS %s, TTFT p99 %s); bracket %s-%s",
             self.level,
             self.spec.unit,
-            "n/a" if ok is None else ("pass" if ok else "fail"),
+            self._verdict(probe),
             ended_by,
             "-" if probe.qps is None else f"{probe.qps:.1f}",
             "-" if probe.ttft_p99 is None else f"{probe.ttft_p99 * 1000:.0f} ms",
             lo,
             hi,
         )
+
+    def _verdict(self, probe: Probe) -> str:
+        if self.spec.mode == "knee":  # every knee probe is "ok": where it lies is the verdict
+            return "below the knee" if self.bracket.passes(probe) else "at or past the knee"
+        return "n/a" if probe.ok is None else ("pass" if probe.ok else "fail")
 
     def _start(self, shape: Shape, now: float) -> tuple[int, float] | None:
         level = self.bracket.next_load()

@@ -391,6 +391,12 @@ class Aggregate:
             out["turns"] = self.turns.to_wire()
         return out
 
+    @staticmethod
+    def finished_in(d: AggregateWire) -> int:
+        """Requests a worker's report says finished (every completion window), read without
+        decoding the sketches: the search's live QPS counts these per report."""
+        return sum(int(row[1]) for cd in d.get("cells") or [] for row in cd.get("done") or [])
+
     @classmethod
     def from_wire(cls, d: AggregateWire) -> Aggregate:
         if d.get("v") != WIRE_VERSION or d.get("rel_acc") != REL_ACCURACY:

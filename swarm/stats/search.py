@@ -296,7 +296,7 @@ class Bracket:
     def min_load(self) -> float:
         return 1.0 if self.integer else 0.01
 
-    def _passes(self, p: Probe) -> bool:
+    def passes(self, p: Probe) -> bool:
         """Knee: before the knee (QPS short of the plateau, or TTFT p99 not yet KNEE_LATENCY times
         its value at half the load); else: meets the criterion."""
         if self.spec.mode != "knee":
@@ -341,9 +341,9 @@ class Bracket:
         """(highest passing probe below the lowest failing one, lowest failing probe)."""
         # a probe the budget cut before its verdict (ok None) says nothing either way
         decided = [p for p in self.probes if p.ok is not None or self.spec.mode == "knee"]
-        fails = [p for p in decided if not self._passes(p)]
+        fails = [p for p in decided if not self.passes(p)]
         hi = min(fails, key=lambda p: p.load) if fails else None
-        passes = [p for p in decided if self._passes(p) and (hi is None or p.load < hi.load)]
+        passes = [p for p in decided if self.passes(p) and (hi is None or p.load < hi.load)]
         lo = max(passes, key=lambda p: p.load) if passes else None
         return lo, hi
 
@@ -475,10 +475,11 @@ def headline(search: Mapping[str, Any]) -> str:
         return (
             f"search: {crit} is not met even at the lowest load ({num(hi)}{unit}): {search.get('criterion')}"
         )
+    top = max((p["load"] for p in search.get("probes") or []), default=lo)
     if status == "no_failure" and mode == "knee":
-        return f"search: no knee: QPS reached its plateau but TTFT p99 did not climb up to {num(lo)} users"
+        return f"search: no knee: QPS reached its plateau but TTFT p99 did not climb up to {num(top)} users"
     if status == "no_failure":
-        return f"search: no failure up to {num(lo)}{unit} (the search's top): the answer lies higher"
+        return f"search: no failure up to {num(top)}{unit} (the search's top): the answer lies higher"
     bracket = f"(bracket {num(lo)}-{num(hi)}{unit})"
     if mode == "knee":
         head = f"knee (saturation point): {num(search.get('answer'))}{' req/s' if mode == 'rate' else ' users'} {bracket}"

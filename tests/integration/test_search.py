@@ -110,13 +110,6 @@ def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="KNOWN BUG (issue 15, left open): after the merges the live knee search kept doubling to "
-    "4,096 users and answered 'no knee' in two CI runs, although its probes (QPS 59.3 at 256 users, "
-    "within 10% of the plateau, TTFT p99 10x its value at 128) make the pure Bracket fail 256 and "
-    "bisect 128-256 when replayed in a unit; the controller's probes differ from the maths' view",
-    strict=False,
-)
 def test_knee_is_the_kv_bound_ceiling(tmp_path):
     out = tmp_path / "knee"
     p = swarm_run(out, "--search", "knee", "-u", "32", "--stage-time", "10s")

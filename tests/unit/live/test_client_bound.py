@@ -17,12 +17,14 @@ from swarm.stats.cpu import ClientLoad, CpuMeter
 def test_cpu_meter_counts_time_to_the_running_stage_only():
     meter = CpuMeter()
     meter.sample(None)  # not running: dropped
-    t = time.process_time()
-    while time.process_time() - t < 0.05:  # burn 50 ms
+    t = time.thread_time()
+    while time.thread_time() - t < 0.05:  # burn 50 ms of this thread
         pass
     meter.sample(2)
     ((stage, cpu, wall),) = meter.take()
-    assert stage == 2 and 0.04 <= cpu <= wall
+    # the process's CPU (all threads: a library's native thread may work beside this one just
+    # after the imports, so cpu may pass wall) holds at least the 50 ms burnt here
+    assert stage == 2 and cpu >= 0.05 and wall >= 0.045
     assert meter.take() == []
 
 
