@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import gevent
+from locust import log as locust_log
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 
 from swarm.core.units import new_run_id
@@ -90,6 +91,7 @@ class MasterStats:
         self.known_workers: dict[str, float] = {}  # id -> connected at
         self.last_report: dict[str, float] = {}
         self.worker_stopped: dict[str, bool] = {}
+        self.internal_errors: set[str] = set()  # workers whose reports said they logged an exception
         self.degraded: dict[str, DegradedWorker] = {}
         self.verdicts: list[slo.Verdict] = []
         self.client_load = ClientLoad()
@@ -175,6 +177,8 @@ class MasterStats:
         if isinstance(payload.get("in_flight"), int):
             self.in_flight[client_id] = payload["in_flight"]
         self.worker_stopped[client_id] = bool(payload.get("stopped"))
+        if payload.get("internal_error") and client_id != "local":
+            self.internal_errors.add(client_id)
         with contextlib.suppress(ValueError, TypeError):
             entries = payload.get("cpu") or []
             self.client_load.add(client_id, entries)
@@ -472,6 +476,20 @@ class MasterStats:
         if self.state.search is not None:  # the search decides: 0 converged, 1 otherwise
             print(f"swarm: {self.state.search['headline']}", flush=True)
             self.environment.process_exit_code = 0 if self.state.search["converged"] else 1
+        if locust_log.unhandled_greenlet_exception or self.internal_errors:
+            # Locust logs an exception raised in an event handler or greenlet and goes on (its exit
+            # code would be 2, which the verdicts above replace): the figures may be wrong, so say so
+            where = ["the master's log" if self.role == "master" else "the log"]
+            if self.internal_errors:
+                where = [f"worker {w}'s log" for w in sorted(self.internal_errors)] + (
+                    where if locust_log.unhandled_greenlet_exception else []
+                )
+            print(
+                "swarm: an internal error was logged during the run ('Uncaught exception' or "
+                f"'Unhandled exception' in {', '.join(where)}): exit 2, the figures may be incomplete",
+                flush=True,
+            )
+            self.environment.process_exit_code = 2
 
     def _collect_final_reports(self) -> None:
         """Take in the last deltas of workers that are still alive, then stop listening.

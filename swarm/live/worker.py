@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+from locust import log as locust_log
 
 from swarm.core.records import RequestRecord
 from swarm.live.options import option
@@ -117,6 +118,8 @@ class WorkerStats:
             "model_name": self.model_name(),
             "cpu": self.cpu.take(),
             "in_flight": self.state.in_flight,
+            # Locust logged an exception of this process's code and went on: the master fails the run
+            "internal_error": bool(locust_log.unhandled_greenlet_exception),
         }
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:

@@ -86,3 +86,4 @@ class WorkerReport(AggregateWire):
     model_name: str | None  # the model the worker's users send to (discovered or --model)
     cpu: list[list[float]]  # [[stage, CPU seconds, wall seconds]] since the last report
     in_flight: NotRequired[int]  # requests sent and not yet recorded (the LLM tab's chart)
+    internal_error: NotRequired[bool]  # the worker logged an exception in its own code (exit 2)

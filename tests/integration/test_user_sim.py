@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.locust_run import run_locust
+from tests.helpers.locust_run import LOCUSTFILE, run_locust
 from tests.helpers.support import REPO, free_port, sim_server
 
 pytestmark = pytest.mark.integration
@@ -289,3 +289,29 @@ def test_pools_locustfile(tmp_path: Path) -> None:
         trace = read_trace(sim.trace)
     pools = [counts.get(f"POST {n}", 0) for n in ("short_qa", "chat", "long_output")]
     assert all(pools) and sum(pools) == counts["requests"] == len(trace)
+
+
+@pytest.mark.parametrize("where", ["local", "worker"])
+def test_an_exception_in_an_event_handler_fails_the_run_with_exit_2(tmp_path: Path, where: str) -> None:
+    """Locust logs an exception raised in an event listener and goes on, and the SLO verdicts used
+    to set the exit code over it: a run whose own code raised passed (the knee search's live QPS
+    did, for a whole CI run). Now the run says so and exits 2, even with every SLO met; a worker's
+    error (`--processes 1`: a master and one worker) reaches the master in its reports."""
+    extra = tmp_path / "raising_listener.py"
+    extra.write_text(
+        "from locust import events\n"
+        "from locust.runners import MasterRunner\n\n\n"
+        "@events.test_start.add_listener\n"
+        "def boom(environment, **_):\n"
+        "    if not isinstance(environment.runner, MasterRunner):\n"
+        "        raise RuntimeError('a listener that raises')\n"
+    )
+    more = ["--processes", "1"] if where == "worker" else []
+    with sim_server(tmp_path) as sim:
+        proc, records, _counts = run_locust(tmp_path, sim.url, "--slo", "ttft_p99<=60s", *more, users=2,
+                                            run_time="6s", locustfile=Path(f"{LOCUSTFILE},{extra}"))  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert records and "a listener that raises" in out
+    assert proc.returncode == 2, out[-3000:]
+    assert "swarm: an internal error was logged during the run" in out
+    assert ("worker " in out.split("an internal error was logged")[1].splitlines()[0]) == (where == "worker")
