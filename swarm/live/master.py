@@ -413,18 +413,22 @@ class MasterStats:
         return s
 
     def _search_with_stage_qps(self, s: Summary) -> dict[str, Any]:
-        """The search's result; a probe that ended before its QPS could be measured live (too few
-        worker reports) takes its stage's QPS from the summary."""
+        """The search's result. The probes keep what the search judged live (a probe that ended
+        before its QPS could be measured live takes its stage's QPS); the answer's QPS and TTFT p99
+        are its stage's in the table (every request of the stage, also those that finished after
+        it was judged), so the headline and the table say the same."""
         from swarm.stats.search import headline
 
         search = dict(self.state.search or {})
-        qps = {e["stage"]: e["total"]["qps"] for e in s["stages"]}
+        stages = {e["stage"]: e["total"] for e in s["stages"]}
         search["probes"] = [
-            p | {"qps": qps.get(p["stage"])} if p.get("qps") is None else p
+            p | {"qps": stages[p["stage"]]["qps"]} if p.get("qps") is None and p["stage"] in stages else p
             for p in search.get("probes") or []
         ]
-        if search.get("qps") is None and search.get("answer_stage") in qps:
-            search["qps"] = qps[search["answer_stage"]]
+        answer = stages.get(search.get("answer_stage"))  # type: ignore[arg-type]
+        if answer is not None:
+            search["qps"] = answer["qps"]
+            search["ttft_p99_s"] = (answer.get("ttft_s") or {}).get("p99", search.get("ttft_p99_s"))
             search["headline"] = headline(search)
         return search
 
@@ -474,7 +478,8 @@ class MasterStats:
             previous = self.environment.process_exit_code
             self.environment.process_exit_code = max(code, previous) if previous else code
         if self.state.search is not None:  # the search decides: 0 converged, 1 otherwise
-            print(f"swarm: {self.state.search['headline']}", flush=True)
+            final = self.build_summary().get("search") or self.state.search  # the table's figures
+            print(f"swarm: {final['headline']}", flush=True)
             self.environment.process_exit_code = 0 if self.state.search["converged"] else 1
         if locust_log.unhandled_greenlet_exception or self.internal_errors:
             # Locust logs an exception raised in an event handler or greenlet and goes on (its exit

@@ -14,8 +14,9 @@ simulator's trace keeps it). After the record, DONE.
 
 A worker that Locust marks missing (no heartbeats), or that has rows overdue by STALL_S without
 claiming any, gets no new rows; once missing, its leased and unclaimed rows go to the others
-(counted as re-assigned in summary.json `trace_replay`, and logged), and it is told to drop its queue in
-case it comes back. A row it claimed was sent: it is never sent again. A request claimed and
+(counted as re-assigned in summary.json `trace_replay`, and logged), and it is told to drop its
+queue in case it comes back. One that comes back (its heartbeats again: a worker whose CPU was
+starved for a few seconds) takes new rows from then on. A row it claimed was sent: it is never sent again. A request claimed and
 then cut off by a kill is the only way a row can reach the server twice or not at all, and only
 in the microseconds between the claim and the request's first bytes.
 
@@ -383,10 +384,23 @@ class Dispatcher:
     def _send_lease(self, worker: str, rows: list[tuple[float, TraceRow]]) -> None:
         self.runner.send_message(LEASE, {"rows": [[due, *r.to_wire()] for due, r in rows]}, client_id=worker)
 
+    def _healed(self) -> set[str]:
+        """Lost workers that Locust sees again (heartbeats back: 'self-healed'), prompts built."""
+        if self.local or not self.lost:
+            return set()
+        return {
+            c.id
+            for c in self.runner.clients.values()
+            if c.id in self.lost and c.state != STATE_MISSING and c.id in self.ready
+        }
+
     def tick(self) -> None:
         now = time.time()
         for w in self._missing() - self.lost:
             self._take_back(w)
+        for w in self._healed():  # its queue was revoked when it was lost: it starts afresh
+            self.lost.discard(w)
+            log.warning("swarm: trace replay: worker %s is back; it takes rows again", w)
         if not self._start_clock(now):
             return
         assert self.t0 is not None

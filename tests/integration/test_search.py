@@ -125,6 +125,10 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
     lo, hi = s["bracket"]
     assert hi == s["answer"] and hi - lo <= max(1, 0.05 * lo)
     assert "knee (saturation point)" in p.stdout
+    # the headline quotes the answer's stage as the table shows it
+    stage = {e["stage"]: e["total"] for e in summary(out)["stages"]}[s["answer_stage"]]
+    assert (s["qps"], s["ttft_p99_s"]) == (stage["qps"], stage["ttft_s"]["p99"])
+    assert f"QPS {stage['qps']:.1f}, TTFT p99 {stage['ttft_s']['p99'] * 1000:.0f} ms" in p.stdout
     assert s["why"].startswith("KV-bound"), s.get("why")
 
 
