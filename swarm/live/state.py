@@ -8,9 +8,12 @@ dialect the users discovered, the statistics side of this process, and the `llm_
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import gevent
 import gevent.lock
 from locust.event import EventHook
 
@@ -23,6 +26,8 @@ from swarm.load.workloads import Mix
 
 if TYPE_CHECKING:  # (the plugin imports this module)
     from swarm.live.plugin import StatsPlugin
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,3 +76,28 @@ def swarm_state(environment: Any) -> SwarmState:
     if state is None:
         state = environment.swarm = SwarmState()
     return state
+
+
+INIT_WAIT_S = 30.0
+
+
+def wait_for_init(environment: Any) -> bool:
+    """On a worker, wait until Locust has set `environment.runner` and fired `init` (the swarm's
+    statistics side exists). A worker that joins a running test gets the master's spawn, and fires
+    `test_start`, while Locust is still connecting it: `WorkerRunner.connect_to_master` waits for
+    the master's ack, and the spawn right behind it is handled meanwhile, before
+    `create_worker_runner` returns (Locust 2.47). A trace replay prepared then took the worker
+    for a local runner and never took a row. False when it does not come in INIT_WAIT_S."""
+    if not getattr(getattr(environment, "parsed_options", None), "worker", False):
+        return True
+    t0 = time.monotonic()
+    while getattr(environment, "runner", None) is None or swarm_state(environment).stats is None:
+        if time.monotonic() - t0 > INIT_WAIT_S:
+            return False
+        gevent.sleep(0.01)
+    if time.monotonic() > t0 + 0.005:
+        log.info(
+            "swarm: test start while Locust was connecting this worker: waited %.2f s for it",
+            time.monotonic() - t0,
+        )
+    return True

@@ -43,7 +43,7 @@ from swarm.core.records import Outcome, RequestRecord
 from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
 from swarm.live.replay import prepare_replay, replay_task, trace_of
-from swarm.live.state import swarm_state
+from swarm.live.state import INIT_WAIT_S, swarm_state, wait_for_init
 from swarm.load.sessions import Conversation
 from swarm.load.workloads import LLMRequest
 
@@ -93,6 +93,8 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Any, **_kwargs: Any) -> None:
     """Options may have changed in the web UI: validate again; on error stop with exit code 2."""
+    if not wait_for_init(environment):  # a worker joining a running test: Locust is still connecting it
+        log.error("swarm: Locust did not finish connecting this worker in %.0f s", INIT_WAIT_S)
     swarm_state(environment).served = None
     try:
         _validate(environment)
