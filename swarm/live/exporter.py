@@ -60,6 +60,7 @@ class ExportState:
     workers: int = 0
     stage: int = 0
     degraded_workers: int = 0
+    replay_late_rows: int | None = None  # trace replay: rows sent over --trace-max-lag late (None: no replay)
     extra_labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -138,6 +139,14 @@ class SwarmCollector(Collector):
         ):
             g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
             g.add_metric(run, value)
+            yield g
+        if st.replay_late_rows is not None:
+            g = GaugeMetricFamily(
+                "swarm_trace_replay_late_rows",
+                "Trace replay: rows sent more than --trace-max-lag after their time",
+                labels=["model_name", "run_id"],
+            )
+            g.add_metric(run, st.replay_late_rows)
             yield g
 
 

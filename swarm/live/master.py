@@ -339,7 +339,14 @@ class MasterStats:
             workers=self.runner.worker_count if self.role == "master" else 1,
             stage=self.stage,
             degraded_workers=len(self.degraded),
+            replay_late_rows=self._replay_late_rows(),
         )
+
+    def _replay_late_rows(self) -> int | None:
+        replay = self.state.replay
+        if replay is None or replay.dispatcher is None:
+            return None
+        return sum(wl.late for wl in replay.dispatcher.lag.values())
 
     def build_summary(self) -> Summary:
         self._pull_local()

@@ -32,6 +32,7 @@ class MasterSample:
     users: float = 0.0
     stage: int = 0
     ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
+    replay_late: int = 0  # trace replay: rows sent over --trace-max-lag late
 
 
 def parse_master_metrics(text: str) -> MasterSample:
@@ -49,6 +50,8 @@ def parse_master_metrics(text: str) -> MasterSample:
                 s.users = sample.value
             elif sample.name == "swarm_stage":
                 s.stage = int(sample.value)
+            elif sample.name == "swarm_trace_replay_late_rows":
+                s.replay_late = int(sample.value)
             elif sample.name == "swarm_ttft_seconds_bucket":
                 le = float(sample.labels["le"])
                 s.ttft_buckets[le] = s.ttft_buckets.get(le, 0.0) + sample.value
@@ -72,6 +75,7 @@ def window_line(
         f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
         f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}"
         + (f" | cancelled {int(cur.cancelled)}" if cur.cancelled else "")
+        + (f" | replay behind: {cur.replay_late} rows late" if cur.replay_late else "")
     )
 
 

@@ -84,6 +84,24 @@ def test_mooncake_sample_replayed_by_three_workers_is_exact(tmp_path):
     assert summary["intended_prefix_share"]["trace"] == pytest.approx(implied)
 
 
+def test_a_replay_that_falls_behind_says_so_live_and_names_the_worker(tmp_path):
+    """Four users for a trace that wants ~50 requests/s of multi-second answers: the rows leave
+    late; `swarm run`'s progress line says so while it runs, and the summary names the worker."""
+    with sim_server(tmp_path, "--profile", "rtx5090x4-qwen3.6-27b") as sim:
+        out = tmp_path / "run"
+        cmd = swarm_cmd("run", "--host", sim.url, "--workers", "1", "-u", "4", "--out", str(out),
+                        "--trace-replay", str(MOONCAKE), "--", "--tokenizer", "server",
+                        "--trace-duration", "1s", "--trace-max-lag", "100ms")  # fmt: skip
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    live = [line for line in p.stdout.splitlines() if "| replay behind: " in line]
+    assert live, p.stdout[-3000:]
+    replay = json.loads((out / "summary.json").read_text())["trace_replay"]
+    (behind,) = replay["behind"]
+    assert behind["late"] > 0 and behind["max_lag_s"] > 0.1
+    assert int(live[-1].rsplit("replay behind: ", 1)[1].split()[0]) <= behind["late"]
+
+
 def _locust(*args: str) -> list[str]:
     return [sys.executable, "-m", "locust", "-f", LOCUSTFILE, *args]
 

@@ -57,3 +57,17 @@ def test_the_line_reads_what_the_master_exports():
     line = window_line(MasterSample(), cur, dt=10.0, elapsed_s=10, total_s=10, stages=1)
     # 99 of the 100 successful TTFTs at 85 ms: the p99 is in the 80-100 ms bucket
     assert line == "[8 users]   10s/10s | QPS  10.20 | TTFT p99 80-100ms | requests 102 | errors 2"
+
+
+def test_a_replay_that_falls_behind_says_so_in_the_line():
+    text = render(ExportState(aggregate=Aggregate(), run_id="r1", users=4, replay_late_rows=7)).decode()
+    assert "swarm_trace_replay_late_rows" in text
+    cur = parse_master_metrics(text)
+    assert cur.replay_late == 7
+    assert window_line(MasterSample(), cur, 6.0, 6, 60, 1).endswith(" | replay behind: 7 rows late")
+    plain = parse_master_metrics(render(ExportState(aggregate=Aggregate(), run_id="r1")).decode())
+    assert (
+        plain.replay_late == 0
+        and "swarm_trace_replay_late_rows"
+        not in render(ExportState(aggregate=Aggregate(), run_id="r1")).decode()
+    )
