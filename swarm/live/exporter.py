@@ -127,7 +127,7 @@ class SwarmCollector(Collector):
             yield c
         yield from turn_metrics(agg, run)
 
-        for metric, text, value in (
+        gauges: list[tuple[str, str, float]] = [
             ("swarm_users", "Concurrent simulated users", st.users),
             ("swarm_workers", "Connected Locust workers", st.workers),
             ("swarm_stage", "Index of the current load stage", st.stage),
@@ -136,17 +136,18 @@ class SwarmCollector(Collector):
                 "Workers lost during the run (missing heartbeat)",
                 st.degraded_workers,
             ),
-        ):
+        ]
+        if st.replay_late_rows is not None:  # only while a trace is replayed
+            gauges.append(
+                (
+                    "swarm_trace_replay_late_rows",
+                    "Trace replay: rows sent more than --trace-max-lag after their time",
+                    st.replay_late_rows,
+                )
+            )
+        for metric, text, value in gauges:
             g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
             g.add_metric(run, value)
-            yield g
-        if st.replay_late_rows is not None:
-            g = GaugeMetricFamily(
-                "swarm_trace_replay_late_rows",
-                "Trace replay: rows sent more than --trace-max-lag after their time",
-                labels=["model_name", "run_id"],
-            )
-            g.add_metric(run, st.replay_late_rows)
             yield g
 
 

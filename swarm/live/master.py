@@ -416,10 +416,10 @@ class MasterStats:
                 for v in self.verdicts
             ]
         if self.state.search is not None:
-            s["search"] = self._search_with_stage_qps(s)
+            s["search"] = self._search_with_stage_figures(s)
         return s
 
-    def _search_with_stage_qps(self, s: Summary) -> dict[str, Any]:
+    def _search_with_stage_figures(self, s: Summary) -> dict[str, Any]:
         """The search's result. The probes keep what the search judged live (a probe that ended
         before its QPS could be measured live takes its stage's QPS); the answer's QPS and TTFT p99
         are its stage's in the table (every request of the stage, also those that finished after
@@ -464,12 +464,13 @@ class MasterStats:
         self._tick()
         if self.objectives is not None:
             self.verdicts = slo.evaluate(self.objectives, self.build_summary())
+        final = self.build_summary()  # what summary.json holds, and what the lines below print
         if self.out_dir is not None:
-            summary.write(self.build_summary(), self.out_dir / "summary.json")
+            summary.write(final, self.out_dir / "summary.json")
         self.close()
         if self.state.replay is not None and self.state.replay.dispatcher is not None:
             self.state.replay.dispatcher.stop()
-            for line in replay_lines(self.build_summary()):
+            for line in replay_lines(final):
                 print(line, flush=True)
         for d in self.degraded.values():
             back = f", back at {d['reconnected_at']}" if d.get("reconnected_at") else ""
@@ -485,17 +486,15 @@ class MasterStats:
             previous = self.environment.process_exit_code
             self.environment.process_exit_code = max(code, previous) if previous else code
         if self.state.search is not None:  # the search decides: 0 converged, 1 otherwise
-            final = self.build_summary().get("search") or self.state.search  # the table's figures
-            print(f"swarm: {final['headline']}", flush=True)
+            search = final.get("search") or self.state.search  # the headline with the table's figures
+            print(f"swarm: {search['headline']}", flush=True)
             self.environment.process_exit_code = 0 if self.state.search["converged"] else 1
         if locust_log.unhandled_greenlet_exception or self.internal_errors:
             # Locust logs an exception raised in an event handler or greenlet and goes on (its exit
             # code would be 2, which the verdicts above replace): the figures may be wrong, so say so
-            where = ["the master's log" if self.role == "master" else "the log"]
-            if self.internal_errors:
-                where = [f"worker {w}'s log" for w in sorted(self.internal_errors)] + (
-                    where if locust_log.unhandled_greenlet_exception else []
-                )
+            where = [f"worker {w}'s log" for w in sorted(self.internal_errors)]
+            if locust_log.unhandled_greenlet_exception:
+                where.append("the master's log" if self.role == "master" else "the log")
             print(
                 "swarm: an internal error was logged during the run ('Uncaught exception' or "
                 f"'Unhandled exception' in {', '.join(where)}): exit 2, the figures may be incomplete",

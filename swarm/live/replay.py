@@ -16,9 +16,10 @@ A worker that Locust marks missing (no heartbeats), or that has rows overdue by 
 claiming any, gets no new rows; once missing, its leased and unclaimed rows go to the others
 (counted as re-assigned in summary.json `trace_replay`, and logged), and it is told to drop its
 queue in case it comes back. One that comes back (its heartbeats again: a worker whose CPU was
-starved for a few seconds) takes new rows from then on. A row it claimed was sent: it is never sent again. A request claimed and
-then cut off by a kill is the only way a row can reach the server twice or not at all, and only
-in the microseconds between the claim and the request's first bytes.
+starved for a few seconds) takes new rows from then on. A row it claimed was sent: it is never
+sent again. A request claimed and then cut off by a kill is the only way a row can reach the
+server twice or not at all, and only in the microseconds between the claim and the request's
+first bytes.
 
 Lateness: each request's `send_lag_s` (the record field, a latency in every summary block); the
 master also keeps each worker's lag, logs live when a worker sends a row more than
