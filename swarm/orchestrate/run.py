@@ -280,6 +280,7 @@ def _trace_plan(args: argparse.Namespace, stages: StagePlan) -> tuple[list[str],
         return [], None
     if stages.levels or stages.rates:
         raise UsageError("--trace-replay sets its own schedule: drop --sweep / --rate")
+    parse_timespan(args.trace_max_lag, "--trace-max-lag")  # as the master reads it, before anything starts
     from swarm.load.trace import load_trace
 
     trace = load_trace(

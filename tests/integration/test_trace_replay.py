@@ -90,15 +90,16 @@ def test_a_replay_that_falls_behind_says_so_live_and_names_the_worker(tmp_path):
     with sim_server(tmp_path, "--profile", "rtx5090x4-qwen3.6-27b") as sim:
         out = tmp_path / "run"
         cmd = swarm_cmd("run", "--host", sim.url, "--workers", "1", "-u", "4", "--out", str(out),
-                        "--trace-replay", str(MOONCAKE), "--", "--tokenizer", "server",
-                        "--trace-duration", "1s", "--trace-max-lag", "100ms")  # fmt: skip
+                        "--trace-replay", str(MOONCAKE), "--trace-duration", "1s", "--trace-max-lag", "1s",
+                        "--", "--tokenizer", "server")  # fmt: skip
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     live = [line for line in p.stdout.splitlines() if "| replay behind: " in line]
     assert live, p.stdout[-3000:]
     replay = json.loads((out / "summary.json").read_text())["trace_replay"]
+    assert replay["max_lag_bound_s"] == 1 and replay["rows"] < 100  # swarm run's own options held
     (behind,) = replay["behind"]
-    assert behind["late"] > 0 and behind["max_lag_s"] > 0.1
+    assert behind["late"] > 0 and behind["max_lag_s"] > 1
     assert int(live[-1].rsplit("replay behind: ", 1)[1].split()[0]) <= behind["late"]
 
 
@@ -188,3 +189,12 @@ def test_malformed_row_named_by_line_exit_2(tmp_path):
     )
     assert p.returncode == 2 and "line 4: input_length is not a number" in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
+
+
+def test_bad_trace_max_lag_is_refused_before_anything_starts(tmp_path):
+    out = tmp_path / "o"
+    p = subprocess.run(swarm_cmd("run", "--trace-replay", str(MOONCAKE), "--trace-max-lag", "soon", "--out", str(out)),
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "--trace-max-lag: bad time 'soon'" in p.stderr and "Traceback" not in p.stderr
+    assert not (out / "summary.json").exists()  # no simulator, no master: nothing ran
