@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import urllib.request
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -196,7 +197,11 @@ def tokenized_prompt_file(target: RealTarget, path: Path, n: int = 24) -> Path:
 def test_a_stop_that_cuts_requests_reconciles_with_vllm(vllm_target, vllm_report, tmp_path):
     """--stop-timeout 0 cuts the requests in flight at the run's end: they are `cancelled` records,
     and ok requests = vLLM's request_success_total (a client abort never reaches it), the prompt
-    tokens of ok + cancelled requests that got their first token = prompt_tokens_total."""
+    tokens of ok + cancelled requests that got their first token = prompt_tokens_total.
+
+    One race is real and allowed for, never more than it explains: a 16-token answer the stop cut
+    at the instant vLLM finished it (vLLM counts a success the client never read), or a request
+    cut between vLLM's first token and the client reading it (vLLM counts its prompt tokens)."""
     prompts = tokenized_prompt_file(vllm_target, tmp_path / "prompts.jsonl")
     run = swarm_run(
         vllm_target,
@@ -220,17 +225,27 @@ def test_a_stop_that_cuts_requests_reconciles_with_vllm(vllm_target, vllm_report
     assert outcomes.get("cancelled", 0) >= 1 and outcomes.get("ok", 0) >= 1, (
         outcomes
     )  # 16- and 4000-token answers
-    assert total["requests"] == len(df) and total["cancelled"] == outcomes["cancelled"]
+    assert total["requests"] == len(df) and total["cancelled"] == outcomes["cancelled"], (total, outcomes)
+    assert df.request_id.dropna().is_unique
     ok = outcomes.get("ok", 0)
-    assert sum(run.finished().values()) == ok, (run.finished(), outcomes)
+    cut = df[df.outcome == "cancelled"]
+    cut_short = int((cut.output_tokens <= 16).sum())  # a 4000-token answer cannot have finished
+    cut_unread = cut[cut.ttft_s.isna()]
+    seen = f"outcomes {outcomes}; cut: {cut[['output_tokens', 'ttft_s', 'prompt_tokens', 'e2e_s']].to_dict('records')}"
+    finished_unread = sum(run.finished().values()) - ok
+    assert 0 <= finished_unread <= cut_short, (run.finished(), seen)
     prefilled = df[(df.outcome == "ok") | df.ttft_s.notna()]
-    assert int(prefilled.prompt_tokens.sum()) == run.delta("prompt_tokens")
+    prefill_unread = run.delta("prompt_tokens") - int(prefilled.prompt_tokens.sum())
+    assert 0 <= prefill_unread <= int(cut_unread.prompt_tokens.sum()), (run.delta("prompt_tokens"), seen)
+    whole = {sum(c) for n in range(len(cut_unread) + 1) for c in combinations(cut_unread.prompt_tokens, n)}
+    assert prefill_unread in whole, (prefill_unread, seen)  # whole requests' prompts, nothing else
     assert run.delta("generation_tokens") >= int(df.output_tokens.sum())  # it generated a few it never sent
     vllm_report.add(
         f"stop --stop-timeout 0: {ok} ok / vLLM {sum(run.finished().values()):.0f} succeeded, "
-        f"{outcomes['cancelled']} cancelled; prompt tokens {int(prefilled.prompt_tokens.sum())} / "
-        f"{run.delta('prompt_tokens'):.0f}; output tokens received {int(df.output_tokens.sum())} / "
-        f"generated {run.delta('generation_tokens'):.0f}"
+        f"{outcomes['cancelled']} cancelled ({finished_unread:.0f} finished by vLLM as the stop cut them); "
+        f"prompt tokens {int(prefilled.prompt_tokens.sum())} / {run.delta('prompt_tokens'):.0f} "
+        f"({prefill_unread:.0f} of requests cut before their first token was read); output tokens received "
+        f"{int(df.output_tokens.sum())} / generated {run.delta('generation_tokens'):.0f}"
     )
 
 
