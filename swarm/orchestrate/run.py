@@ -26,7 +26,7 @@ from pathlib import Path
 
 from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S, add_run_options
-from swarm.core.units import check_run_id, new_run_id, parse_timespan
+from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
 from swarm.load.stages import StagePlan
 from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
 
@@ -155,6 +155,28 @@ def _locust_option(args: list[str], name: str) -> str | None:
     return None
 
 
+# Locust options that swarm run gives master and workers itself (its own options are refused too)
+LOCUST_OPTIONS_SET_BY_RUN = ("-f", "--locustfile", "--master", "--worker", "--master-host", "--master-port",
+                             "--master-bind-host", "--master-bind-port", "--expect-workers",
+                             "--expect-workers-max-wait", "--processes", "--csv", "--html", "--swarm-out")  # fmt: skip
+
+
+def _refuse_options_swarm_run_sets(extra: list[str]) -> None:
+    """An option after -- that swarm run sets itself would be silently overridden by swarm run's own
+    value (or override it on the master only): refused, naming where it belongs."""
+    parser = argparse.ArgumentParser(add_help=False)
+    configure(parser)
+    own = {o for a in parser._actions for o in a.option_strings}
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in own:
+            raise UsageError(
+                f"{name} after --: it is a swarm run option, give it before -- (swarm run {name} ...)"
+            )
+        if name in LOCUST_OPTIONS_SET_BY_RUN:
+            raise UsageError(f"{name} after --: swarm run sets it itself for the master and its workers")
+
+
 def _check_sim_args(sim_args: list[str]) -> None:
     """The embedded simulator's options (--sim-profile, --sim-arg), checked as `swarm sim` would."""
     from swarm.sim.cli import build_config
@@ -199,9 +221,12 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         if not re.match(r"^https?://[^\s/]+", url):
             raise UsageError(f"--gpu-metrics {url!r} is not a URL: use e.g. http://gpu-host:9400/metrics")
 
+    extra = list(args.locust_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    _refuse_options_swarm_run_sets(extra)
     # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --,
     # `dataset` its --dataset (and --dataset-columns)
-    extra = list(args.locust_args)
     parse_mix(
         args.workload,
         Knobs(
@@ -233,9 +258,6 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
     run_id = check_run_id(args.run_id) if args.run_id else new_run_id()
     trace_args, trace_span = _trace_plan(args, stages)
-    extra = list(args.locust_args)
-    if extra and extra[0] == "--":
-        extra = extra[1:]
     return RunPlan(
         host=args.host.rstrip("/") if args.host else None,
         workload=args.workload,
@@ -280,15 +302,15 @@ def _trace_plan(args: argparse.Namespace, stages: StagePlan) -> tuple[list[str],
         return [], None
     if stages.levels or stages.rates:
         raise UsageError("--trace-replay sets its own schedule: drop --sweep / --rate")
-    parse_timespan(args.trace_max_lag, "--trace-max-lag")  # as the master reads it, before anything starts
+    parse_duration(args.trace_max_lag, "--trace-max-lag")  # as the master reads it, before anything starts
     from swarm.load.trace import load_trace
 
     trace = load_trace(
         args.trace_replay,
         args.trace_format,
         time_scale=args.time_scale,
-        start_s=parse_timespan(args.trace_start, "--trace-start"),
-        duration_s=parse_timespan(args.trace_duration, "--trace-duration") if args.trace_duration else None,
+        start_s=parse_duration(args.trace_start, "--trace-start"),
+        duration_s=parse_duration(args.trace_duration, "--trace-duration") if args.trace_duration else None,
         block_size=args.trace_block_size,
     )
     out: list[str] = []

@@ -52,6 +52,10 @@ RUN_CASES = [
     (["--workload", "custom"], "needs --prompt-file"),
     (["--workload", "custom", "--", "--prompt-file", "{missing}"], "no such file"),
     (["--workload", "custom", "--", "--prompt-file", "{latin1}"], "cannot read it ('utf-8' codec"),
+    # after --, an option swarm run sets itself would be overridden by its value: refused, named
+    (["--", "--max-tokens", "8", "--trace-max-lag=5s"], "--trace-max-lag after --: it is a swarm run option"),
+    (["--", "-u", "4"], "-u after --: it is a swarm run option, give it before --"),
+    (["--", "--csv", "x"], "--csv after --: swarm run sets it itself"),
     # the embedded simulator's
     (["--sim-profile", "nosuch"], "unknown profile 'nosuch'"),
     (["--sim-arg=--fault=bogus=0.1"], "expected KIND=RATE"),
