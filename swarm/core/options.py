@@ -360,7 +360,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--trace-max-lag",
-        "trace replay: a request sent later than this behind its schedule marks its worker as behind",
+        "trace replay: a request sent later than this behind its schedule marks its worker as behind "
+        "(e.g. 100ms, 1s)",
         "stages",
         "1s",
         run=True,

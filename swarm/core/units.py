@@ -1,6 +1,7 @@
 """Units: time spans in and durations out, and run ids. Pure; every layer formats through here.
 
 - `parse_timespan("1h20m")`: Locust's time format, to whole seconds;
+- `parse_duration("250ms")`: the same with fractions and milliseconds, to seconds (a float);
 - `seconds_text(0.085)` -> "85ms" (below `switch_s`, milliseconds; above, seconds), with the
   separator and digits each caller's context wants ("85 ms" in prose, "85.0ms" in SLO lines);
 - `seconds_span(0.08, 0.1)` -> "80-100ms": a histogram bucket, the most a bucket can say;
@@ -19,6 +20,9 @@ import time
 from swarm.core.errors import UsageError
 
 _TIMESPAN = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:h|ms|m|s))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_DURATION_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3}
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -33,6 +37,18 @@ def parse_timespan(text: str | int, option: str | None = None) -> int:
         where = f"{option}: " if option else ""
         raise UsageError(f"{where}bad time {text!r}: use e.g. 30s, 5m, 1h30m")
     return int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0)
+
+
+def parse_duration(text: str | float, option: str | None = None) -> float:
+    """A span that may be under a second: 250ms, 0.5s, 1m30s, 2 (seconds) -> seconds. Raises UsageError
+    (prefixed with `option` when given)."""
+    text = str(text).strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        return float(text)
+    if not _DURATION.match(text):
+        where = f"{option}: " if option else ""
+        raise UsageError(f"{where}bad time {text!r}: use e.g. 250ms, 1.5s, 2m")
+    return sum(float(n) * _DURATION_UNIT_S[u] for n, u in _DURATION_PART.findall(text))
 
 
 def seconds_text(

@@ -42,7 +42,7 @@ from locust import events
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from swarm.core.errors import SwarmError, UsageError
-from swarm.core.units import parse_timespan
+from swarm.core.units import parse_duration
 from swarm.live.options import option
 from swarm.live.state import swarm_state
 from swarm.load.trace import Trace, TraceRow, implied_hit_rate, load_trace
@@ -90,8 +90,8 @@ def trace_of(environment: Any) -> Trace | None:
         path,
         option(environment, "trace_format") or "mooncake",
         time_scale=float(option(environment, "time_scale") or 1.0),
-        start_s=parse_timespan(option(environment, "trace_start") or "0s", "--trace-start"),
-        duration_s=parse_timespan(duration, "--trace-duration") if duration else None,
+        start_s=parse_duration(option(environment, "trace_start") or "0s", "--trace-start"),
+        duration_s=parse_duration(duration, "--trace-duration") if duration else None,
         block_size=int(option(environment, "trace_block_size") or 0) or None,
     )
     state._trace = (key, trace)  # type: ignore[attr-defined]
@@ -245,7 +245,7 @@ def prepare_replay(environment: Any, tokenizer: Any) -> None:
     if not is_worker:
         trace = trace_of(environment)
         assert trace is not None
-        max_lag = parse_timespan(option(environment, "trace_max_lag") or "1s", "--trace-max-lag")
+        max_lag = parse_duration(option(environment, "trace_max_lag") or "1s", "--trace-max-lag")
         r.dispatcher = Dispatcher(runner, trace, max_lag, local=not is_master)
     if is_master:
         return

@@ -90,16 +90,16 @@ def test_a_replay_that_falls_behind_says_so_live_and_names_the_worker(tmp_path):
     with sim_server(tmp_path, "--profile", "rtx5090x4-qwen3.6-27b") as sim:
         out = tmp_path / "run"
         cmd = swarm_cmd("run", "--host", sim.url, "--workers", "1", "-u", "4", "--out", str(out),
-                        "--trace-replay", str(MOONCAKE), "--trace-duration", "1s", "--trace-max-lag", "1s",
+                        "--trace-replay", str(MOONCAKE), "--trace-duration", "1s", "--trace-max-lag", "250ms",
                         "--", "--tokenizer", "server")  # fmt: skip
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     live = [line for line in p.stdout.splitlines() if "| replay behind: " in line]
     assert live, p.stdout[-3000:]
     replay = json.loads((out / "summary.json").read_text())["trace_replay"]
-    assert replay["max_lag_bound_s"] == 1 and replay["rows"] < 100  # swarm run's own options held
+    assert replay["max_lag_bound_s"] == 0.25 and replay["rows"] < 100  # swarm run's own options held
     (behind,) = replay["behind"]
-    assert behind["late"] > 0 and behind["max_lag_s"] > 1
+    assert behind["late"] > 0 and behind["max_lag_s"] > 0.25
     assert int(live[-1].rsplit("replay behind: ", 1)[1].split()[0]) <= behind["late"]
 
 
