@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
+import locust.log as locust_log
 from locust import FastHttpUser, constant, events, task
 from locust.runners import WorkerRunner
 
@@ -94,7 +95,14 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
 def _on_test_start(environment: Any, **_kwargs: Any) -> None:
     """Options may have changed in the web UI: validate again; on error stop with exit code 2."""
     if not wait_for_init(environment):  # a worker joining a running test: Locust is still connecting it
-        log.error("swarm: Locust did not finish connecting this worker in %.0f s", INIT_WAIT_S)
+        # Nothing can be prepared without the statistics side: the run exits 2 naming this worker's
+        # log (its reports say internal_error), and the worker leaves once Locust has its runner.
+        log.error(
+            "swarm: Locust did not finish connecting this worker in %.0f s: it leaves the run", INIT_WAIT_S
+        )
+        locust_log.unhandled_greenlet_exception = True
+        gevent.spawn(_quit_once_connected, environment)
+        return
     swarm_state(environment).served = None
     try:
         _validate(environment)
@@ -114,6 +122,12 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
         runner = getattr(environment, "runner", None)
         if runner is not None:
             gevent.spawn_later(0, runner.quit)
+
+
+def _quit_once_connected(environment: Any) -> None:
+    while getattr(environment, "runner", None) is None:
+        gevent.sleep(0.5)
+    environment.runner.quit()
 
 
 def _llm_user_classes(environment: Any) -> list[type]:
