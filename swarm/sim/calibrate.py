@@ -64,6 +64,48 @@ class LevelResult:
     mean_output_tokens: float
 
 
+class _Clients:
+    """`concurrency` clients in a closed loop on the engine's virtual clock: each sends a prompt
+    drawn from `prompts` CLIENT_GAP_S after its last answer ended (`send_again`)."""
+
+    def __init__(
+        self, profile: Profile, prompts: tuple[str, ...], max_tokens: int, concurrency: int, seed: int
+    ):
+        self.profile, self.prompts, self.max_tokens = profile, prompts, max_tokens
+        self.rng = random.Random(seed)
+        self.engine = Engine(profile)
+        self.finished: list[Sequence] = []  # since the last step
+        self.engine.on_finish = self.finished.append
+        self.arrivals: list[tuple[float, int]] = [(0.0, i) for i in range(concurrency)]  # (time, tie-break)
+        self.counter = concurrency
+
+    def busy(self) -> bool:
+        return bool(self.arrivals or self.engine.running or self.engine.waiting)
+
+    def step(self, t: float) -> tuple[float, bool]:
+        """Admit the requests due by `t` and run one engine step: (the time after it, True), or
+        (the next arrival's time, False) when nothing could be scheduled."""
+        self.finished.clear()
+        profile, rng = self.profile, self.rng
+        while self.arrivals and self.arrivals[0][0] <= t:
+            at, _ = heapq.heappop(self.arrivals)
+            pieces = chat_prompt_tokens([{"role": "user", "content": rng.choice(self.prompts)}])
+            total, _, _ = profile.draw_output(rng, self.max_tokens, thinking=False)
+            hashes = prompt_block_hashes(pieces, profile.block_size) if profile.prefix_caching else ()
+            self.engine.add(Sequence(f"r{self.counter}", len(pieces), total, hashes, at))
+            self.counter += 1
+        plan = self.engine.schedule(t)
+        if plan is None:
+            return self.arrivals[0][0], False
+        t += self.engine.step_seconds(plan)
+        self.engine.complete(plan, t)
+        return t, True
+
+    def send_again(self, t: float) -> None:
+        heapq.heappush(self.arrivals, (t + CLIENT_GAP_S, self.counter))
+        self.counter += 1
+
+
 def closed_loop(
     profile: Profile,
     prompts: tuple[str, ...],
@@ -74,12 +116,8 @@ def closed_loop(
     seed: int = 0,
 ) -> LevelResult:
     """`concurrency` clients in a closed loop on the virtual clock; QPS over `duration_s` after warm-up."""
-    rng = random.Random(seed)
-    engine = Engine(profile)
-    finished: list[Sequence] = []
-    engine.on_finish = finished.append
-    arrivals: list[tuple[float, int]] = [(0.0, i) for i in range(concurrency)]  # (time, tie-break)
-    counter = concurrency
+    clients = _Clients(profile, prompts, max_tokens, concurrency, seed)
+    engine = clients.engine
     t = 0.0
     end = warmup_s + duration_s
     done_in_window = 0
@@ -89,20 +127,9 @@ def closed_loop(
     max_kv = 0.0
     preempt_start = 0
     while t < end:
-        while arrivals and arrivals[0][0] <= t:
-            at, _ = heapq.heappop(arrivals)
-            messages = [{"role": "user", "content": rng.choice(prompts)}]
-            pieces = chat_prompt_tokens(messages)
-            total, _, _ = profile.draw_output(rng, max_tokens, thinking=False)
-            hashes = prompt_block_hashes(pieces, profile.block_size) if profile.prefix_caching else ()
-            engine.add(Sequence(f"r{counter}", len(pieces), total, hashes, at))
-            counter += 1
-        plan = engine.schedule(t)
-        if plan is None:
-            t = arrivals[0][0]
+        t, stepped = clients.step(t)
+        if not stepped:
             continue
-        t += engine.step_seconds(plan)
-        engine.complete(plan, t)
         if t >= warmup_s:
             if preempt_start == 0:
                 preempt_start = engine.counters.preemptions or -1
@@ -111,13 +138,11 @@ def closed_loop(
             kv_sum += kv
             max_kv = max(max_kv, kv)
             samples += 1
-        for seq in finished:
+        for seq in clients.finished:
             if warmup_s <= t < end:
                 done_in_window += 1
                 tokens_in_window += seq.generated
-            heapq.heappush(arrivals, (t + CLIENT_GAP_S, counter))
-            counter += 1
-        finished.clear()
+            clients.send_again(t)
     preemptions = engine.counters.preemptions - max(preempt_start, 0)
     return LevelResult(
         concurrency=concurrency,
@@ -141,35 +166,17 @@ def seed_script(
     """QPS exactly as seed 000's script counts it: fresh start, loops stop sending at `duration_s`,
     every request sent before then counts once it ends, divided by `duration_s`. Each loop's last
     request ends after the deadline, so this is about steady QPS + concurrency / duration_s."""
-    rng = random.Random(seed)
-    engine = Engine(profile)
-    finished: list[Sequence] = []
-    engine.on_finish = finished.append
-    arrivals: list[tuple[float, int]] = [(0.0, i) for i in range(concurrency)]
-    counter = concurrency
+    clients = _Clients(profile, prompts, max_tokens, concurrency, seed)
     t = 0.0
     done = 0
-    while arrivals or engine.running or engine.waiting:
-        while arrivals and arrivals[0][0] <= t:
-            at, _ = heapq.heappop(arrivals)
-            messages = [{"role": "user", "content": rng.choice(prompts)}]
-            pieces = chat_prompt_tokens(messages)
-            total, _, _ = profile.draw_output(rng, max_tokens, thinking=False)
-            hashes = prompt_block_hashes(pieces, profile.block_size) if profile.prefix_caching else ()
-            engine.add(Sequence(f"r{counter}", len(pieces), total, hashes, at))
-            counter += 1
-        plan = engine.schedule(t)
-        if plan is None:
-            t = arrivals[0][0]
+    while clients.busy():
+        t, stepped = clients.step(t)
+        if not stepped:
             continue
-        t += engine.step_seconds(plan)
-        engine.complete(plan, t)
-        for _ in finished:
+        for _ in clients.finished:
             done += 1
             if t + CLIENT_GAP_S < duration_s:
-                heapq.heappush(arrivals, (t + CLIENT_GAP_S, counter))
-                counter += 1
-        finished.clear()
+                clients.send_again(t)
     return done / duration_s
 
 
