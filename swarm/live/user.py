@@ -41,6 +41,7 @@ from swarm.client.tally import StreamTally, TextTally
 from swarm.client.transport import MALFORMED, Transport, failure
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
+from swarm.live.gc_tuning import relax_full_collections
 from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
 from swarm.live.replay import prepare_replay, replay_task, trace_of
@@ -89,6 +90,8 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
         _validate(environment)
     except UsageError as e:
         exit_on_usage_error(e)
+    if not getattr(environment.parsed_options, "master", False):  # this process sends the requests
+        relax_full_collections()
 
 
 @events.test_start.add_listener
