@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--warmup-s", type=float, default=6.0, help="seconds before measuring (default 6)")
     ap.add_argument("--measure-s", type=float, default=30.0, help="seconds measured per level (default 30)")
-    ap.add_argument("--out", type=Path, default=REPO / "runs/bench/master-scale", help="run files")
+    ap.add_argument("--out", type=Path, default=REPO / "runs/bench-scale/master-scale", help="run files")
     ap.add_argument("--results", type=Path, help="write the figures as JSON here")
     ap.add_argument(
         "--no-worst-case", action="store_true", help="skip the last run, every report the worst case"

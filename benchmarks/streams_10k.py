@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="Poisson arrivals that keep --streams open, to measure the send lag at that concurrency",
     )
-    ap.add_argument("--out", type=Path, default=REPO / "runs/bench/streams", help="run files")
+    ap.add_argument("--out", type=Path, default=REPO / "runs/bench-scale/streams", help="run files")
     ap.add_argument("--results", type=Path, help="write the figures as JSON here")
     args = ap.parse_args(argv)
     if args.streams < 10:
