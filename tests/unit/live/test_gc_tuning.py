@@ -27,3 +27,18 @@ def test_a_higher_threshold_already_set_is_kept():
     gc.set_threshold(5000, 20, 5000)
     relax_full_collections()
     assert gc.get_threshold() == (5000, 20, 5000)
+
+
+@pytest.mark.parametrize("role, relaxed", [("--worker", True), ("--master", False), ("--headless", True)])
+def test_the_swarms_init_relaxes_them_where_requests_are_sent(role, relaxed):
+    """LLMUser's init listener (swarm/live/user.py) on a real Locust environment: workers and local
+    runs send the requests, the master does not."""
+    from locust.argument_parser import parse_options
+    from locust.env import Environment
+    from locust.event import Events
+
+    from swarm.live import user
+
+    gc.set_threshold(700, 10, 10)
+    user._on_init(Environment(events=Events(), parsed_options=parse_options(args=[role])))
+    assert gc.get_threshold() == (700, 10, FULL_EVERY if relaxed else 10)
