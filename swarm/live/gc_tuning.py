@@ -9,7 +9,7 @@ on the processes that send requests full collections are made rare: the oldest g
 for FULL_EVERY young (generation 1) collections instead of 10. Young collections are unchanged.
 
 `benchmarks/streams_10k.py --open-loop --streams 5000` (384.6 req/s, ~5,000 streams open), send
-lag p99 / max: 426 / 534 ms with the default thresholds, 143 / 244 ms with these (RSS 428 vs 439
+lag p99 / max: 426 / 534 ms with the default thresholds, 141 / 226 ms with these (RSS 428 vs 424
 MiB). What is left is young collections of 30-60k objects: CPython counts the death of an old
 object against the young generation's allocation count, so it grows past its threshold of 700
 while old streams end.
