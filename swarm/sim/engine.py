@@ -142,12 +142,14 @@ class StepPlan:
 
 @dataclass(slots=True)
 class ModelCounters:
-    """One served model's share of the engine's token counters, and its ITL observer (None: the
-    engine's). Several models (LoRA adapters) share one engine; each counts its own sequences."""
+    """One served model's share of the engine's token counters, and its TTFT and ITL observers
+    (None: the engine's). Several models (LoRA adapters) share one engine; each counts its own
+    sequences."""
 
     prompt_tokens: int = 0
     generation_tokens: int = 0
     itl: Observer | None = None
+    ttft: Observer | None = None
 
 
 @dataclass
@@ -181,6 +183,7 @@ class Engine:
         self.running: list[Sequence] = []
         self.counters = EngineCounters()
         self.itl = itl
+        self.ttft: Observer | None = None  # set by the metrics (SimMetrics), like itl
         self.iteration_tokens = iteration_tokens
         self.on_finish = on_finish
         self._wakeup: asyncio.Future | None = None
@@ -340,6 +343,12 @@ class Engine:
                 counters.prompt_cached += seq.cached_tokens
                 if tally is not None:
                     tally.prompt_tokens += seq.prompt_tokens
+                # vLLM observes time_to_first_token_seconds when the first token is produced
+                # (its output processor, per iteration), not when the request finishes: a request
+                # counts in the scrape window of its first token, aborted or not.
+                obs = self.ttft if tally is None or tally.ttft is None else tally.ttft
+                if obs is not None:
+                    obs.observe(now - seq.arrival_time)
             else:
                 obs = itl if tally is None or tally.itl is None else tally.itl
                 if obs is not None:

@@ -91,7 +91,7 @@ class ModelSeries:
         self.prompt_tokens = FastHistogram(buckets_1_2_5(max_len))
         self.generation_tokens = FastHistogram(buckets_1_2_5(max_len))
         self.success = dict.fromkeys(FINISH_REASONS, 0)
-        self.counters = ModelCounters(itl=self.itl)
+        self.counters = ModelCounters(itl=self.itl, ttft=self.ttft)
 
 
 _HISTOGRAMS = (
@@ -134,6 +134,7 @@ class SimMetrics:
         base = self.series[names[0]]
         self.iteration_tokens = FastHistogram(ITERATION_TOKEN_BUCKETS)
         engine.itl = base.itl
+        engine.ttft = base.ttft
         engine.iteration_tokens = self.iteration_tokens
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
@@ -152,7 +153,6 @@ class SimMetrics:
         sched = seq.scheduled_time
         if first is None or last is None or sched is None:
             return
-        m.ttft.observe(first - arrival)
         m.e2e.observe((seq.finish_time or last) - arrival)
         m.queue.observe(sched - arrival)
         m.prefill.observe(first - sched)

@@ -339,3 +339,27 @@ def test_several_models_share_one_engine_and_count_apart():
     assert eng.counters.prompt_tokens == 33 and eng.counters.generation_tokens == 9  # the engine's sum
     assert 'vllm:num_requests_running{engine="0",model_name="base"}' in text
     assert 'vllm:num_requests_running{engine="0",model_name="a"}' not in text  # one engine: the base's
+
+
+def test_ttft_histogram_is_observed_when_the_first_token_is_made():
+    """vLLM observes time_to_first_token_seconds in the iteration that produces the first token:
+    a long answer is in the histogram long before it finishes, and an aborted one stays in it."""
+    eng = Engine(_profile())
+    metrics = SimMetrics(eng, "m")
+    ttft = metrics.series["m"].ttft
+    long_one = Sequence("long", 20, 500, (), 0.0)
+    cut_one = Sequence("cut", 20, 500, (), 0.0)
+    for s in (long_one, cut_one):
+        s.tally = metrics.counters("m")
+        eng.add(s)
+    t = 0.0
+    while long_one.first_token_time is None:
+        plan = eng.schedule(t)
+        t += eng.step_seconds(plan)
+        eng.complete(plan, t)
+    assert long_one.state == RUNNING and ttft.count == 2
+    assert ttft.sum == pytest.approx(long_one.first_token_time + cut_one.first_token_time)
+    eng.abort(cut_one)
+    _drain(eng, t)
+    metrics.observe_success(long_one, "length", "m")
+    assert long_one.state == FINISHED and ttft.count == 2  # not observed again at the finish
