@@ -266,10 +266,13 @@ class StreamTally:
             details = usage.get("completion_tokens_details")
             if isinstance(details, dict) and details.get("reasoning_tokens") is not None:
                 reasoning_from_usage = int(details["reasoning_tokens"])
+            record.cached_tokens = cached_tokens(usage)
         elif timings is not None and timings.get("predicted_n") is not None:  # llama.cpp
             record.output_tokens = int(timings["predicted_n"])
             if timings.get("prompt_n") is not None:
                 record.prompt_tokens = int(timings["prompt_n"]) + int(timings.get("cache_n") or 0)
+                if timings.get("cache_n") is not None:
+                    record.cached_tokens = int(timings["cache_n"])
             record.tokens_from_usage = True
         else:
             record.output_tokens = self._ct
@@ -279,6 +282,18 @@ class StreamTally:
         )
         if record.ttft_s is not None and record.output_tokens > 1:
             record.tpot_s = (record.e2e_s - record.ttft_s) / (record.output_tokens - 1)
+
+
+def cached_tokens(usage: dict[str, Any]) -> int | None:
+    """`usage.prompt_tokens_details.cached_tokens`: the prompt tokens the server took from its
+    prefix / prompt cache. llama.cpp always sends it; vLLM (0.32) only with
+    `--enable-prompt-tokens-details`, and then on the final usage chunk alone (a running usage
+    leaves it out), 0 included. None when the server did not say: absent is not zero."""
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        return None
+    cached = details.get("cached_tokens")
+    return None if cached is None else int(cached)
 
 
 class TextTally(StreamTally):

@@ -30,6 +30,7 @@ SCHEMA = pa.schema(
         ("tpot_s", pa.float64()),
         ("itl_s", pa.list_(pa.float64())),
         ("prompt_tokens", pa.int64()),
+        ("cached_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
         ("reasoning_tokens", pa.int64()),
         ("tokens_from_usage", pa.bool_()),

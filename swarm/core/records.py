@@ -52,6 +52,9 @@ class RequestRecord:
     tpot_s: float | None = None  # (e2e - ttft) / (output_tokens - 1)
     itl_s: list[float] = field(default_factory=list)  # gaps between token-carrying chunks
     prompt_tokens: int | None = None
+    # prompt tokens the server served from its prefix / prompt cache (usage.prompt_tokens_details
+    # .cached_tokens; llama.cpp always, vLLM with --enable-prompt-tokens-details); None: not reported
+    cached_tokens: int | None = None
     output_tokens: int = 0  # reasoning + answer tokens, from server usage when given
     reasoning_tokens: int = 0
     tokens_from_usage: bool = False  # False = counted from chunks (fallback), flagged

@@ -32,6 +32,11 @@ Goodput (`--goodput`, swarm/stats/goodput.py): with a spec, a cell counts `goodp
 were good), and the good ones per completion window (the third number of `completed`), so the
 goodput rate counts completions as QPS does. All exact integers, merged by addition.
 
+Cached prompt tokens: a request whose server said how many of its prompt tokens came from its
+prefix / prompt cache (`RequestRecord.cached_tokens` not None) adds to `cached`: [requests that
+said, their cached tokens, their prompt tokens]. Requests that did not say count in none of the
+three (absent is not zero), so cached / prompt tokens is the share over the requests that said.
+
 Confidence (swarm/stats/confidence.py): `per_bin` counts completions per BIN_S of wall-clock time
 (bin = floor(end / BIN_S), the request's end), any outcome, so the master can put an interval on a
 window's QPS from the bins inside it.
@@ -47,8 +52,8 @@ from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bu
 from swarm.stats.turns import TurnStats
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 5  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
-# 5: `turns` (conversations)
+WIRE_VERSION = 6  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
+# 5: `turns` (conversations); 6: `cached` (prompt tokens served from the server's cache)
 BIN_S = 0.5  # completions are counted per this much wall-clock time (QPS intervals)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
@@ -59,6 +64,7 @@ class Cell:
     """Everything measured for one (workload, stage, class, model): exact counters and the latencies."""
 
     __slots__ = (
+        "cached",
         "completed",
         "errors",
         "first_connect_error_s",
@@ -104,6 +110,7 @@ class Cell:
         self.goodput_met = 0  # good requests (--goodput), of the `goodput_counted` ones
         self.goodput_counted = 0  # non-warm-up, non-cancelled requests, counted only with a spec
         self.per_bin: dict[int, int] = {}  # floor(end / BIN_S) -> requests completed then
+        self.cached = [0, 0, 0]  # requests that reported cached tokens, their cached and prompt tokens
 
     def add(self, r: RequestRecord, window: int | None = None, goodput: GoodputSpec | None = None) -> None:
         """Count `r`; `window`: where it finished (a stage index or DRAIN; None: its own stage);
@@ -113,6 +120,11 @@ class Cell:
         self.outcomes[outcome.value] += 1
         self.prompt_tokens += r.prompt_tokens or 0
         self.output_tokens += r.output_tokens or 0
+        if r.cached_tokens is not None:
+            cached = self.cached
+            cached[0] += 1
+            cached[1] += r.cached_tokens
+            cached[2] += r.prompt_tokens or 0
         if window is None:
             window = r.stage
         done = self.completed.get(window)
@@ -222,6 +234,7 @@ class Cell:
         self.prompt_tokens += other.prompt_tokens
         self.output_tokens += other.output_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        self.cached = [a + b for a, b in zip(self.cached, other.cached, strict=True)]
         for w, (k, t, g) in other.completed.items():
             done = self.completed.get(w)
             if done is None:
@@ -276,6 +289,7 @@ class Cell:
             "model": self.model,
             "goodput": [self.goodput_met, self.goodput_counted],
             "per_bin": [[b, n] for b, n in sorted(self.per_bin.items())],
+            "cached": list(self.cached),
         }
 
     @classmethod
@@ -289,6 +303,7 @@ class Cell:
         c.completed = {int(w): [int(k), int(t), int(g)] for w, k, t, g in d["done"]}
         c.goodput_met, c.goodput_counted = (int(n) for n in d["goodput"])
         c.per_bin = {int(b): int(n) for b, n in d["per_bin"]}
+        c.cached = [int(n) for n in d["cached"]]
         c.first_start_s, c.last_end_s = d["first_start_s"], d["last_end_s"]
         for outcome, msgs in (d.get("errors") or {}).items():
             for message, n in msgs.items():

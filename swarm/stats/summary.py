@@ -19,7 +19,7 @@ Layout (top level):
 - `stages`: [{stage, duration_s, total, <workload>...}] per load-stage index.
 
 A block has exactly: requests, completed, cancelled, failures, prompt_tokens, output_tokens,
-reasoning_tokens, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s, send_lag_s.
+reasoning_tokens, prompt_cache, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s, send_lag_s.
 - `requests`: every request sent (in the run, or in the stage), each recorded once: ok, failed,
   cancelled and warm-up ones included.
 - `cancelled`: requests the swarm itself cut short (the run's stop, fewer users): neither ok nor
@@ -33,6 +33,12 @@ reasoning_tokens, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s, send_
   request sent to its last request finished. The live QPS counts completions the same way.
 - latencies in seconds: p50, p90, p95, p99 (nearest-rank-lower percentiles estimated by the
   sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
+- `prompt_cache`: the prompt tokens the server said it served from its prefix / prompt cache
+  (`usage.prompt_tokens_details.cached_tokens`: llama.cpp always, vLLM with
+  `--enable-prompt-tokens-details`): {requests: the requests that said, cached_tokens,
+  prompt_tokens: theirs, hit_share: cached_tokens / prompt_tokens (null without prompt tokens)};
+  null when no request of the block said (the server does not report it: absent, not zero).
+  Warm-up and failed requests count when they said (as `prompt_tokens` counts them).
   when there is no such request.
 
 With `--goodput SPEC` (swarm/stats/goodput.py) every block also has `goodput`: {slo: SPEC, met:
@@ -72,6 +78,7 @@ BLOCK_KEYS: tuple[str, ...] = (
     "output_tok_s",
     *(f"{name}_s" for name in LATENCIES),
 )
+    "prompt_cache",
 NOTES = (
     "requests counts every request sent, each once (failed, cancelled and warm-up included); qps and "
     "output_tok_s count the requests completed inside the window over its duration_s (the drain after "
@@ -102,6 +109,15 @@ CI_KEYS: tuple[str, ...] = ("qps", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99
 
 
 class CiBlock(TypedDict):
+class PromptCacheBlock(TypedDict):
+    """A block's cached prompt tokens, over the requests whose server reported them."""
+
+    requests: int
+    cached_tokens: int
+    prompt_tokens: int
+    hit_share: float | None
+
+
     """95% intervals of a block's QPS and latency percentiles ([low, high] or None)."""
 
     level: float
@@ -129,6 +145,7 @@ class Block(TypedDict):
     ttft_s: LatencyBlock
     ttfa_s: LatencyBlock
     itl_s: LatencyBlock
+    prompt_cache: PromptCacheBlock | None
     tpot_s: LatencyBlock
     e2e_s: LatencyBlock
     send_lag_s: LatencyBlock
@@ -291,6 +308,7 @@ def block(
         out[f"{name}_s"] = quantiles.sketch_stats(cell.latencies[name])
     if goodput_slo:
         rate_met = cell.good_in() if good is None else good
+        "prompt_cache": prompt_cache(cell),
         out["goodput"] = goodput.block(
             goodput_slo, cell.goodput_met, cell.goodput_counted, duration_s, rate_met
         )
@@ -306,6 +324,19 @@ def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
         for outcome, msgs in sorted(cell.errors.items())
         if msgs
     }
+def prompt_cache(cell: Cell) -> PromptCacheBlock | None:
+    """The block's `prompt_cache` (None when no request reported its cached tokens)."""
+    requests, cached, prompt = cell.cached
+    if not requests:
+        return None
+    return {
+        "requests": requests,
+        "cached_tokens": cached,
+        "prompt_tokens": prompt,
+        "hit_share": cached / prompt if prompt else None,
+    }
+
+
 
 
 def target_unreachable_since(cell: Cell) -> float | None:

@@ -52,6 +52,8 @@ class CellWire(TypedDict):
     model: str  # the served model the requests named ("" = none); since WIRE_VERSION 3
     goodput: list[int]  # [good requests, requests judged] (--goodput; zeros without); since 4
     per_bin: list[list[int]]  # [[floor(end / BIN_S), requests completed]]; since 4
+    # [requests that reported cached prompt tokens, those cached tokens, their prompt tokens]; since 6
+    cached: list[int]
 
 
 class TurnCellWire(TypedDict):

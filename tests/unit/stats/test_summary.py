@@ -20,6 +20,7 @@ BLOCK = {
     "prompt_tokens",
     "output_tokens",
     "reasoning_tokens",
+    "prompt_cache",
     "qps",
     "output_tok_s",
     "ttft_s",
