@@ -12,11 +12,18 @@ Rules (thresholds are module constants):
   stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
   < 80% (seed round 1: 64 running, KV 25%);
 - kv_bound: KV usage > 90% with preemptions (or waiting requests held back);
-- compute_bound: a saturated stage with neither of the above;
+- compute_bound: a saturated stage with neither of the above, whose engine held the users'
+  requests (running + waiting >= 70% of the users); where it held fewer, the requests waited
+  outside it: `frontend_bound` when the client's first token waits on the same requests grew with
+  load (below), else `outside_engine`;
+- frontend_bound / network_delay: client vs server TTFT on the same requests (re-windowed by
+  first-token time, swarm/analysis/client_server.py), by exact means: a gap growing with load to
+  >= 50 ms and >= 25% of the client's TTFT is the API front-end; a steady gap >= 20 ms at every
+  load is latency between client and server;
 - client_bound: a worker averaged > 90% of a core in a stage (`swarm.stats.cpu.cpu_limit()`, the bar
   the master judges live): the swarm measured itself, not trusted;
 - slo_max_concurrency: the highest concurrency whose stage meets every SLO objective;
-- client_vs_server: client TTFT vs server TTFT, and request / token totals reconciled.
+- client_vs_server: otherwise the gap's size, and request / token totals reconciled.
 """
 
 from __future__ import annotations
@@ -26,10 +33,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.server_metrics import StageServerStats
-from swarm.core.units import percent_text, seconds_text
+from swarm.core.units import percent_text, seconds_text, stage_name
 from swarm.stats.cpu import CLIENT_CPU_MAX as CLIENT_CPU_MAX  # re-exported: the default bar
-from swarm.stats.cpu import ClientLoad, cpu_limit
+from swarm.stats.cpu import ClientLoad
 from swarm.stats.summary import Block, ClientBound, StageEntry
 
 QPS_GROWTH_MIN = 0.05  # a stage whose QPS grows less than this (fraction) has plateaued
@@ -38,13 +46,18 @@ KV_LOW = 0.80
 WAITING_MIN = 0.5  # mean requests waiting that counts as a queue (not a transient blip)
 KV_HIGH = 0.90
 RECONCILE_TOLERANCE = 0.01
+ENGINE_SHARE_MIN = 0.7  # at the ceiling the engine holds at least this share of the users: its own limit
+FRONTEND_GAP_MIN = 0.05  # s: a mean client-engine TTFT gap under 50 ms is the HTTP path, not a bottleneck
+FRONTEND_SHARE = 0.25  # ... and it must be this share of the client's TTFT to be the bottleneck
+NETWORK_GAP_MIN = 0.02  # s: a steady gap above this at every load is latency between client and server
+NEGATIVE_GAP_MAX = 0.005  # s: a mean gap below minus this is not the same requests or not one clock
 
 
 @dataclass
 class StageRow:
     """Client-side numbers of one stage (a summary.json stage entry, flattened)."""
 
-    stage: int
+    stage: int  # 0-based index; labels say `stage_name(stage)` ("stage 1" for 0)
     users: int | None = None
     start_s: float | None = None
     end_s: float | None = None
@@ -68,7 +81,7 @@ class StageRow:
 
     @property
     def label(self) -> str:
-        return f"{self.users} users" if self.users is not None else f"stage {self.stage}"
+        return f"{self.users} users" if self.users is not None else stage_name(self.stage)
 
 
 @dataclass(frozen=True)
@@ -194,12 +207,35 @@ def _compute_text(row: StageRow, s: StageServerStats) -> str:
     )
 
 
+def engine_share(s: StageServerStats, users: int | None) -> float | None:
+    """Share of the stage's users the engine held on average (running + waiting): in a closed
+    loop every user's request is somewhere, and what the engine does not hold waits outside it
+    (the front-end, the network, the client)."""
+    if not users or s.running_mean is None:
+        return None
+    return (s.running_mean + (s.waiting_mean or 0.0)) / users
+
+
+def _outside_text(row: StageRow, s: StageServerStats, share: float) -> str:
+    return (
+        f"At {row.label} QPS stopped growing while the engine held only {share * 100:.0f}% of the users' "
+        f"requests ({s.running_mean or 0:.0f} running, {s.waiting_mean or 0:.1f} waiting on average): the "
+        "ceiling is outside the engine — its API front-end, the network or the client — not its batch, "
+        "KV cache or compute."
+    )
+
+
 def bottlenecks(
     rows: Sequence[StageRow],
     server: Mapping[int, StageServerStats],
     source: str = "vllm",
+    *,
+    explained: set[int] = frozenset(),
 ) -> list[Finding]:
-    """max_num_seqs_cap / kv_bound at the first stage showing them; compute_bound at the ceiling."""
+    """max_num_seqs_cap / kv_bound at the first stage showing them; at the ceiling compute_bound
+    where the engine held the users' requests, else `outside_engine`. `explained`: stages whose
+    ceiling another finding already names (the client's CPU, the front-end): nothing is added
+    there."""
     out: list[Finding] = []
     by_stage = {r.stage: r for r in rows}
     for kind, test, text in (
@@ -218,8 +254,18 @@ def bottlenecks(
         top = found[0]
         s = server.get(top.stage)
         pair = [(server[r.stage], r.users) for r in found if r.stage in server]
-        if s is not None and s.samples and not any(is_capped(x, u) or is_kv_bound(x) for x, u in pair):
-            out.append(Finding("compute_bound", top.stage, _compute_text(by_stage[top.stage], s)))
+        inside = [engine_share(x, u) for x, u in pair]
+        if (
+            s is not None
+            and s.samples
+            and not any(is_capped(x, u) or is_kv_bound(x) for x, u in pair)
+            and not explained & {r.stage for r in found}
+        ):
+            share = min((v for v in inside if v is not None), default=None)
+            if share is not None and share < ENGINE_SHARE_MIN:
+                out.append(Finding("outside_engine", top.stage, _outside_text(by_stage[top.stage], s, share)))
+            else:
+                out.append(Finding("compute_bound", top.stage, _compute_text(by_stage[top.stage], s)))
     return out
 
 
@@ -228,7 +274,7 @@ def bottlenecks(
 
 def _where(rows: Sequence[StageRow], stage: int) -> str:
     by_stage = {r.stage: r for r in rows}
-    return by_stage[stage].label if stage in by_stage else f"stage {stage + 1}"
+    return by_stage[stage].label if stage in by_stage else stage_name(stage)
 
 
 def client_bound(rows: Sequence[StageRow], load: ClientLoad) -> list[Finding]:
@@ -300,75 +346,134 @@ def slo_max_concurrency(rows: Sequence[StageRow], slo_text: str) -> Finding | No
 # ---------------------------------------------------------------------------------------- client vs server
 
 
-def ttft_gap(row: StageRow, s: StageServerStats | None) -> tuple[float | None, float | None]:
-    """(client - server) TTFT at p50 and p99, seconds."""
-    server = (s.latency.get("ttft") if s else None) or {}
-    p50 = None if row.ttft_p50 is None or server.get("p50") is None else row.ttft_p50 - server["p50"]
-    p99 = None if row.ttft_p99 is None or server.get("p99") is None else row.ttft_p99 - server["p99"]
-    return p50, p99
+def _gaps(
+    rows: Sequence[StageRow], pairs: Mapping[int, TtftComparison]
+) -> list[tuple[StageRow, TtftComparison]]:
+    """(row, comparison) of the stages, in `rows` order, whose comparison holds the same requests."""
+    return [(r, pairs[r.stage]) for r in rows if r.stage in pairs and pairs[r.stage].mean_gap is not None]
 
 
-def client_vs_server(
+def frontend_bound_at(
+    gaps: Sequence[tuple[StageRow, TtftComparison]],
+) -> tuple[StageRow, TtftComparison] | None:
+    """The first stage, along the load, from which the client's first token waits on something
+    between the engine and the client that grows with load: the mean gap (exact, the same
+    requests) is at least FRONTEND_GAP_MIN and FRONTEND_SHARE of the client's TTFT there, and it
+    grew from the lowest load's by at least FRONTEND_GAP_MIN and by at least half again.
+    The engine made those tokens that much earlier: the wait is after it (HTTP front-end, SSE
+    writing, the network or the client)."""
+    if len(gaps) < 2:
+        return None
+    low = gaps[0][1].mean_gap or 0.0
+    for row, cmp in gaps[1:]:
+        g = cmp.mean_gap or 0.0
+        client = cmp.client.mean or 0.0
+        if (
+            g >= FRONTEND_GAP_MIN
+            and g >= FRONTEND_SHARE * client
+            and g - max(low, 0.0) >= max(FRONTEND_GAP_MIN, 0.5 * max(low, 0.0))
+        ):
+            return row, cmp
+    return None
+
+
+def _gap_text(row: StageRow, cmp: TtftComparison) -> str:
+    return (
+        f"{_ms(cmp.mean_gap)} at {row.label} (client {_ms(cmp.client.mean)}, engine {_ms(cmp.server.mean)}, "
+        f"{cmp.client.count:,.0f} requests)"
+    )
+
+
+def ttft_gap_findings(
     rows: Sequence[StageRow],
-    server: Mapping[int, StageServerStats],
-    run_server: StageServerStats | None,
-    client_total: Block | Mapping[str, Any],
-    cpu_max: Mapping[int, float] | None = None,
-    client_last_end: float | None = None,
+    pairs: Mapping[int, TtftComparison],
+    client_bound_stages: set[int] = frozenset(),
 ) -> list[Finding]:
-    """TTFT gap across stages, and request / token totals reconciled with one cause named.
-
-    A server percentile is interpolated inside a histogram bucket, so a gap change smaller than
-    that bucket's width (vLLM's TTFT buckets are 0.25/0.5/0.75 s wide above 0.1 s) is not read as
-    a trend. `cpu_max`: stage -> the busiest worker's mean CPU % (`ClientLoad.by_stage()`).
-    `client_last_end`: wall time the client's last request finished (scrape coverage).
-    """
-    out = []
-    gaps = [(r, ttft_gap(r, server.get(r.stage))[0]) for r in rows]
-    gaps = [(r, g) for r, g in gaps if g is not None]
-    if gaps:
-        first, last = gaps[0], gaps[-1]
-        lo, hi = min(g for _, g in gaps), max(g for _, g in gaps)
-        width = (server[last[0].stage].latency.get("ttft") or {}).get("p50_width") or 0.0
-        cpu_top = max((cpu_max or {}).values(), default=None)
-        if len(gaps) > 1 and last[1] > 2 * max(first[1], 0.005) and last[1] - first[1] > max(0.02, width):
-            cause = (
-                f"the client (worker CPU reached {cpu_top:.0f}%)"
-                if cpu_top is not None and cpu_top > cpu_limit()
-                else "the server's HTTP front-end (tokenising, detokenising, SSE) or the network"
-                + ("" if cpu_top is None else f" — worker CPU stayed at or under {cpu_top:.0f}%")
-            )
-            out.append(
-                Finding(
-                    "client_vs_server",
-                    last[0].stage,
-                    f"Client TTFT p50 exceeds the server's by {_ms(first[1])} at {first[0].label} but "
-                    f"{_ms(last[1])} at {last[0].label}: the gap grows with load, so it is {cause}.",
-                )
-            )
-        else:
-            coarse = (
-                f" (server percentiles are interpolated in histogram buckets up to {_ms(width)} wide here)"
-                if width > 0.02
-                else ""
-            )
-            # A negative gap is no measurement: the client sees every token after the server made
-            # it; it is the server's percentile, interpolated inside a wide histogram bucket.
-            spread = (
-                f"exceeds the server's by {_ms(lo)} to {_ms(hi)}"
-                if lo >= 0
-                else f"minus the server's ranges from {_ms(lo)} to {_ms(hi)} (below zero only through the "
-                f"server's bucket interpolation)"
-            )
-            out.append(
+    """Client vs server TTFT on the same requests (swarm/analysis/client_server.py), read along
+    the load: a gap that grows into a large share of the client's TTFT is `frontend_bound` (or,
+    where the client's CPU was over the bar there, the client: said in the client_bound finding);
+    a steady gap over NETWORK_GAP_MIN at every load is `network_delay`; anything smaller is the
+    HTTP/SSE path, said as a plain `client_vs_server` line. Means, not percentiles: a histogram's
+    sum and count are exact, its percentiles are interpolated inside buckets up to 1.5 s wide."""
+    gaps = _gaps(rows, pairs)
+    if not gaps:
+        if pairs:
+            return [
                 Finding(
                     "client_vs_server",
                     None,
-                    f"Client TTFT p50 {spread} across stages, no "
-                    f"trend with load: the network and HTTP/SSE overhead between client and engine"
-                    f"{coarse}.",
+                    "Client and server TTFT not compared: the client's records and the server's "
+                    "histogram did not hold the same requests in any stage (another client on this "
+                    "server, a proxy over several, or clocks apart).",
+                    trusted=False,
                 )
+            ]
+        return []
+    values = [c.mean_gap or 0.0 for _, c in gaps]
+    lo_row, lo = min(gaps, key=lambda p: p[1].mean_gap or 0.0)
+    hi_row, hi = max(gaps, key=lambda p: p[1].mean_gap or 0.0)
+    out: list[Finding] = []
+    if min(values) < -NEGATIVE_GAP_MAX:
+        out.append(
+            Finding(
+                "client_vs_server",
+                lo_row.stage,
+                f"The client's mean TTFT is below the engine's at {lo_row.label} ({_gap_text(lo_row, lo)}): "
+                "impossible for the same requests — the client's and server's clocks are apart.",
+                trusted=False,
             )
+        )
+        return out
+    hit = frontend_bound_at(gaps)
+    if hit is not None and hit[0].stage not in client_bound_stages:
+        row, cmp = hit
+        out.append(
+            Finding(
+                "frontend_bound",
+                row.stage,
+                f"Between the engine and the client the first token waited {_gap_text(row, cmp)}, "
+                f"against {_gap_text(gaps[0][0], gaps[0][1])}: the wait grows with load outside the engine, "
+                "whose own TTFT histogram does not show it, so the server's API front-end (HTTP, "
+                "detokenising, SSE writing on one process) is the bottleneck — add API server processes "
+                "(vLLM --api-server-count) or replicas behind a router.",
+            )
+        )
+        return out
+    if hit is None and min(values) >= NETWORK_GAP_MIN and len(gaps) >= 1:
+        out.append(
+            Finding(
+                "network_delay",
+                None,
+                f"Every request's first token reached the client {_ms(min(values))} to {_ms(max(values))} after "
+                f"the engine made it ({_gap_text(hi_row, hi)}), with no trend with load: a fixed latency "
+                "between client and server (the network, a proxy, TLS) adds that to every TTFT and E2E; "
+                "it does not cap throughput.",
+            )
+        )
+        return out
+    where = "" if hit is None else f" (at {hit[0].label} the worker's CPU was over the bar: the client's own)"
+    out.append(
+        Finding(
+            "client_vs_server",
+            None,
+            f"Client TTFT exceeds the engine's by {_ms(min(values))} to {_ms(max(values))} on the same requests "
+            f"(mean gap per stage; largest at {hi_row.label}: client {_ms(hi.client.mean)}, engine "
+            f"{_ms(hi.server.mean)} over {hi.client.count:,.0f} requests): the HTTP/SSE path between them, "
+            f"no bottleneck{where}.",
+        )
+    )
+    return out
+
+
+def reconcile_totals(
+    run_server: StageServerStats | None,
+    client_total: Block | Mapping[str, Any],
+    client_last_end: float | None = None,
+) -> list[Finding]:
+    """Request and token totals, client against server over the whole run, with one cause named
+    where they differ. `client_last_end`: wall time the client's last request finished (scrape
+    coverage)."""
+    out: list[Finding] = []
     if run_server is None or run_server.duration_s is None:
         return out
     missed_end = (
@@ -455,10 +560,12 @@ def diagnose(
     client_last_end: float | None = None,
     bound_reported: Iterable[ClientBound | Mapping[str, Any]] = (),
     by_load: bool = False,
+    ttft_pairs: Mapping[int, TtftComparison] | None = None,
 ) -> list[Finding]:
     """Every finding for a run, in reading order: trust, ceiling, cause, SLO, client vs server.
     `cpu`: the workers' CPU per stage (client_cpu.jsonl); without it, `bound_reported`
-    (summary.json's `client_bound`, the master's live judgement of the same reports)."""
+    (summary.json's `client_bound`, the master's live judgement of the same reports).
+    `ttft_pairs`: client vs server TTFT on the same requests per stage (`compare_ttft`)."""
     # by_load: a search probes loads out of order; the ceiling is read along the load, not the clock
     rows = sorted(rows, key=lambda r: ((r.users or 0) if by_load else 0, r.stage))
     load = cpu if cpu is not None else ClientLoad()
@@ -468,8 +575,12 @@ def diagnose(
     if sat:
         findings.append(sat)
     has_server = bool(server) and any(s.samples for s in server.values())
+    gap = ttft_gap_findings(rows, ttft_pairs or {}, untrusted) if has_server else []
+    frontend = [f for f in gap if f.kind == "frontend_bound"]
     if has_server:
-        findings += bottlenecks(rows, server, source)
+        explained = untrusted | ({r.stage for r in rows} if frontend else set())
+        findings += bottlenecks(rows, server, source, explained=explained)
+        findings += frontend
     else:
         findings.append(
             Finding(
@@ -484,7 +595,6 @@ def diagnose(
         if f:
             findings.append(f)
     if has_server:
-        findings += client_vs_server(
-            rows, server, run_server, client_total or {}, load.by_stage(), client_last_end
-        )
+        findings += [f for f in gap if f.kind != "frontend_bound"]
+        findings += reconcile_totals(run_server, client_total or {}, client_last_end)
     return findings

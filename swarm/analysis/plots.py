@@ -16,6 +16,7 @@ from typing import Any
 
 from swarm.analysis.diagnosis import Finding
 from swarm.analysis.rundir import RunData
+from swarm.core.units import stage_number
 
 PNGS = (
     "qps_vs_concurrency.png",
@@ -45,7 +46,8 @@ def _x(data: RunData) -> tuple[list[float], list[str], str]:
             [f"{mark}{u}" for u in users],
             "concurrent users" + (" (estimated)" if data.users_estimated else ""),
         )
-    return [float(r.stage) for r in data.rows], [str(r.stage) for r in data.rows], "stage"
+    numbers = [stage_number(r.stage) for r in data.rows]
+    return [float(n) for n in numbers], [str(n) for n in numbers], "stage"
 
 
 def _series(
@@ -162,23 +164,42 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
 
     if data.snapshots:
         figs["server_timeline.png"] = _server_timeline(data, plt)
-        gaps = [data.server.get(r.stage) for r in data.rows]
-        if any(g is not None and g.latency.get("ttft") for g in gaps):
+        pairs = [data.ttft_pairs.get(r.stage) for r in data.rows]
+        if any(p is not None for p in pairs):
             fig, ax = plt.subplots(figsize=(7, 4))
-            srv = [(g.latency.get("ttft") or {}) if g else {} for g in gaps]
+
+            def side(get: Any) -> list[float | None]:
+                return _ms_list([None if p is None else get(p) for p in pairs])
+
             _series(
                 ax,
                 x,
                 labels,
                 [
-                    ("client TTFT p50", _ms_list([r.ttft_p50 for r in data.rows]), "C0-"),
-                    ("server TTFT p50", _ms_list([s.get("p50") for s in srv]), "C0--"),
-                    ("client TTFT p99", _ms_list([r.ttft_p99 for r in data.rows]), "C3-"),
-                    ("server TTFT p99", _ms_list([s.get("p99") for s in srv]), "C3--"),
+                    ("client TTFT mean", side(lambda p: p.client.mean), "C0-"),
+                    ("server TTFT mean", side(lambda p: p.server.mean), "C0--"),
+                    ("client TTFT p99", side(lambda p: p.client.quantiles.get("p99")), "C3-"),
+                    ("server TTFT p99 (interpolated)", side(lambda p: p.server.quantiles.get("p99")), "C3--"),
                 ],
                 bars,
             )
-            ax.set(title="Client vs server TTFT", xlabel=xlabel, ylabel="ms")
+            lo = side(lambda p: (p.server.buckets.get("p99") or (None, None))[0])
+            hi = side(lambda p: (p.server.buckets.get("p99") or (None, None))[1])
+            band = [
+                (xi, a, b)
+                for xi, a, b in zip(x, lo, hi, strict=True)
+                if a is not None and b is not None and b != float("inf")
+            ]
+            if band and not bars:
+                ax.fill_between(
+                    [b[0] for b in band],
+                    [b[1] for b in band],
+                    [b[2] for b in band],
+                    color="C3",
+                    alpha=0.12,
+                    label="server p99's bucket",
+                )
+            ax.set(title="Client vs server TTFT, the same requests", xlabel=xlabel, ylabel="ms")
             ax.legend()
             figs["client_vs_server_ttft.png"] = fig
     if data.records is not None and len(data.records):
@@ -206,7 +227,7 @@ def _stage_lines(ax: Any, data: RunData, t0: float) -> None:
         if r.start_s is not None:
             ax.axvline(r.start_s - t0, color="grey", ls=":", lw=1)
             ax.annotate(
-                f"{'~' if data.users_estimated else ''}{r.users if r.users is not None else r.stage}",
+                f"{'~' if data.users_estimated else ''}{r.users}" if r.users is not None else r.label,
                 (r.start_s - t0, 1.0),
                 xycoords=("data", "axes fraction"),
                 fontsize=8,
@@ -250,17 +271,15 @@ def _requests_timeline(data: RunData, plt: Any) -> Any:
     t0 = _t0(data)
     fig, ax = plt.subplots(figsize=(12, 3.5))
     ok = df[df["outcome"] == "ok"]
-    bad = df[df["outcome"] != "ok"]
     ax.scatter(ok["start_wall_s"] - t0, ok["ttft_s"] * 1000, s=2, alpha=0.3, label="TTFT (ok)")
-    if len(bad):
-        ax.scatter(
-            bad["start_wall_s"] - t0,
-            [0] * len(bad),
-            s=8,
-            marker="x",
-            color="C3",
-            label=f"failed ({len(bad)})",
-        )
+    for label, rows, style in (
+        ("failed", df[~df["outcome"].isin(["ok", "cancelled"])], {"marker": "x", "color": "C3"}),
+        ("cancelled", df[df["outcome"] == "cancelled"], {"marker": "|", "color": "C7"}),
+    ):
+        if len(rows):
+            ax.scatter(
+                rows["start_wall_s"] - t0, [0] * len(rows), s=8, label=f"{label} ({len(rows)})", **style
+            )
     ax.set(
         title="Every request's TTFT by send time (dotted: stage starts)",
         xlabel="seconds since start",

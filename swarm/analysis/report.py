@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis import conversations, plots, table
-from swarm.analysis.diagnosis import Finding, ttft_gap
+from swarm.analysis.diagnosis import Finding
 from swarm.analysis.gpu_diagnosis import GPU_ACTIVE, GPU_IDLE
 from swarm.analysis.plots import PNGS, render_plots
 from swarm.analysis.rundir import RunData, findings, load_run, slo_text, stage_rows
 from swarm.analysis.table import drain_line
-from swarm.core.units import ms_number, percent_text
+from swarm.core.units import ms_number, percent_text, stage_name, stage_number
 from swarm.stats.cpu import cpu_limit
 from swarm.stats.trace_replay import replay_lines
 
@@ -64,6 +64,7 @@ def stage_table(data: RunData) -> Any:
         lat = s.latency if s else {}
         row: dict[str, Any] = {
             "stage": r.stage,
+            "name": stage_name(r.stage),
             "users": r.users,
             "duration_s": r.duration_s,
             "requests": r.requests,
@@ -178,7 +179,7 @@ def _stage_html(data: RunData, found: Sequence[Finding]) -> str:
 
         rows.append(
             [
-                str(r.stage),
+                str(stage_number(r.stage)),
                 users,
                 _fmt(r.requests, "int"),
                 _fmt(r.failures, "int"),
@@ -204,20 +205,32 @@ def _stage_html(data: RunData, found: Sequence[Finding]) -> str:
     return _table(header, rows, classes)
 
 
+def _bucket_text(v: float | None, bucket: tuple[float, float] | None) -> str:
+    """A server percentile with the histogram bucket it was interpolated in: "1666 (1000-2500)"."""
+    if v is None:
+        return "-"
+    if bucket is None:
+        return _fmt(v, "ms")
+    hi = "+Inf" if bucket[1] == float("inf") else f"{bucket[1] * 1000:.0f}"
+    return f"{_fmt(v, 'ms')} ({bucket[0] * 1000:.0f}-{hi})"
+
+
 def _client_server_html(data: RunData) -> str:
     header = [
         "stage",
         "users",
-        "client TTFT p50",
-        "server TTFT p50",
-        "gap p50",
-        "client TTFT p99",
-        "server TTFT p99",
-        "gap p99",
+        "requests client / server",
+        "TTFT mean client",
+        "server",
+        "gap",
+        "TTFT p50 client",
+        "server (bucket)",
+        "TTFT p99 client",
+        "server (bucket)",
         "server queue p50/p99",
         "server ITL p50/p99",
         "server E2E p50/p99",
-        "client req",
+        "client ok",
         "server finished",
         "client out tok",
         "server gen tok",
@@ -227,23 +240,31 @@ def _client_server_html(data: RunData) -> str:
     for r in data.rows:
         s = data.server.get(r.stage)
         lat = s.latency if s else {}
-        g50, g99 = ttft_gap(r, s)
+        cmp = data.ttft_pairs.get(r.stage)
 
         def pq(key: str, kind: str = "ms", lat: Mapping[str, Any] = lat) -> str:
             d = lat.get(key) or {}
             return "-" if not d else f"{_fmt(d.get('p50'), kind)} / {_fmt(d.get('p99'), kind)}"
 
-        srv_ttft = lat.get("ttft") or {}
+        if cmp is None:
+            same = ["-"] * 8
+        else:
+            c, v = cmp.client, cmp.server
+            same = [
+                f"{c.count:,.0f} / {v.count:,.0f}" + ("" if cmp.same_requests else " (not the same)"),
+                _fmt(c.mean, "ms"),
+                _fmt(v.mean, "ms"),
+                _fmt(cmp.mean_gap, "ms"),
+                _fmt(c.quantiles.get("p50"), "ms"),
+                _bucket_text(v.quantiles.get("p50"), v.buckets.get("p50")),
+                _fmt(c.quantiles.get("p99"), "ms"),
+                _bucket_text(v.quantiles.get("p99"), v.buckets.get("p99")),
+            ]
         rows.append(
             [
-                str(r.stage),
+                str(stage_number(r.stage)),
                 "-" if r.users is None else str(r.users),
-                _fmt(r.ttft_p50, "ms"),
-                _fmt(srv_ttft.get("p50"), "ms"),
-                _fmt(g50, "ms"),
-                _fmt(r.ttft_p99, "ms"),
-                _fmt(srv_ttft.get("p99"), "ms"),
-                _fmt(g99, "ms"),
+                *same,
                 pq("queue"),
                 pq("itl"),
                 "-"
@@ -257,11 +278,16 @@ def _client_server_html(data: RunData) -> str:
             ]
         )
     note = (
-        "<p class='meta'>Times in ms. The client attributes a request to the stage it was sent in, the server "
-        "to the scrape window it finished in, so per-stage counts differ at stage edges; the run totals are "
-        "reconciled in the diagnosis. Server TTFT runs from the engine's arrival time: the gap is the "
-        "network, the HTTP front-end and the client. Server percentiles are interpolated inside the "
-        "server's histogram buckets (vLLM TTFT: 0.1, 0.25, 0.5, 0.75, 1 s ...), so they are coarse.</p>"
+        "<p class='meta'>Times in ms. TTFT on the same requests: the server observes a request's TTFT "
+        "when its engine makes the first token, so the client's records are taken here by the time "
+        "they received their first token, inside the server's window (its two scrapes), not by the "
+        "stage they were sent in; 'requests' shows both sides counted the same ones. The means are "
+        "exact on both sides (a histogram's sum and count), so their gap is the time between the "
+        "engine and the client: the HTTP front-end, the network and the client. Server percentiles "
+        "are interpolated inside a histogram bucket (in brackets, ms): the true value is anywhere in "
+        "it (vLLM's TTFT buckets are 0.25-2.5 s wide above 0.1 s), so compare the client's percentile "
+        "with the bucket, not with the interpolated figure. The rest of the row (queue, ITL, E2E, "
+        "counts) is per stage window, finished requests by the window they finished in.</p>"
     )
     spec = [
         r
@@ -274,7 +300,7 @@ def _client_server_html(data: RunData) -> str:
             ["stage", "users", "acceptance rate", "mean acceptance length"],
             [
                 [
-                    str(r.stage),
+                    str(stage_number(r.stage)),
                     str(r.users),
                     _fmt(data.server[r.stage].spec_acceptance_rate, "pct"),
                     f"{data.server[r.stage].spec_mean_acceptance_length or 0:.2f}",
@@ -290,7 +316,7 @@ CAPTIONS = {
     "latency_vs_concurrency.png": "TTFT and end-to-end latency percentiles vs concurrency (client side).",
     "throughput.png": "Token throughput: client output tokens/s and the server's prompt/generation tokens/s.",
     "server_timeline.png": "The server's running/waiting requests and KV-cache usage over time, stage by stage.",
-    "client_vs_server_ttft.png": "Client-measured TTFT next to the server's own histogram percentiles.",
+    "client_vs_server_ttft.png": "TTFT on the same requests: the client's (by the time it got its first token) and the server's histogram; the shaded band is the bucket the server's p99 was interpolated in.",
     "requests_timeline.png": "Every request's TTFT by the time it was sent.",
     "search.png": "The search: each probed load in order, and the bracket narrowing after each probe.",
 }
@@ -307,7 +333,7 @@ def _gpu_html(data: RunData) -> str:
     by_stage = {r.stage: r for r in data.rows}
     rows, classes = [], []
     for stage, gpus in sorted(data.gpus.items()):
-        label = by_stage[stage].label if stage in by_stage else f"stage {stage}"
+        label = by_stage[stage].label if stage in by_stage else stage_name(stage)
         busy = any((g.util_mean or 0.0) >= GPU_ACTIVE for g in gpus)
         for g in gpus:
             total = f" of {g.fb_total_mib / 1024:,.0f}" if g.fb_total_mib else ""
@@ -460,10 +486,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 the client was the bottleneck and those latencies are not trusted.</p>
 {messages}
 <h2>Confidence intervals (95%)</h2>
-{_table(*table.ci_rows(s))}
-<p class="meta">QPS: batch means over the completions of each whole 0.5 s bin in the window (batches at
-least one mean E2E long), Student t; percentiles: distribution-free order-statistic intervals read
-from the sketches (swarm/stats/confidence.py). Missing where the window or the sample is too small.</p>
+{_ci_html(s)}
 {_conversations_html(data)}<h2>Client vs server</h2>
 {_client_server_html(data) if data.snapshots else "<p class='note'>No server metrics: nothing to compare.</p>"}
 {gpu_section}
@@ -473,6 +496,20 @@ from the sketches (swarm/stats/confidence.py). Missing where the window or the s
 server_metrics.jsonl and client_cpu.jsonl; re-render with <code>swarm report {html.escape(str(data.directory))}</code>.</p>
 </body></html>
 """
+
+
+def _ci_html(s: Mapping[str, Any]) -> str:
+    """The 95% interval table; "—" and a footnote with the reason where the data gives none."""
+    head, rows, notes = table.ci_table(s)
+    foot = "".join(f"<br>{html.escape(n)}" for n in notes)
+    return (
+        _table(head, rows)
+        + "\n<p class='meta'>QPS: overlapping batch means over the completions of each whole 0.5 s bin in "
+        "the window (batches at least one mean E2E long), Student t with at least 4 degrees of freedom; "
+        "percentiles: distribution-free order-statistic intervals (exact binomial ranks) read from the "
+        "sketches, each bound widened to its sketch bin's edge (swarm/stats/confidence.py). "
+        f"&mdash; where the data cannot give one:{foot or ' none here.'}</p>"
+    )
 
 
 def _goodput_html(s: Mapping[str, Any]) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from swarm.analysis.client_server import TtftComparison, compare_ttft
 from swarm.analysis.diagnosis import Finding, StageRow, diagnose
 from swarm.analysis.gpu_diagnosis import gpu_findings
 from swarm.analysis.gpu_metrics import (
@@ -64,6 +65,8 @@ class RunData:
     notes: list[str] = field(default_factory=list)
     gpu_snapshots: list[GpuSnapshot] = field(default_factory=list)  # gpu_metrics.jsonl (--gpu-metrics)
     gpus: dict[int, list[GpuWindow]] = field(default_factory=dict)  # stage -> one window per GPU
+    # stage -> client vs server TTFT on the same requests (the server's windows)
+    ttft_pairs: dict[int, TtftComparison] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -272,6 +275,7 @@ def load_run(directory: Path) -> RunData:
         data.server = stage_stats(data.snapshots, windows)
         snaps = sorted(data.snapshots, key=lambda s: s.ts)
         data.run_server = window_stats(snaps, -1, snaps[0].ts, snaps[-1].ts)
+        data.ttft_pairs = compare_ttft(data.records, data.server, snaps)
     else:
         data.notes.append(
             "no server metrics (server_metrics.jsonl): the target exposed no /metrics or none "
@@ -297,6 +301,7 @@ def findings(data: RunData, slo: str | None = None) -> list[Finding]:
         client_last_end=_last_end(data),
         bound_reported=data.summary.get("client_bound", ()),
         by_load=bool(data.summary.get("search")),
+        ttft_pairs=data.ttft_pairs,
     )
     return found + gpu_findings(data.rows, data.gpus, found)
 

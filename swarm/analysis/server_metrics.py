@@ -343,6 +343,18 @@ def window_stats(
     return out
 
 
+def histogram_delta(
+    snapshots: Sequence[ServerSnapshot], key: str, first_ts: float, last_ts: float
+) -> Histogram | None:
+    """The histogram `key`'s observations between the scrapes taken at `first_ts` and `last_ts`
+    (a `StageServerStats`' own two scrapes); None where either scrape lacks it."""
+    by_ts = {s.ts: s for s in snapshots}
+    base, last = by_ts.get(first_ts), by_ts.get(last_ts)
+    if base is None or last is None or key not in last.histograms:
+        return None
+    return last.histograms[key].delta(base.histograms.get(key))
+
+
 def stage_stats(
     snapshots: Iterable[ServerSnapshot], windows: Iterable[tuple[int, float, float]]
 ) -> dict[int, StageServerStats]:

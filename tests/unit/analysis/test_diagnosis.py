@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from swarm.analysis.client_server import TtftComparison, compare_window
 from swarm.analysis.diagnosis import (
     StageRow,
     client_bound,
-    client_vs_server,
     diagnose,
+    reconcile_totals,
     saturation,
     slo_max_concurrency,
 )
-from swarm.analysis.server_metrics import StageServerStats
+from swarm.analysis.server_metrics import Histogram, StageServerStats
+from swarm.core.buckets import VLLM_TTFT_BUCKETS as TTFT_BUCKETS
 from swarm.stats.cpu import ClientLoad
 
 SHORT_QA = [
@@ -216,26 +218,97 @@ def test_slo_max_concurrency():
     assert f.stage is None and "No stage meets" in f.text
 
 
-def test_client_vs_server_gap_and_reconciliation():
-    r = rows(SHORT_QA[:3])
-    server = {
-        i: stats(i, latency={"ttft": {"p50": row.ttft_p50 - 0.012, "p99": row.ttft_p99 - 0.015}})
-        for i, row in enumerate(r)
-    }
+def test_totals_reconciliation():
     total = {"requests": 1000, "failures": {"timeout": 50}, "output_tokens": 50_000}
     run = stats(-1, requests=948.0, generation_tokens=50_100.0)
-    texts = [f.text for f in client_vs_server(r, server, run, total)]
-    assert "12 ms to 12 ms" in texts[0] and "no trend" in texts[0]
-    assert "reconcile" in texts[1] and "reconcile" in texts[2]
+    texts = [f.text for f in reconcile_totals(run, total)]
+    assert "reconcile" in texts[0] and "reconcile" in texts[1]
     run = stats(-1, requests=1000.0, generation_tokens=60_000.0)
-    texts = [f.text for f in client_vs_server(r, server, run, total)]
-    assert "marked them failed" in texts[1] and "20.0% more" in texts[2]
+    texts = [f.text for f in reconcile_totals(run, total)]
+    assert "marked them failed" in texts[0] and "20.0% more" in texts[1]
     run = stats(-1, requests=900.0, generation_tokens=50_000.0)
-    assert "lost data on the server side" in client_vs_server(r, server, run, total)[1].text
-    # a gap growing with load, with a busy client
-    server[2].latency["ttft"]["p50"] = r[2].ttft_p50 - 0.2
-    f = client_vs_server(r, server, None, total, {2: 97.0})[0]
-    assert "grows with load" in f.text and "the client" in f.text
+    assert "lost data on the server side" in reconcile_totals(run, total)[0].text
+
+
+def _pair(stage: int, client_ttfts: list[float], engine_ttfts: list[float]) -> TtftComparison:
+    """A comparison from per-request TTFTs: the server's histogram built from the engine's."""
+    bounds = (*TTFT_BUCKETS, float("inf"))
+    cum = [float(sum(v <= b for v in engine_ttfts)) for b in bounds]
+    hist = Histogram(bounds, tuple(cum), sum(engine_ttfts), float(len(engine_ttfts)))
+    return compare_window(stage, 0.0, 1.0, client_ttfts, hist)
+
+
+def _gap_run(gaps_s: list[float], share: list[float] | None = None):
+    """Three stages of 64/128/256 users; engine TTFT 100-300 ms; the client's = engine's + gap."""
+    r = rows([(64, 40.0, 0.2), (128, 60.0, 0.4), (256, 61.0, 0.9)])
+    engine = [[0.1 + 0.002 * i for i in range(100)] for _ in r]
+    pairs = {i: _pair(i, [e + gaps_s[i] for e in engine[i]], engine[i]) for i in range(len(r))}
+    share = share or [0.95, 0.95, 0.95]
+    server = {
+        i: stats(
+            i,
+            running_mean=share[i] * row.users,
+            running_max=share[i] * row.users,
+            running_pinned=0.3,
+            waiting_mean=0.0,
+            kv_max=0.3,
+        )
+        for i, row in enumerate(r)
+    }
+    return r, server, pairs
+
+
+def kinds_of(found) -> set[str]:
+    return {f.kind for f in found}
+
+
+def test_a_gap_growing_with_load_is_the_front_end_and_not_compute():
+    r, server, pairs = _gap_run([0.002, 0.03, 0.4], share=[0.95, 0.8, 0.5])
+    found = diagnose(r, server, ttft_pairs=pairs)
+    [f] = [f for f in found if f.kind == "frontend_bound"]
+    assert f.stage == 2 and f.trusted and "400 ms at 256 users" in f.text and "--api-server-count" in f.text
+    assert not kinds_of(found) & {"compute_bound", "outside_engine", "network_delay", "kv_bound"}
+    # the same gap where the worker's CPU was over the bar: the client's, not the server's
+    load = ClientLoad.from_lines([{"ts": 0, "worker": "w1", "stage": 2, "cpu_s": 9.7, "wall_s": 10.0}])
+    found = diagnose(r, server, ttft_pairs=pairs, cpu=load)
+    assert "client_bound" in kinds_of(found)
+    assert not kinds_of(found) & {"frontend_bound", "compute_bound", "outside_engine"}
+
+
+def test_a_steady_gap_is_network_delay_and_a_small_one_nothing():
+    r, server, pairs = _gap_run([0.05, 0.051, 0.052])
+    found = diagnose(r, server, ttft_pairs=pairs)
+    [f] = [f for f in found if f.kind == "network_delay"]
+    assert "50 ms to 52 ms" in f.text and "frontend_bound" not in kinds_of(found)
+    r, server, pairs = _gap_run([0.001, 0.004, 0.012])
+    found = diagnose(r, server, ttft_pairs=pairs)
+    assert not kinds_of(found) & {"network_delay", "frontend_bound"}
+    [f] = [f for f in found if f.kind == "client_vs_server" and "engine's" in f.text]
+    assert "1 ms to 12 ms" in f.text and "no bottleneck" in f.text
+    # the demo's case: the engine held its users at the plateau: compute (no cap, no KV)
+    assert "compute_bound" in kinds_of(found)
+
+
+def test_a_plateau_the_engine_does_not_hold_is_outside_it():
+    r, server, pairs = _gap_run([0.001, 0.004, 0.012], share=[0.9, 0.5, 0.3])
+    found = diagnose(r, server, ttft_pairs=pairs)
+    assert "outside_engine" in kinds_of(found) and "compute_bound" not in kinds_of(found)
+
+
+def test_client_below_server_is_no_measurement():
+    r, server, pairs = _gap_run([-0.02, -0.02, -0.02])
+    found = [f for f in diagnose(r, server, ttft_pairs=pairs) if f.kind == "client_vs_server"]
+    assert not found[0].trusted and "clocks" in found[0].text
+
+
+def test_same_requests_and_bucket_widths():
+    engine = [0.3 + 0.01 * i for i in range(100)]  # 300-1290 ms: buckets 0.25-0.5 ... 1.0-2.5
+    p = _pair(0, [e + 0.003 for e in engine], engine)
+    assert p.same_requests and abs(p.mean_gap - 0.003) < 1e-9
+    assert p.server.buckets["p99"] == (1.0, 2.5) and p.width("p99") == 1.5
+    # the client's exact p99 sits in the server's bucket: the interpolated gap is within its width
+    assert -p.width("p99") <= p.gap("p99") <= p.width("p99")
+    assert not _pair(0, engine[:50], engine).same_requests  # half the requests: not comparable
 
 
 def test_no_server_metrics_is_said():
