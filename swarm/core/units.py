@@ -7,6 +7,9 @@
 - `seconds_span(0.08, 0.1)` -> "80-100ms": a histogram bucket, the most a bucket can say;
 - `ms_number(0.0853)` -> "85": a table cell whose column header carries the unit;
 - `percent_text(0.5)` -> "50%";
+- `stage_number(0)` -> 1, `stage_name(0)` -> "stage 1": a stage as a person reads it. The 0-based
+  index is the key in records, summary.json (`stage`), diagnosis.json and stages.csv; every label
+  (live line, tables, report, figures, web UI, logs, summary.json `name`) counts from 1;
 - `new_run_id()` / `check_run_id(text)`: the run id that labels /metrics and names run directories.
 """
 
@@ -81,6 +84,16 @@ def ms_number(v: float | None, *, thousands: bool = True) -> str:
 def percent_text(v: float | None, digits: int = 0) -> str:
     """A fraction as a percentage: 0.5 -> "50%"; "-" for None/NaN."""
     return "-" if v is None or v != v else f"{v * 100:.{digits}f}%"
+
+
+def stage_number(index: int) -> int:
+    """The stage's number as every label shows it: its 0-based index + 1."""
+    return int(index) + 1
+
+
+def stage_name(index: int) -> str:
+    """For stage index 2: "stage 3" (see `stage_number`)."""
+    return f"stage {stage_number(index)}"
 
 
 def new_run_id() -> str:
