@@ -3,7 +3,10 @@
 Reads summary.json `search` (written by the master, swarm/live/search.py) and the per-stage
 server statistics (swarm/analysis/server_metrics.py) for the bottleneck at the answer: the first
 failing probe for a concurrency/rate search (what stopped the SLO being met), the knee's stage for
-a knee search, judged by the diagnosis' own tests (swarm/analysis/diagnosis.py).
+a knee search, judged by the diagnosis' own tests (swarm/analysis/diagnosis.py) and said in the
+diagnosis' own sentence for that finding (written once, there: no kind label in front of it).
+Probes are stages, so the probe table and plot number them as every label numbers stages
+(swarm/core/units.py `stage_name`: from 1).
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from swarm.analysis.diagnosis import _compute_text, _kv_text, is_capped, is_kv_bound
+from swarm.analysis.diagnosis import Finding, _cap_text, _compute_text, _kv_text, is_capped, is_kv_bound
 from swarm.analysis.rundir import RunData
-from swarm.core.units import seconds_text
+from swarm.core.units import seconds_text, stage_name, stage_number
 
 
 def search_of(data: RunData) -> Mapping[str, Any] | None:
@@ -32,8 +35,9 @@ def why_stage(search: Mapping[str, Any]) -> int | None:
     return None
 
 
-def bottleneck(data: RunData) -> str | None:
-    """One sentence: what held the server at the answer (KV cache, the scheduler cap, compute)."""
+def bottleneck(data: RunData) -> Finding | None:
+    """What held the server at the answer (KV cache, the scheduler cap, compute), as the diagnosis
+    finding of that kind: its `text` is the one sentence for it, its `kind` says which."""
     search = search_of(data)
     if search is None:
         return None
@@ -43,17 +47,22 @@ def bottleneck(data: RunData) -> str | None:
     row = next((r for r in data.rows if r.stage == stage), None)
     s = data.server.get(stage) if data.server else None
     if row is None or s is None or not s.samples:
-        return (
-            "No server metrics for that stage: the cause (KV cache, scheduler cap, compute) cannot be told."
+        return Finding(
+            "no_server_metrics",
+            stage,
+            f"No server metrics for {stage_name(stage)}: the cause (KV cache, scheduler cap, compute) "
+            "cannot be told.",
         )
     if is_kv_bound(s):
-        return "KV-bound: " + _kv_text(row, s)
+        return Finding("kv_bound", stage, _kv_text(row, s))
     if is_capped(s, row.users):
-        return (
-            f"scheduler cap: at {row.label} running requests sat pinned at {s.running_max:.0f} while "
-            f"{s.waiting_mean or 0:.1f} waited, KV cache not full: raise --max-num-seqs."
-        )
-    return "compute-bound: " + _compute_text(row, s)
+        return Finding("max_num_seqs_cap", stage, _cap_text(row, s, data.source))
+    return Finding("compute_bound", stage, _compute_text(row, s))
+
+
+def _probe_number(probe: Mapping[str, Any], order: int) -> int:
+    """The probe's stage as labels number it; its order (from 1) for a file whose probes lack `stage`."""
+    return stage_number(probe["stage"]) if probe.get("stage") is not None else order
 
 
 def _num(v: Any) -> str:
@@ -85,7 +94,7 @@ def html_section(data: RunData) -> str:
             + "".join(
                 f"<td>{html.escape(c)}</td>"
                 for c in (
-                    str(i),
+                    str(_probe_number(p, i)),
                     f"{_num(p.get('load'))} {unit}",
                     verdict,
                     "-" if p.get("qps") is None else f"{p['qps']:.1f}",
@@ -101,7 +110,7 @@ def html_section(data: RunData) -> str:
     header = "".join(
         f"<th>{h}</th>"
         for h in (
-            "#",
+            "stage",
             "load",
             "verdict",
             "QPS",
@@ -115,7 +124,7 @@ def html_section(data: RunData) -> str:
     crit = html.escape(str(search.get("criterion") or ""))
     return (
         f"<p><b>{head}</b></p>"
-        + (f"<p>Why: {html.escape(why)}</p>" if why else "")
+        + (f"<p>Why: {html.escape(why.text)}</p>" if why else "")
         + f"<p class='meta'>criterion: {crit}; precision ±{float(search.get('precision') or 0) * 100:g}%; "
         f"status {html.escape(str(search.get('status')))}; {len(search.get('probes') or [])} probes in "
         f"{_num(search.get('duration_s'))} s (budget {_num(search.get('budget_s'))} s).</p>"
@@ -135,23 +144,25 @@ def plot(data: RunData, plt: Any) -> Any | None:
     ys = [(p.get("qps") if knee else (p.get("ttft_p99") or 0) * 1000) for p in probes]
     colours = ["C0" if knee else ("C2" if p.get("ok") else "C3") for p in probes]
     a1.scatter(xs, [y if y is not None else float("nan") for y in ys], c=colours, zorder=3)
-    for i, (x, y) in enumerate(zip(xs, ys, strict=True), 1):
+    for i, (p, x, y) in enumerate(zip(probes, xs, ys, strict=True), 1):
         if y is not None:
-            a1.annotate(str(i), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            a1.annotate(
+                str(_probe_number(p, i)), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8
+            )
     unit = search.get("unit")  # type: ignore[union-attr]
     a1.set(
-        title="Probed points (order numbered" + ("" if knee else "; green pass, red fail") + ")",
+        title="Probed points (numbered by stage" + ("" if knee else "; green pass, red fail") + ")",
         xlabel=str(unit),
         ylabel="QPS" if knee else "TTFT p99 (ms)",
     )
     a1.grid(True, alpha=0.3)
-    n = list(range(1, len(probes) + 1))
+    n = [_probe_number(p, i) for i, p in enumerate(probes, 1)]
     lo = [p["bracket"][0] for p in probes]
     hi = [p["bracket"][1] for p in probes]
     ends = ("before the knee", "past the knee") if knee else ("passing end", "failing end")
     a2.plot(n, [float("nan") if v is None else v for v in lo], "C2-o", label=ends[0])
     a2.plot(n, [float("nan") if v is None else v for v in hi], "C3-o", label=ends[1])
-    a2.set(title="Bracket after each probe", xlabel="probe", ylabel=str(unit))
+    a2.set(title="Bracket after each probe", xlabel="stage", ylabel=str(unit))
     a2.legend()
     a2.grid(True, alpha=0.3)
     fig.tight_layout()
@@ -165,5 +176,5 @@ def early_ends(summary: Mapping[str, Any]) -> list[str]:
         why = e.get("ended_by") or ""
         if why.startswith("over-saturated"):
             label = f"{e['users']} users" if e.get("rate") is None else f"{e['rate']:g} req/s"
-            out.append(f"stage {e['stage'] + 1} ({label}) ended early: {why}")
+            out.append(f"{stage_name(e['stage'])} ({label}) ended early: {why}")
     return out

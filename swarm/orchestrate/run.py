@@ -668,9 +668,9 @@ def print_search(out: Path, summary: dict) -> None:
     search = summary["search"]
     why = bottleneck(load_run(out))
     print(f"swarm: {search.get('headline')}")
-    if why:
-        print(f"swarm: why: {why}")
-        search["why"] = why
+    if why:  # the finding's own sentence, once; its kind apart, for whoever reads summary.json
+        print(f"swarm: why: {why.text}")
+        search["why"], search["why_kind"] = why.text, why.kind
         write(summary, out / "summary.json")
 
 

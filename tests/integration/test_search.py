@@ -95,7 +95,8 @@ def test_search_lands_on_the_fine_sweeps_answer_in_under_half_its_time(tmp_path)
         assert abs(s["answer"] / expected - 1) <= 0.10, (s["answer"], expected, curve, s["probes"])
         assert s["duration_s"] < 0.5 * sweep_s, (s["duration_s"], sweep_s)
         assert f"max concurrency meeting the SLO: {int(lo)} (bracket {int(lo)}-{int(hi)})" in p.stdout
-        assert "why: KV-bound" in p.stdout, p.stdout[-2000:]
+        why = next((ln for ln in p.stdout.splitlines() if ln.startswith("swarm: why: ")), "")
+        assert "the server was KV-bound" in why and "KV-bound: At" not in why, p.stdout[-2000:]
         loads = [pr["load"] for pr in s["probes"]]
         assert len(set(loads)) == len(loads) and len(loads) < len(FINE)
         # every probe is a stage of the run, in order, each with the bracket after it
@@ -129,7 +130,7 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
     stage = {e["stage"]: e["total"] for e in summary(out)["stages"]}[s["answer_stage"]]
     assert (s["qps"], s["ttft_p99_s"]) == (stage["qps"], stage["ttft_s"]["p99"])
     assert f"QPS {stage['qps']:.1f}, TTFT p99 {stage['ttft_s']['p99'] * 1000:.0f} ms" in p.stdout
-    assert s["why"].startswith("KV-bound"), s.get("why")
+    assert s["why_kind"] == "kv_bound" and "the server was KV-bound" in s["why"], s.get("why")
 
 
 def test_slo_not_met_at_the_lowest_load_exits_1(tmp_path):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from swarm.analysis.report import write_report
-from swarm.analysis.search import early_ends
+from swarm.analysis.rundir import load_run
+from swarm.analysis.search import bottleneck, early_ends
 from swarm.stats.search import Bracket, Probe, SearchSpec
 from tests.helpers.sweep_run import images, make_run
 
@@ -37,7 +38,15 @@ def test_search_section_probes_and_plot(tmp_path):
     assert "max concurrency meeting the SLO: 224 (bracket 224-256)" in section
     assert section.count("<tr>") == 1 + len(PROBED)  # header + one row per probe
     assert "224 - 256" in section and "128 - -" in section  # the bracket after the last and the second probe
-    assert "Why: KV-bound" in section  # the server at 256 users, the first failing load
+    # why: the server at 256 users, the first failing load, in the diagnosis' own sentence, once
+    assert "Why: At 256 users the server was KV-bound: KV-cache usage peaked" in section, section
+    assert "KV-bound: At" not in text
+    why = bottleneck(load_run(run))
+    assert why is not None and why.kind == "kv_bound" and why.stage == 2
+    # the probes are numbered by their stage, as the Stages table numbers them (from 1)
+    assert [row.split("</td>")[0] for row in section.split("<tr><td>")[1:]] == ["1", "2", "3", "4"]
+    stages = text[text.index("<h2>Stages</h2>") :]
+    assert "<td>1</td><td>64</td>" in stages and "<td>4</td><td>224</td>" in stages
     assert "search.png" in text and len(images(text)) >= 4
     found = {f["kind"]: f["text"] for f in json.loads((run / "diagnosis.json").read_text())}
     # along the load: 128 -> 224 -> 256 users, not the probe order 256 -> 224
