@@ -273,13 +273,11 @@ def _requests_timeline(data: RunData, plt: Any) -> Any:
     ok = df[df["outcome"] == "ok"]
     ax.scatter(ok["start_wall_s"] - t0, ok["ttft_s"] * 1000, s=2, alpha=0.3, label="TTFT (ok)")
     for label, rows, style in (
-        ("failed", df[~df["outcome"].isin(["ok", "cancelled"])], {"marker": "x", "color": "C3"}),
-        ("cancelled", df[df["outcome"] == "cancelled"], {"marker": "|", "color": "C7"}),
-    ):
+        ("failed", df[~df["outcome"].isin(["ok", "cancelled"])], {"marker": "x", "color": "C3", "s": 8}),
+        ("cancelled", df[df["outcome"] == "cancelled"], {"marker": "v", "color": "C1", "s": 14}),
+    ):  # cancelled (cut by the swarm's own stop or ramp-down) is neither ok nor failed
         if len(rows):
-            ax.scatter(
-                rows["start_wall_s"] - t0, [0] * len(rows), s=8, label=f"{label} ({len(rows)})", **style
-            )
+            ax.scatter(rows["start_wall_s"] - t0, [0] * len(rows), label=f"{label} ({len(rows)})", **style)
     ax.set(
         title="Every request's TTFT by send time (dotted: stage starts)",
         xlabel="seconds since start",

@@ -22,6 +22,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from swarm.core.errors import SwarmError, UsageError
+from swarm.core.units import stage_name
 from swarm.grafana.dashboards import build_all
 from swarm.grafana.names import ANNOTATION_TAG, DATASOURCE_NAME, DATASOURCE_UID, TOKEN_ENV, URL_ENV
 
@@ -168,7 +169,7 @@ class Annotator:
     def stage_started(
         self, run_id: str, stage_index: int, label: str = "", time_s: float | None = None
     ) -> int | None:
-        text = f"swarm run {run_id}: stage {stage_index}" + (f" ({label})" if label else "")
+        text = f"swarm run {run_id}: {stage_name(stage_index)}" + (f" ({label})" if label else "")
         return self.annotate(text, [f"run_id:{run_id}", "stage", f"stage:{stage_index}"], time_s)
 
     def run_finished(self, run_id: str, detail: str = "", time_s: float | None = None) -> int | None:

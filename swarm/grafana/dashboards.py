@@ -378,8 +378,9 @@ def llm_load_test() -> gdash.Dashboard:
     )
     lay.timeseries(
         "Stage",
-        "Index of the current load stage (0 without stages).",
-        [Q(f"max by (run_id) (swarm_stage{{{RUN}}})", "stage {{run_id}}")],
+        "The current load stage, numbered from 1 as the swarm's live line, tables and report number "
+        "it (swarm_stage is the 0-based index; 1 without stages).",
+        [Q(f"max by (run_id) (swarm_stage{{{RUN}}}) + 1", "stage {{run_id}}")],
         "short",
     )
 

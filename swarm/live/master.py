@@ -31,7 +31,7 @@ import gevent
 from locust import log as locust_log
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 
-from swarm.core.units import new_run_id
+from swarm.core.units import new_run_id, stage_name
 from swarm.live import webui
 from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
 from swarm.live.options import option
@@ -251,11 +251,11 @@ class MasterStats:
             if bound_stage not in self._flagged:
                 self._flagged.add(bound_stage)
                 logger.warning(
-                    "swarm: client-bound: %s averaged %.0f%% CPU in stage %d; results not trustworthy "
+                    "swarm: client-bound: %s averaged %.0f%% CPU in %s; results not trustworthy "
                     "(add workers or cores)",
                     worker,
                     pct,
-                    bound_stage,
+                    stage_name(bound_stage),
                 )
         counts: dict[str, tuple[int, int]] = {}
         for cell in self.aggregate:

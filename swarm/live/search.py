@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from locust.runners import LocalRunner
 
-from swarm.core.units import parse_timespan
+from swarm.core.units import parse_timespan, stage_name
 from swarm.live.options import option
 from swarm.live.state import swarm_state
 from swarm.load.stages import parse_rates
@@ -368,5 +368,5 @@ class RateGuard:
         timeline = swarm_state(self.environment).stage.timeline
         if timeline and timeline[-1].index == self.meter.index:
             timeline[-1].ended_by = why
-        logger.warning("swarm: stage %d ended early: %s", self.meter.index, why)
+        logger.warning("swarm: %s ended early: %s", stage_name(self.meter.index), why)
         return True

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from swarm.core.units import stage_name
 from swarm.stats.aggregate import Aggregate, Cell
 from swarm.stats.quantiles import PERCENTILES
 
@@ -143,11 +144,12 @@ class LiveSeries:
 
 
 def stage_markers(timeline: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """One marker per stage start after the first: "stage 2: 8 users" / "stage 2: 5 req/s"."""
+    """One marker per stage start after the first, named as every label names it (index 1: "stage 2:
+    8 users" / "stage 2: 5 req/s")."""
     out = []
     for s in timeline:
         if not s.get("index"):
             continue
         what = f"{s['rate']:g} req/s" if s.get("rate") is not None else f"{s.get('users')} users"
-        out.append({"time": iso(float(s["start_wall_s"])), "label": f"stage {s['index']}: {what}"})
+        out.append({"time": iso(float(s["start_wall_s"])), "label": f"{stage_name(s['index'])}: {what}"})
     return out

@@ -1,6 +1,7 @@
 """Live progress line for `swarm run`, read from the master's own /metrics.
 
-Every `interval_s` it prints `stage n/N (U users) | elapsed/total | QPS | TTFT p99 | errors`,
+Every `interval_s` it prints `stage n/N U users | elapsed/total | QPS | TTFT p99 | errors` (n
+counted from 1, as every label counts stages: swarm/core/units.py `stage_name`), with
 QPS and TTFT p99 over the last interval, from the master's histogram bucket deltas: the p99 is
 shown as the bucket that holds it ("80-100ms"), which is as much as buckets can say.
 The interval is a multiple of Locust's 3 s worker report interval, so each window holds the
@@ -20,7 +21,7 @@ from typing import TextIO
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from swarm.core.units import seconds_span
+from swarm.core.units import seconds_span, stage_name
 from swarm.stats.quantiles import quantile_bucket
 
 
@@ -68,9 +69,8 @@ def window_line(
     deltas = [cur.ttft_buckets[b] - prev.ttft_buckets.get(b, 0.0) for b in bounds]
     span = quantile_bucket(0.99, bounds, deltas)
     ttft = "-" if span is None else seconds_span(*span)
-    stage = (
-        f"stage {cur.stage + 1}/{stages} " if stages > 1 else f"stage {cur.stage + 1} " if stages < 0 else ""
-    )
+    name = stage_name(cur.stage)
+    stage = f"{name}/{stages} " if stages > 1 else f"{name} " if stages < 0 else ""
     return (
         f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
         f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}"

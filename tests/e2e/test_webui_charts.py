@@ -80,7 +80,7 @@ def test_llm_charts_render_and_move(tmp_path):
         # the marker comes from the stage timeline at once, the users from the next 2 s sample
         wait.until(lambda _: max(_series(base)["users"] or [0]) == 4)
         data = _series(base)
-        assert [m["label"] for m in data["markers"]] == ["stage 1: 4 users"]
+        assert [m["label"] for m in data["markers"]] == ["stage 2: 4 users"]  # index 1
         total = data["series"]["Total"]
         assert max(v for v in total["qps"] if v is not None) > 0
         assert max(v for v in total["output_tok_s"] if v is not None) > 0

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm.core.records import TURN_BUCKETS
+from swarm.core.units import stage_name
 from swarm.stats.aggregate import Aggregate, Cell
 from swarm.stats.quantiles import PERCENTILES
 
@@ -75,7 +76,7 @@ def client_status(
     `busiest`: the highest mean CPU % of any worker in any stage (None: no samples yet)."""
     if bound:
         where = "; ".join(
-            f"{'stage ' + str(stage) + ': ' if multi_stage else ''}{worker} {pct:.0f}% CPU"
+            f"{stage_name(stage) + ': ' if multi_stage else ''}{worker} {pct:.0f}% CPU"
             for stage, (worker, pct) in sorted(bound.items())
         )
         return f"{CLIENT_BOUND} ({where})"

@@ -130,8 +130,8 @@ def test_annotations_for_run_start_stages_and_end() -> None:
         anns = g.annotations
         assert [x["text"] for x in anns] == [
             "swarm run run-1 started: 16 users, mixed",
-            "swarm run run-1: stage 1 (32 users)",
-            "swarm run run-1: stage 2",
+            "swarm run run-1: stage 2 (32 users)",  # index 1: numbered from 1 as every label
+            "swarm run run-1: stage 3",
             "swarm run run-1 finished: exit 0",
         ]
         assert all({grafana.ANNOTATION_TAG, "run_id:run-1"} <= set(x["tags"]) for x in anns)

@@ -44,7 +44,7 @@ def test_client_column_text():
     plain = client_status({0: ("w1", 97.2)}, 97.2)
     assert plain == f"{CLIENT_BOUND} (w1 97% CPU)"
     staged = client_status({3: ("w1", 95.0), 1: ("w2", 91.0)}, 95.0, multi_stage=True)
-    assert staged == f"{CLIENT_BOUND} (stage 1: w2 91% CPU; stage 3: w1 95% CPU)"
+    assert staged == f"{CLIENT_BOUND} (stage 2: w2 91% CPU; stage 4: w1 95% CPU)"  # indexes 1, 3
     agg = Aggregate()
     agg.add(RequestRecord("chat", 1.0, ttft_s=0.2, e2e_s=1.0, output_tokens=3))
     assert {r["client"] for r in rows(agg, {}, plain)} == {plain}

@@ -64,8 +64,8 @@ def test_stage_markers_label_every_stage_after_the_first():
         ]
     )
     assert got == [
-        {"time": "2026-11-23T13:20:00.500Z", "label": "stage 1: 16 users"},
-        {"time": "2026-11-23T13:20:30.000Z", "label": "stage 2: 2.5 req/s"},
+        {"time": "2026-11-23T13:20:00.500Z", "label": "stage 2: 16 users"},  # index 1: numbered from 1
+        {"time": "2026-11-23T13:20:30.000Z", "label": "stage 3: 2.5 req/s"},
     ]
 
 
