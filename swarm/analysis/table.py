@@ -2,7 +2,8 @@
 
 With --goodput the table has two more columns (good requests per second, and their share of the
 ok + failed requests); below it, one line per stage (and the run) with the 95% intervals of QPS
-and of TTFT/TPOT/E2E p50 and p99 (summary.json `ci`, swarm/stats/confidence.py) and the goodput.
+and of TTFT/TPOT/E2E p50 and p99 (summary.json `ci`, swarm/stats/confidence.py) and the goodput,
+each stage named as every label names it ("stage 1 (64 users)": swarm/core/units.py `stage_name`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from swarm.core.units import seconds_text
+from swarm.core.units import seconds_text, stage_name
 from swarm.stats.summary import Block, Summary, workload_block
 
 COLUMNS = (
@@ -87,7 +88,7 @@ def ci_rows(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[list[
     entries: list[tuple[str, Mapping[str, Any]]] = []
     for st in summary.get("stages") or []:
         users = f" ({st['users']} users)" if st.get("users") is not None else ""
-        entries.append((f"{st['stage']}{users}", st.get("total") or {}))
+        entries.append((f"{stage_name(st['stage'])}{users}", st.get("total") or {}))
     if (total := workload_block(summary, "total")) is not None:
         entries.append(("run", total))
     rows = [

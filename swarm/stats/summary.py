@@ -16,7 +16,9 @@ Layout (top level):
 - `total` and one block per workload name (so `summary[name]` is what swarm.stats.slo reads);
 - `classes`: workload -> request class -> block; `models`: served model the requests named ->
   block, over all workloads (one entry without a split; several with `--model a:3,b:1`);
-- `stages`: [{stage, duration_s, total, <workload>...}] per load-stage index.
+- `stages`: [{stage, name, duration_s, total, <workload>...}] per load-stage index: `stage` is the
+  0-based index (the key records, diagnosis.json and stages.csv use), `name` the label every
+  human-facing place shows ("stage 1" for index 0: swarm/core/units.py `stage_name`).
 
 A block has exactly: requests, completed, cancelled, failures, prompt_tokens, output_tokens,
 reasoning_tokens, prompt_cache, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s, send_lag_s.
@@ -63,6 +65,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
+from swarm.core.units import stage_name
 from swarm.stats import confidence, goodput, quantiles
 from swarm.stats.aggregate import BIN_S, DRAIN, LATENCIES, Aggregate, Cell
 
@@ -156,7 +159,8 @@ class Block(TypedDict):
 class StageEntry(TypedDict):
     """One load stage: its window's numbers (`total`, and a Block per workload name that sent in it)."""
 
-    stage: int
+    stage: int  # 0-based index
+    name: NotRequired[str]  # "stage 1" for index 0, as every label shows it (older files lack it)
     duration_s: float | None
     total: Block
     users: NotRequired[int]  # from the stage timeline (the shape), when there is one
@@ -428,6 +432,7 @@ def build(
         span = window or (cell.first_start_s, cell.last_end_s)
         entry: dict[str, Any] = {
             "stage": stage,
+            "name": stage_name(stage),
             "duration_s": stage_duration,
             "total": block(
                 cell,

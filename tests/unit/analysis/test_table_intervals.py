@@ -43,7 +43,9 @@ def test_the_interval_block():
     s = _summary(True)
     head, rows = ci_rows(s)
     assert head[:2] == ["stage", "QPS [95% CI]"] and head[-1] == "good %"
-    assert [r[0] for r in rows] == ["0", "1", "run"]
+    # each stage named as summary.json `name` and every label name it: from 1 (indexes 0 and 1)
+    assert [r[0] for r in rows] == ["stage 1", "stage 2", "run"]
+    assert [st["name"] for st in s["stages"]] == ["stage 1", "stage 2"]
     lo, hi = s["total"]["ci"]["qps"]
     assert rows[-1][1] == f"{s['total']['qps']:.2f} [{lo:.2f}, {hi:.2f}]"
     block = render_ci(s)
