@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from swarm.analysis.table import LATENCY_COLUMNS, align
-from swarm.core.units import seconds_text
+from swarm.core.units import seconds_text, stage_name
 from swarm.stats.confidence import LEVEL, mean_interval
 
 REPEAT_JSON = "repeat.json"
@@ -38,7 +38,7 @@ def value(block: Mapping[str, Any], key: str) -> float | None:
 
 
 def _entries(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """stage name -> its total block, and "run" -> the run's total."""
+    """stage index (as text, repeat.json's key) -> its total block, and "run" -> the run's total."""
     out = {str(st["stage"]): st.get("total") or {} for st in summary.get("stages") or []}
     out["run"] = summary.get("total") or {}
     return out
@@ -62,6 +62,11 @@ def across_runs(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"runs": len(summaries), "level": LEVEL, "stages": stages}
 
 
+def _label(key: str) -> str:
+    """A repeat.json stage key as the table shows it: "0" -> "stage 1" (swarm/core/units.py), "run"."""
+    return stage_name(int(key)) if key.isdigit() else key
+
+
 def _text(key: str, v: float) -> str:
     return f"{v:.2f}" if key in ("qps", "output_tok_s", "goodput") else seconds_text(v, ms_digits=1)
 
@@ -73,7 +78,7 @@ def render(result: Mapping[str, Any]) -> str:
     head = ["stage", *(title for k, title in METRICS if k in keys)]
     rows = []
     for name, metrics in stages.items():
-        row = [name]
+        row = [_label(name)]
         for k in keys:
             m = metrics.get(k)
             if m is None:
@@ -99,7 +104,7 @@ def compare_text(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, s
     head = ["stage", *(f"{title} A -> B" for k, title in METRICS if k in keys)]
     rows = []
     for name in stages:
-        row = [name]
+        row = [_label(name)]
         for k in keys:
             ma, mb = sa[name].get(k), sb[name].get(k)
             if ma is None or mb is None:

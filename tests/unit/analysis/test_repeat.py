@@ -36,6 +36,8 @@ def test_mean_and_interval_across_runs():
     assert result["stages"]["run"]["goodput"]["values"] == [s["total"]["goodput"]["rate"] for s in runs]
     text = render(result)
     assert text.startswith("across 3 runs") and " ± " in text and "good/s" in text
+    # stages as every label numbers them (repeat.json keeps the 0-based index as its key)
+    assert [ln.split()[:2] for ln in text.splitlines()[3:5]] == [["stage", "1"], ["stage", "2"]]
     single = across_runs(runs[:1])["stages"]["run"]["qps"]
     assert single["ci"] is None and single["mean"] == values[0]
 
