@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarm.core.units import seconds_text, stage_name
-from swarm.stats.summary import Block, Summary, workload_block
+from swarm.stats.summary import CI_KEYS, Block, Summary, workload_block
 
 COLUMNS = (
     ("workload", "workload"),
@@ -69,20 +69,31 @@ def _lat(v: float | None) -> str:
     return seconds_text(v, ms_digits=1 if v is not None and v < 0.1 else 0)
 
 
-def interval_text(block: Block | Mapping[str, Any], key: str) -> str:
-    """`12.30 [11.90, 12.70]` (QPS) or `85ms [83ms, 88ms]`; the value alone without an interval."""
-    ci = (block.get("ci") or {}).get(key)
+def interval_text(block: Block | Mapping[str, Any], key: str, notes: Mapping[str, int] | None = None) -> str:
+    """`12.30 [11.90, 12.70]` (QPS) or `85ms [83ms, 88ms]`; `85ms —` where summary.json gives a
+    reason for no interval (`85ms — [2]` with `notes`: reason -> its footnote number); the value
+    alone without either."""
+    ci_block = block.get("ci") or {}
+    ci = ci_block.get(key)
     if key == "qps":
-        value = f"{block.get('qps', 0.0):.2f}"
-        return value if not ci else f"{value} [{ci[0]:.2f}, {ci[1]:.2f}]"
-    metric, stat = key.split("_")
-    value = _lat((block.get(f"{metric}_s") or {}).get(stat))
-    return value if not ci else f"{value} [{_lat(ci[0])}, {_lat(ci[1])}]"
+        value, bounds = f"{block.get('qps', 0.0):.2f}", (lambda v: f"{v:.2f}")
+    else:
+        metric, stat = key.split("_")
+        value, bounds = _lat((block.get(f"{metric}_s") or {}).get(stat)), _lat
+    if ci:
+        return f"{value} [{bounds(ci[0])}, {bounds(ci[1])}]"
+    reason = (ci_block.get("reasons") or {}).get(key)
+    if reason is None:
+        return value
+    return f"{value} —" if notes is None or reason not in notes else f"{value} — [{notes[reason]}]"
 
 
-def ci_rows(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """(header, rows): one row per stage (its `total`), then the run's total, with each interval and,
-    with --goodput, the goodput (good/s, share)."""
+def ci_table(
+    summary: Summary | Mapping[str, Any],
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """(header, rows, footnotes): one row per stage (its `total`), then the run's total, with each
+    interval ("—" and a footnote number where there is none, the footnote its reason) and, with
+    --goodput, the goodput (good/s, share)."""
     good = has_goodput(summary)
     head = ["stage", *(t for _, t in CI_COLUMNS), *(t for _, t in GOODPUT_COLUMNS if good)]
     entries: list[tuple[str, Mapping[str, Any]]] = []
@@ -91,10 +102,23 @@ def ci_rows(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[list[
         entries.append((f"{stage_name(st['stage'])}{users}", st.get("total") or {}))
     if (total := workload_block(summary, "total")) is not None:
         entries.append(("run", total))
+    notes: dict[str, int] = {}
+    for _, b in entries:
+        for k, _ in CI_COLUMNS:
+            ci_block = b.get("ci") or {}
+            reason = (ci_block.get("reasons") or {}).get(k)
+            if reason is not None and not ci_block.get(k):
+                notes.setdefault(reason, len(notes) + 1)
     rows = [
-        [name, *(interval_text(b, k) for k, _ in CI_COLUMNS), *(goodput_cells(b) if good else ())]
+        [name, *(interval_text(b, k, notes) for k, _ in CI_COLUMNS), *(goodput_cells(b) if good else ())]
         for name, b in entries
     ]
+    return head, rows, [f"[{n}] {reason}" for reason, n in notes.items()]
+
+
+def ci_rows(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of `ci_table`, without the footnotes."""
+    head, rows, _ = ci_table(summary)
     return head, rows
 
 
@@ -164,16 +188,17 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
 
 
 def render_ci(summary: Summary | Mapping[str, Any]) -> str | None:
-    """The 95% intervals per stage and for the run, as text under the table (`swarm run` prints it);
-    None when no block has a QPS interval (too short a run)."""
-    if not any((b.get("ci") or {}).get("qps") for b in _ci_blocks(summary)):
+    """The 95% intervals per stage and for the run, as text under the table (`swarm run` prints it),
+    each missing one's reason as a footnote; None when no block has any interval (too short a run)."""
+    if not any(ci for b in _ci_blocks(summary) for k, ci in (b.get("ci") or {}).items() if k in CI_KEYS):
         return None
-    head, body = ci_rows(summary)
+    head, body, notes = ci_table(summary)
     return "\n".join(
         [
-            "95% confidence intervals (QPS: batch means over completions per 0.5 s; percentiles: "
-            "order statistics)",
+            "95% confidence intervals (QPS: overlapping batch means over completions per 0.5 s; "
+            "percentiles: order statistics, widened to the sketch's bins)",
             *align(head, body),
+            *notes,
         ]
     )
 

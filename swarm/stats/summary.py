@@ -50,7 +50,8 @@ not counted), null without any}. Without it the key is absent.
 
 The run's total, each workload's block, and each stage's blocks also have `ci`: 95% intervals
 (swarm/stats/confidence.py) {level, qps, ttft_p50, ttft_p99, tpot_p50, tpot_p99, e2e_p50,
-e2e_p99}, each [low, high] or null when the window or the sample is too small for one.
+e2e_p99, reasons}, each [low, high] or null when the window or the sample is too small for one;
+`reasons` maps each null one to why (e.g. "p99 needs >= 368 successful requests ...").
 
 The shapes are typed below (`Summary`, `Block`, `StageEntry`, ...): the master writes them and
 every reader (report, table, SLOs, compare, diagnosis) reads through them.
@@ -131,6 +132,7 @@ class PromptCacheBlock(TypedDict):
     tpot_p99: list[float] | None
     e2e_p50: list[float] | None
     e2e_p99: list[float] | None
+    reasons: dict[str, str]  # CI key -> why it is null (only the null ones)
 
 
 class Block(TypedDict):
@@ -271,14 +273,15 @@ def intervals(
 ) -> CiBlock:
     """The `ci` entry: QPS from the completions per bin in `window`, percentiles from `cell`'s sketches."""
     lat = cell.latencies
-    out: dict[str, Any] = {
-        "level": confidence.LEVEL,
-        "qps": confidence.qps_interval(per_bin, BIN_S, window[0], window[1], qps, lat["e2e"].mean),
-    }
+    found = {"qps": confidence.qps_interval(per_bin, BIN_S, window[0], window[1], qps, lat["e2e"].mean)}
     for key in CI_KEYS[1:]:
         name, stat = key.split("_")
-        out[key] = confidence.quantile_interval(lat[name], quantiles.PERCENTILES[stat])
-    return cast(CiBlock, {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()})
+        found[key] = confidence.quantile_interval(lat[name], quantiles.PERCENTILES[stat])
+    out: dict[str, Any] = {"level": confidence.LEVEL}
+    for key, ci in found.items():
+        out[key] = None if isinstance(ci, confidence.NoInterval) else list(ci)
+    out["reasons"] = {k: ci.reason for k, ci in found.items() if isinstance(ci, confidence.NoInterval)}
+    return cast(CiBlock, out)
 
 
 def block(

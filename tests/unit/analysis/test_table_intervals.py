@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from swarm.analysis.table import ci_rows, header, interval_text, render, render_ci
+from swarm.analysis.table import ci_rows, ci_table, header, interval_text, render, render_ci
 from swarm.stats import summary
 from swarm.stats.aggregate import Aggregate
 from swarm.stats.goodput import parse_goodput
@@ -51,5 +51,14 @@ def test_the_interval_block():
     block = render_ci(s)
     assert block is not None and block.startswith("95% confidence intervals")
     assert interval_text({"qps": 3.0}, "qps") == "3.00"  # no interval: the value alone
-    short = _summary(False, seconds=0.8)  # under two 0.5 s bins per stage and for the run: none
-    assert render_ci(short) is None
+    short = _summary(False, seconds=0.8)  # under two 0.5 s bins per stage and for the run
+    qps_reason = short["total"]["ci"]["reasons"]["qps"]
+    head, rows, notes = ci_table(short)
+    assert short["total"]["ci"]["qps"] is None and "degrees of freedom" in qps_reason
+    assert rows[-1][1] == f"{short['total']['qps']:.2f} — [1]" and notes[0] == f"[1] {qps_reason}"
+    assert all(r[1].endswith("— [1]") for r in rows)  # one footnote per distinct reason
+    text = render_ci(short)  # the percentiles still have intervals: the block shows, with the notes
+    assert text is not None and text.endswith("\n".join(notes)) and "p99 needs >= 368" in text
+    assert interval_text(short["total"], "qps") == f"{short['total']['qps']:.2f} —"  # no notes given
+    bare = {"stages": [], "total": {"qps": 1.0, "ci": {"qps": None, "reasons": {"qps": "x"}}}}
+    assert render_ci(bare) is None  # no interval anywhere: no block

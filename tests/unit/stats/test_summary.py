@@ -55,7 +55,9 @@ def test_keys_exactly_as_specified(tmp_path):
     assert s["workloads"] == ["chat", "short_qa"]
     for name in ("total", "chat", "short_qa"):
         assert set(s[name]) == BLOCK | {"ci"}  # no `goodput` without --goodput
-        assert set(s[name]["ci"]) == {"level", *summary.CI_KEYS}
+        ci = s[name]["ci"]
+        assert set(ci) == {"level", "reasons", *summary.CI_KEYS}
+        assert set(ci["reasons"]) == {k for k in summary.CI_KEYS if ci[k] is None}  # each null says why
         assert set(s[name]["failures"]) == {o.value for o in OUTCOMES if o.failed}
         for lat in ("ttft_s", "ttfa_s", "itl_s", "tpot_s", "e2e_s"):
             assert set(s[name][lat]) == STATS
