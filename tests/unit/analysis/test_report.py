@@ -141,3 +141,13 @@ def test_real_run_against_the_simulator(tmp_path):
     csv = pd.read_csv(run / "stages.csv")
     assert list(csv["users"]) == [2, 4, 8, 12, 16]  # estimated: peak in flight (closed loop)
     assert csv["srv_running_max"].max() == 6
+
+
+def test_missing_intervals_show_a_dash_and_their_reason(tmp_path):
+    """Stages 1-2 of the fixture have under 368 requests: no p99 interval, '—' and the footnote."""
+    run = make_run(tmp_path / "run")
+    text = write_report(run).read_text()
+    section = text[text.index("<h2>Confidence intervals (95%)") :]
+    section = section[: section.index("<h2>", 5)]
+    assert section.count("— [1]</td>") == 6  # TTFT, TPOT, E2E p99 of the first two stages
+    assert "[1] p99 needs &gt;= 368 successful requests" in section and "[2]" not in section
