@@ -52,6 +52,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="send no chunk for empty-text tokens; the next chunk carries them (vLLM reasoning parser)",
     )
     d.add_argument("--utf8-split", type=float, metavar="RATE", help="share of tokens sent with empty text")
+    d.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="as vLLM's flag: the final usage carries prompt_tokens_details.cached_tokens, the request's "
+        "prefix-cache hit (the llama.cpp face always sends it)",
+    )
     f = parser.add_argument_group("faults and ground truth")
     f.add_argument(
         "--fault",
@@ -127,6 +133,7 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         trace_path=args.trace,
         seed=args.seed,
         server=args.server,
+        prompt_tokens_details=args.enable_prompt_tokens_details,
     )
 
 

@@ -295,12 +295,15 @@ class Engine:
             seq.cached_hashes = list(hit_hashes)
             seq.private_blocks = need
             seq.computed = start
-            if self.caching:
-                self.counters.prefix_queries += total
-                self.counters.prefix_hits += start
             if seq.scheduled_time is None:
                 seq.scheduled_time = now
                 seq.cached_tokens = start  # prefix-cache hit at first scheduling (the trace's)
+                if self.caching:
+                    # vLLM (0.32) counts a lookup at admission, and a preempted request's next
+                    # lookups apart (preempted_hits, not exported): prefix_cache_hits adds each
+                    # request's first hit once, the `cached_tokens` its usage reports
+                    self.counters.prefix_queries += total
+                    self.counters.prefix_hits += start
             scheduled.append((seq, n))
             budget -= n
             prefill += n

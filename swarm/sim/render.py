@@ -86,6 +86,25 @@ _FINGERPRINT_END = b',"system_fingerprint":"%s"}\n\n' % SYSTEM_FINGERPRINT.encod
 _EMPTY_CONTENT = b'{"content":""}'
 
 
+@dataclass(frozen=True)
+class PromptDetails:
+    """vLLM's `usage.prompt_tokens_details` (`--enable-prompt-tokens-details`, 0.32): `cached_tokens`,
+    the request's prefix-cache hit when first scheduled (0 included); on chat also
+    `created_cache_tokens`, the prompt tokens its prefill wrote to the prefix cache (the full
+    blocks of the prompt, less the hit; 0 without prefix caching)."""
+
+    block_size: int
+    caching: bool
+
+    def of(self, seq: object, chat: bool) -> dict[str, int]:
+        prompt, cached = seq.prompt_tokens, seq.cached_tokens  # type: ignore[attr-defined]
+        out = {"cached_tokens": cached}
+        if chat:
+            full = prompt // self.block_size * self.block_size if self.caching else 0
+            out["created_cache_tokens"] = max(0, min(full, prompt) - cached)
+        return out
+
+
 @dataclass(slots=True)
 class Output:
     """What one request produces: its size split and how it ends."""
@@ -112,11 +131,15 @@ class StreamRenderer:
         merge: bool,
         details: bool = False,
         usage_chunk: bool = True,
+        prompt_details: PromptDetails | None = None,
     ) -> None:
         """`details`: usage carries `completion_tokens_details.reasoning_tokens` (chat only), as
         vLLM's does when it runs a reasoning parser. `usage_chunk`: a usage chunk ends the stream
-        (include_usage); vLLM puts `system_fingerprint` on the last chunk, that one or the finish."""
+        (include_usage); vLLM puts `system_fingerprint` on the last chunk, that one or the finish.
+        `prompt_details` (vLLM's --enable-prompt-tokens-details): the usage chunk's
+        `prompt_tokens_details`, read from the engine's sequence when the chunk is written."""
         self.tape = tape
+        self.prompt_details = prompt_details
         self.final_end = _END if usage_chunk else _FINGERPRINT_END
         self.out = out
         self.continuous = continuous
@@ -205,10 +228,17 @@ class StreamRenderer:
 
     def closing(self, completion: int, seq: object = None) -> bytes:
         """What follows the last token chunk: the usage chunk when include_usage asked for it."""
-        return self.usage_chunk(completion) if self.final_end is _END else b""
+        return self.usage_chunk(completion, seq) if self.final_end is _END else b""
 
-    def usage_chunk(self, completion: int) -> bytes:
-        return self.prefix + b',"choices":[]' + self._usage(completion) + _FINGERPRINT_END
+    def usage_chunk(self, completion: int, seq: object = None) -> bytes:
+        usage = self._usage(completion)
+        if self.prompt_details is not None and seq is not None:
+            # vLLM 0.32 writes the final usage with exclude_none: prompt_tokens_details after
+            # completion_tokens, before completion_tokens_details; a running usage never has it
+            d = b',"prompt_tokens_details":' + orjson.dumps(self.prompt_details.of(seq, self.chat))
+            at = usage.find(b',"completion_tokens_details"')
+            usage = usage[:at] + d + usage[at:] if at >= 0 else usage[:-1] + d + b"}"
+        return self.prefix + b',"choices":[]' + usage + _FINGERPRINT_END
 
     def bad_chunk(self) -> bytes:
         """An event whose JSON is cut short (injected fault)."""
@@ -242,9 +272,10 @@ def full_body(
     reasoning_field: str,
     thinking: bool,
     details: bool = False,
+    prompt_details: dict[str, int] | None = None,
 ) -> bytes:
     """The non-streaming response body, with the fields vLLM (0.32) writes (`details`: as in
-    `StreamRenderer`)."""
+    `StreamRenderer`; `prompt_details`: `PromptDetails.of` the request, None without the flag)."""
     reasoning, content = token_texts(tape, out, out.target_tokens)
     usage = {
         "prompt_tokens": out.prompt_tokens,
@@ -253,6 +284,12 @@ def full_body(
         "prompt_tokens_details": None,
         "completion_tokens_details": None,
     }
+    if prompt_details is not None:  # the non-streaming body keeps None fields (no exclude_none)
+        usage["prompt_tokens_details"] = {
+            "cached_tokens": prompt_details["cached_tokens"],
+            "created_cache_tokens": prompt_details.get("created_cache_tokens"),  # completions: null
+            "multimodal_tokens": None,
+        }
     if endpoint == "chat":
         if details:
             usage["completion_tokens_details"] = {"reasoning_tokens": out.reasoning_tokens}

@@ -34,7 +34,16 @@ from swarm.sim.protocol import (
     parse_completion,
     tokenize_answer,
 )
-from swarm.sim.render import DONE, TAPE_BITS, Output, StreamRenderer, Tape, full_body, token_texts
+from swarm.sim.render import (
+    DONE,
+    TAPE_BITS,
+    Output,
+    PromptDetails,
+    StreamRenderer,
+    Tape,
+    full_body,
+    token_texts,
+)
 from swarm.sim.trace import SESSION_HEADER, TraceRecord, TraceWriter
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -53,6 +62,8 @@ class SimConfig:
     trace_path: str | None = None
     seed: int = 0
     server: str = "vllm"  # the server it speaks as: vllm | llamacpp (swarm/sim/llamacpp.py)
+    # vLLM's --enable-prompt-tokens-details: usage says the cached prompt tokens (llama.cpp: always)
+    prompt_tokens_details: bool = False
 
 
 @dataclass(slots=True)
@@ -83,6 +94,9 @@ class SimServer:
         self.rng = random.Random(cfg.seed)
         self.trace = TraceWriter(cfg.trace_path) if cfg.trace_path else None
         self._auth = f"Bearer {cfg.api_key}" if cfg.api_key else None
+        self.prompt_details = (
+            PromptDetails(p.block_size, p.prefix_caching) if cfg.prompt_tokens_details else None
+        )
         self._other_ids = itertools.count(1)  # ids of non-generation responses (keeps self.rng seeded-only)
 
     # ---- app ------------------------------------------------------------------------------
@@ -311,6 +325,7 @@ class SimServer:
                 p.merge_reasoning,
                 p.reports_reasoning_tokens,
                 req.include_usage,
+                self.prompt_details,
             )
             headers = {**_SSE_HEADERS, "x-request-id": out.id}
         resp = web.StreamResponse(status=200, headers=headers)
@@ -440,6 +455,7 @@ class SimServer:
                 self.profile.reasoning_field,
                 call.thinking,
                 self.profile.reports_reasoning_tokens,
+                None if self.prompt_details is None else self.prompt_details.of(seq, req.endpoint == "chat"),
             )
         if fault == "bad_chunk":
             body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact
