@@ -542,7 +542,110 @@ def reconcile_totals(
                 f"{srv_tok:,.0f}: lost data on the server side ({why})."
             )
         out.append(Finding("client_vs_server", None, text))
+    out += prompt_cache_vs_server(run_server, client_total, missed_end)
     return out
+
+
+def prompt_cache_vs_server(
+    run_server: StageServerStats, client_total: Block | Mapping[str, Any], missed_end: float | None = None
+) -> list[Finding]:
+    """The prompt tokens the server computed and those its cache served, reconciled exactly with
+    what the responses said (`prompt_cache`: usage.prompt_tokens_details.cached_tokens).
+
+    llama.cpp: `llamacpp:prompt_tokens_total` counts only the prompt tokens it processed, not those
+    its prompt cache served (`prompt_tokens_cached_total`; server_metrics adds the two back into
+    `prompt_tokens`). Each response's `cached_tokens` is its slot's `n_prompt_cached`, the number
+    the cached counter adds, so client prompt tokens less cached ones equal the processed counter's
+    increase, token for token.
+
+    vLLM (0.32): `vllm:prefix_cache_hits_total` counts tokens, block granular: a hit is whole
+    KV blocks (--block-size tokens; the last prompt token is always recomputed, so a fully cached
+    prompt hits (prompt - 1) // block * block tokens), counted once per request when it is first
+    admitted (a preempted request's later lookups go to unexported preempted_* counters). The
+    response's `cached_tokens` (with --enable-prompt-tokens-details) is that same first hit, plus
+    any KV-connector hits (`vllm:external_prefix_cache_hits_total`). So without a KV connector, and
+    with every request read to its end, the sum of `cached_tokens` equals the hits counter's
+    increase exactly; a request cut before its usage arrived adds to the counter only.
+    """
+    cache = client_total.get("prompt_cache")
+    hits = run_server.prefix_hits
+    if run_server.prompt_tokens is None:
+        return []
+    if not cache:
+        if run_server.source == "vllm" and hits:
+            return [
+                Finding(
+                    "client_vs_server",
+                    None,
+                    f"vLLM's prefix cache served {hits:,.0f} prompt tokens "
+                    f"({percent_text(hits / run_server.prompt_tokens, 1)} of {run_server.prompt_tokens:,.0f}), "
+                    f"but no response said how many of its own: start vLLM with "
+                    f"--enable-prompt-tokens-details to record cached tokens per request.",
+                )
+            ]
+        return []
+    reported, cached, prompt = (
+        int(cache["requests"]),
+        int(cache["cached_tokens"]),
+        int(cache["prompt_tokens"]),
+    )
+    share = percent_text(cached / prompt, 1) if prompt else "-"
+    cut = int(client_total.get("cancelled") or 0) + sum((client_total.get("failures") or {}).values())
+    unreported = int(client_total.get("requests", 0)) - cut - reported  # ok ones that did not say
+    cause = (
+        f"the last scrape came {missed_end:.1f} s before the client's last request finished"
+        if missed_end
+        else f"{cut:,} requests were cut or failed before their usage arrived (the server counts what it "
+        f"did for them), or another client shares this server"
+        if cut
+        else "another client shares this server, or the target is a proxy over several servers"
+    )
+    if run_server.source == "llamacpp":
+        processed_srv = run_server.prompt_tokens - (hits or 0.0)
+        processed = prompt - cached
+        slack = run_server.processed_error
+        if processed == processed_srv:
+            text = (
+                f"Processed prompt tokens reconcile exactly: the client's {prompt:,} prompt tokens less the "
+                f"{cached:,} llama.cpp said its prompt cache served ({share}) are {processed:,}, the increase "
+                f"of llamacpp:prompt_tokens_total."
+            )
+        elif abs(processed_srv - processed) <= slack:
+            text = (
+                f"Processed prompt tokens reconcile to llama.cpp's printed precision: the client's {prompt:,} "
+                f"prompt tokens less the {cached:,} its prompt cache served ({share}) are {processed:,}; "
+                f"llamacpp:prompt_tokens_total grew by {processed_srv:,.0f}, and /metrics prints it with 6 "
+                f"significant digits (up to {slack:,.0f} off here)."
+            )
+        else:
+            text = (
+                f"Processed prompt tokens differ: the client's {prompt:,} prompt tokens less {cached:,} cached "
+                f"are {processed:,}, llamacpp:prompt_tokens_total grew by {processed_srv:,.0f} "
+                f"({processed_srv - processed:+,.0f}): {cause}."
+            )
+    elif hits is not None:
+        if cached == hits:
+            text = (
+                f"Cached prompt tokens reconcile exactly: the responses said vLLM's prefix cache served "
+                f"{cached:,} of their {prompt:,} prompt tokens ({share}), the increase of "
+                f"vllm:prefix_cache_hits_total (whole KV blocks, counted once per request)."
+            )
+        else:
+            why = (
+                cause
+                if hits > cached
+                else "a KV connector's hits (in cached_tokens, not in prefix_cache_hits)"
+            )
+            text = (
+                f"Cached prompt tokens differ: the responses said {cached:,} of their {prompt:,} prompt tokens "
+                f"came from the prefix cache, vllm:prefix_cache_hits_total grew by {hits:,.0f} "
+                f"({hits - cached:+,.0f}): {why}."
+            )
+    else:
+        return []
+    if unreported > 0:
+        text += f" ({unreported:,} OK requests did not say how many of their prompt tokens were cached.)"
+    return [Finding("client_vs_server", None, text)]
 
 
 # ---------------------------------------------------------------------------------------- all

@@ -480,6 +480,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 <h2>Workloads and request classes</h2>
 {_table(table.header(s), table.workload_rows(s))}
 {_goodput_html(s)}
+{_prompt_cache_html(s)}
 <h2>Stages</h2>
 {_stage_html(data, found)}
 <p class="meta">Failures by outcome (whole run): {html.escape(failed)}.{html.escape(drain_text)} Rows in red: a worker's CPU was over {cpu_limit():.0f}%,
@@ -509,6 +510,21 @@ def _ci_html(s: Mapping[str, Any]) -> str:
         "percentiles: distribution-free order-statistic intervals (exact binomial ranks) read from the "
         "sketches, each bound widened to its sketch bin's edge (swarm/stats/confidence.py). "
         f"&mdash; where the data cannot give one:{foot or ' none here.'}</p>"
+    )
+
+
+def _prompt_cache_html(s: Mapping[str, Any]) -> str:
+    """The share of prompt tokens the server said it served from its cache, per workload and stage."""
+    found = table.prompt_cache_table(s)
+    if found is None:
+        return ""
+    cache = s["total"]["prompt_cache"]
+    return (
+        "<p class='meta'>Prompt cache hits as the responses said them (<code>usage.prompt_tokens_details"
+        ".cached_tokens</code>: llama.cpp always, vLLM with <code>--enable-prompt-tokens-details</code>): "
+        f"{cache['cached_tokens']:,} of the {cache['prompt_tokens']:,} prompt tokens of the "
+        f"{cache['requests']:,} requests that said; &ldquo;-&rdquo;: no request said.</p>\n"
+        + _table(*found)
     )
 
 

@@ -264,6 +264,13 @@ class StageServerStats:
     prompt_tok_s: float | None = None
     generation_tok_s: float | None = None
     prefix_hit_rate: float | None = None
+    # prompt tokens served from the prefix / prompt cache (vLLM prefix_cache_hits, llama.cpp
+    # prompt_tokens_cached_total): `prompt_tokens` less these is what the server computed
+    prefix_hits: float | None = None
+    # how far the delta of processed prompt tokens (prompt_tokens - prefix_hits) can be off the
+    # server's true count only because of how its /metrics printed them (`printed_error`)
+    processed_error: float = 0.0
+    source: str = "unknown"  # vllm | llamacpp | unknown: the server the last scrape came from
     requests: float | None = None  # request_success delta, all reasons
     finish_reasons: dict[str, float] = field(default_factory=dict)
     spec_acceptance_rate: float | None = None  # accepted / draft tokens
@@ -273,6 +280,16 @@ class StageServerStats:
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def printed_error(value: float | None, source: str = "llamacpp") -> float:
+    """How far a counter value read from /metrics can be from the server's own: llama-server writes
+    its counters (doubles) through a C++ stream's default 6 significant digits, so 1,234,567 tokens
+    read back as 1.23457e+06, up to half a unit of the 6th digit off (exact below 1,000,000). vLLM's
+    prometheus_client writes repr(float): exact."""
+    if source != "llamacpp" or value is None or abs(value) < 1e6:
+        return 0.0
+    return 0.5 * 10 ** (math.floor(math.log10(abs(value))) - 5)
 
 
 def _counter_delta(new: float | None, old: float | None) -> float | None:
@@ -314,6 +331,7 @@ def window_stats(
         return out
     out.duration_s = last.ts - base.ts
     out.first_ts, out.last_ts = base.ts, last.ts
+    out.source = last.source
     deltas = {name: _counter_delta(getattr(last, name), getattr(base, name)) for name in COUNTERS}
     out.preemptions = deltas["preemptions"]
     out.prompt_tokens, out.generation_tokens = deltas["prompt_tokens"], deltas["generation_tokens"]
@@ -321,6 +339,11 @@ def window_stats(
         out.prompt_tok_s = out.prompt_tokens / out.duration_s
     if out.generation_tokens is not None:
         out.generation_tok_s = out.generation_tokens / out.duration_s
+    out.prefix_hits = deltas["prefix_hits"]
+    if last.source == "llamacpp":
+        out.processed_error = sum(
+            printed_error((s.prompt_tokens or 0.0) - (s.prefix_hits or 0.0)) for s in (base, last)
+        )
     if deltas["prefix_queries"]:
         out.prefix_hit_rate = (deltas["prefix_hits"] or 0.0) / deltas["prefix_queries"]
     if deltas["spec_draft_tokens"]:

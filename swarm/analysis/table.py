@@ -184,6 +184,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
         parts = ", ".join(f"{k}={v}" for k, v in sorted(failures.items()) if v)
         lines.append(f"failures by outcome: {parts}")
     lines.extend(session_lines(summary))
+    lines.extend(prompt_cache_lines(summary))
     return "\n".join(lines)
 
 
@@ -240,3 +241,40 @@ def session_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
             f"TTFT p50 {_latency(b, 'ttft', 'p50')}  p99 {_latency(b, 'ttft', 'p99')}"
         )
     return lines
+
+
+def cache_share_text(block: Block | Mapping[str, Any] | None) -> str:
+    """A block's client-side cache-hit share ("48.2%"), "-" when no request reported cached tokens."""
+    cache = (block or {}).get("prompt_cache")
+    share = cache.get("hit_share") if cache else None
+    return "-" if share is None else f"{share * 100:.1f}%"
+
+
+def prompt_cache_table(summary: Summary | Mapping[str, Any]) -> tuple[list[str], list[list[str]]] | None:
+    """(header, rows): the share of prompt tokens the server said it served from its cache, one row
+    per workload and the total, one column for the run and one per stage ("-": not reported); None
+    when no request of the run reported cached tokens (summary.json `prompt_cache`)."""
+    if not (summary.get("total") or {}).get("prompt_cache"):
+        return None
+    stages = summary.get("stages") or []
+    head = ["workload", "run", *(stage_name(st["stage"]) for st in stages)]
+    names = [n for n in summary.get("workloads", []) if n != "total"] + ["total"]
+    rows = [
+        [n, cache_share_text(workload_block(summary, n)), *(cache_share_text(st.get(n)) for st in stages)]
+        for n in names
+    ]
+    return head, rows
+
+
+def prompt_cache_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
+    """The cache-hit share table under a title, with the token counts of the run; empty when no
+    request reported cached tokens."""
+    found = prompt_cache_table(summary)
+    if found is None:
+        return []
+    cache = summary["total"]["prompt_cache"]
+    return [
+        f"prompt cache hits (the server's cached_tokens over the prompt tokens of the requests that said: "
+        f"{cache['cached_tokens']:,} of {cache['prompt_tokens']:,} tokens, {cache['requests']:,} requests):",
+        *align(*found),
+    ]
