@@ -58,6 +58,38 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="as vLLM's flag: the final usage carries prompt_tokens_details.cached_tokens, the request's "
         "prefix-cache hit (the llama.cpp face always sends it)",
     )
+    b = parser.add_argument_group("injected bottlenecks (for proving a diagnosis)")
+    b.add_argument(
+        "--token-cost-scale",
+        type=float,
+        metavar="X",
+        help="multiply the profile's per-token step costs (decode, prefill, KV read), not its fixed "
+        "per-step cost: a GPU X times slower at batched work, so throughput stops growing with the "
+        "batch (compute-bound)",
+    )
+    b.add_argument(
+        "--frontend-us-per-chunk",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="the API server's CPU time per streamed SSE event, paid one event at a time on one of "
+        "--api-server-count lanes; delays what clients see, not the engine's clocks (default: 0)",
+    )
+    b.add_argument(
+        "--api-server-count",
+        type=int,
+        default=1,
+        metavar="K",
+        help="API server processes the front-end cost is spread over, requests round-robin (default: 1)",
+    )
+    b.add_argument(
+        "--network-delay-ms",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="each streamed write leaves N ms after the engine produced it: constant latency, order "
+        "kept, no throughput limit (default: 0)",
+    )
     f = parser.add_argument_group("faults and ground truth")
     f.add_argument(
         "--fault",
@@ -103,6 +135,16 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
             raise UsageError(f"--{flag.replace('_', '-')} {v}: must be a positive integer")
     if args.utf8_split is not None and not (0.0 <= args.utf8_split < 1.0 and math.isfinite(args.utf8_split)):
         raise UsageError(f"--utf8-split {args.utf8_split}: must be in [0, 1), e.g. 0.3")
+    if args.token_cost_scale is not None and not (
+        args.token_cost_scale > 0 and math.isfinite(args.token_cost_scale)
+    ):
+        raise UsageError(f"--token-cost-scale {args.token_cost_scale}: must be a positive number, e.g. 8")
+    for flag, unit in (("frontend_us_per_chunk", "microseconds"), ("network_delay_ms", "milliseconds")):
+        v = getattr(args, flag)
+        if not (v >= 0 and math.isfinite(v)):
+            raise UsageError(f"--{flag.replace('_', '-')} {v}: must be >= 0 ({unit})")
+    if args.api_server_count < 1:
+        raise UsageError(f"--api-server-count {args.api_server_count}: must be a positive integer")
     llama = args.server == "llamacpp"
     reasoning_field = args.reasoning_field or ("reasoning_content" if llama else None)
     profile = load_profile(args.profile).with_overrides(
@@ -117,6 +159,8 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         merge_reasoning=True if args.merge_reasoning else None,
         utf8_split=args.utf8_split,
     )
+    if args.token_cost_scale is not None:
+        profile = profile.with_overrides(step=profile.step.token_costs_scaled(args.token_cost_scale))
     models = served_models(args.model)
     if llama and len(models) > 1:
         raise UsageError("--server llamacpp serves one model (llama-server's one model); give one --model")
@@ -134,6 +178,9 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         seed=args.seed,
         server=args.server,
         prompt_tokens_details=args.enable_prompt_tokens_details,
+        frontend_s_per_chunk=args.frontend_us_per_chunk / 1e6,
+        api_server_count=args.api_server_count,
+        network_delay_s=args.network_delay_ms / 1e3,
     )
 
 

@@ -89,6 +89,18 @@ class StepCost:
     def instant(self) -> bool:
         return not (self.base_s or self.decode_token_s or self.prefill_token_s or self.kv_read_token_s)
 
+    def token_costs_scaled(self, factor: float) -> StepCost:
+        """The per-token costs times `factor`, the fixed `base_s` unchanged (`swarm sim
+        --token-cost-scale`): a GPU `factor` times slower at the work that grows with the batch, so a
+        step's time grows in proportion to its batch and throughput stops growing with it
+        (compute-bound) long before KV or the sequence cap are reached."""
+        return dataclasses.replace(
+            self,
+            decode_token_s=self.decode_token_s * factor,
+            prefill_token_s=self.prefill_token_s * factor,
+            kv_read_token_s=self.kv_read_token_s * factor,
+        )
+
 
 @dataclass(frozen=True)
 class Profile:

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from swarm.core.tokens import count_tokens
 from swarm.sim import llamacpp
+from swarm.sim.delivery import Delivery, FrontEnd, delivery
 from swarm.sim.engine import ABORTED, Engine, Sequence, prompt_block_hashes
 from swarm.sim.faults import HTTP_FAULTS, FaultPlan, fault_position
 from swarm.sim.metrics import CONTENT_TYPE, SimMetrics
@@ -62,6 +63,9 @@ class SimConfig:
     trace_path: str | None = None
     seed: int = 0
     server: str = "vllm"  # the server it speaks as: vllm | llamacpp (swarm/sim/llamacpp.py)
+    frontend_s_per_chunk: float = 0.0  # API server time per streamed event (swarm/sim/delivery.py)
+    api_server_count: int = 1  # lanes that front-end time is spread over
+    network_delay_s: float = 0.0  # one-way delay of every streamed write
     # vLLM's --enable-prompt-tokens-details: usage says the cached prompt tokens (llama.cpp: always)
     prompt_tokens_details: bool = False
 
@@ -98,6 +102,9 @@ class SimServer:
             PromptDetails(p.block_size, p.prefix_caching) if cfg.prompt_tokens_details else None
         )
         self._other_ids = itertools.count(1)  # ids of non-generation responses (keeps self.rng seeded-only)
+        self.frontend = (
+            FrontEnd(cfg.api_server_count, cfg.frontend_s_per_chunk) if cfg.frontend_s_per_chunk > 0 else None
+        )
 
     # ---- app ------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -329,17 +336,22 @@ class SimServer:
             )
             headers = {**_SSE_HEADERS, "x-request-id": out.id}
         resp = web.StreamResponse(status=200, headers=headers)
+        sink = delivery(resp, call.rec, self.frontend, self.cfg.network_delay_s)
         try:
             await resp.prepare(request)
-            await self._stream_body(request, resp, renderer, call)
+            await self._stream_body(request, resp, sink, renderer, call)
+            await sink.flush()  # a fault's last event, still on its way
         except ConnectionError:  # the client went away: the finally in _generate aborts and traces
             call.rec.finish_reason = "abort"
+        finally:
+            sink.close()
         return resp
 
     async def _stream_body(
         self,
         request: web.Request,
         resp: web.StreamResponse,
+        sink: Delivery,
         renderer: StreamRenderer | llamacpp.LlamaStreamRenderer,
         call: _Call,
     ) -> None:
@@ -379,7 +391,7 @@ class SimServer:
             rec.reasoning_tokens = min(sent, out.reasoning_tokens)
             if sent == target and not pending:
                 break  # finish below, in the same write
-            await resp.write(b"".join(parts))
+            await sink.write(b"".join(parts), len(parts))
             parts = []
             if pending and sent == fault_at:
                 pending = False
@@ -387,13 +399,14 @@ class SimServer:
                     await asyncio.sleep(self.cfg.faults.stall_s)
                 elif fault == "stream_error":
                     self.engine.abort(seq)
-                    rec.end_time = time.time()
-                    self._write_trace(rec)
                     msg = "Simulated fault (stream_error): the engine failed mid-stream."
-                    await resp.write(renderer.error_event(msg) + DONE)
+                    await sink.write(
+                        renderer.error_event(msg) + DONE, 2, before=lambda: self._write_trace(rec)
+                    )
                     return
                 elif fault == "cut":
                     self.engine.abort(seq)
+                    await sink.flush()  # what was sent before the cut arrives first
                     rec.end_time = time.time()
                     self._write_trace(rec)
                     _cut(request)
@@ -401,12 +414,12 @@ class SimServer:
         parts.append(renderer.closing(target, seq))
         parts.append(DONE)
         rec.finish_reason = out.finish_reason
-        rec.end_time = time.time()
         if fault is None:
             self.metrics.observe_success(seq, out.finish_reason, call.model)
         self._trace_answer(rec, call)
-        self._write_trace(rec)
-        await resp.write(b"".join(parts))
+        # the trace line (end_time: now) goes to disk just before the last bytes go out
+        await sink.write(b"".join(parts), len(parts), before=lambda: self._write_trace(rec))
+        await sink.flush()
         await resp.write_eof()
         if self.llama and request.transport is not None:
             # llama-server closes the connection after a streamed answer, though its headers said
@@ -460,7 +473,7 @@ class SimServer:
         if fault == "bad_chunk":
             body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact
         now = time.time()
-        rec.first_token_time = rec.last_token_time = rec.end_time = now
+        rec.first_token_time = rec.last_token_time = rec.end_time = rec.first_write_time = now
         rec.cached_tokens = call.seq.cached_tokens
         rec.completion_tokens = out.target_tokens
         rec.reasoning_tokens = out.reasoning_tokens

@@ -35,6 +35,9 @@ class TraceRecord:
     answer_tokens: int | None = None  # a finished answer's content, pseudo-tokens (what a next turn resends)
     session: str | None = None  # the request's `x-session-id` header (session affinity), if any
     user: str | None = None  # the request body's OpenAI `user` field (the swarm's trace replay: trace-row-N)
+    # first bytes actually written to the socket: later than first_token_time by the front-end lane's
+    # queue (--frontend-us-per-chunk) and the network delay (--network-delay-ms), if any
+    first_write_time: float | None = None
 
 
 class TraceWriter:

@@ -52,6 +52,7 @@ TRACE_FIELDS = [
     "answer_tokens",
     "session",
     "user",
+    "first_write_time",
 ]
 
 
@@ -478,7 +479,9 @@ def test_trace_lines_are_exact_and_prompt(sim):
         ),
         "session": None,
         "user": None,  # the request's OpenAI `user` field (the trace replay names its row there)
+        "first_write_time": s["first_write_time"],  # no front-end cost or delay: as the bytes went
     }
+    assert s["first_token_time"] <= s["first_write_time"] <= t1
     assert 0 <= s["cached_tokens"] < s["prompt_tokens"] and s["answer_tokens"] > 0
     assert stream.chunks()[-1]["usage"]["completion_tokens"] == s["completion_tokens"]
     assert (w["endpoint"], w["stream"], w["prompt_tokens"], w["completion_tokens"]) == (
