@@ -28,7 +28,7 @@ from swarm.analysis.diagnosis import Finding
 from swarm.analysis.plots import png
 from swarm.analysis.report import CSS
 from swarm.analysis.rundir import RunData, findings, load_run
-from swarm.core.units import ms_number, percent_text
+from swarm.core.units import ms_number, percent_text, stage_number
 from swarm.stats.confidence import beyond_noise
 from swarm.stats.quantiles import error_rate
 
@@ -107,7 +107,8 @@ def compare_table(a: RunData, b: RunData) -> Any:
     rows = []
     for k in keys:
         ra, rb = va.get(k, {}), vb.get(k, {})
-        row: dict[str, Any] = {"users" if keys_users else "stage": k}
+        # matched by index, shown by number (from 1, as every label numbers stages)
+        row: dict[str, Any] = {"users": k} if keys_users else {"stage": stage_number(k)}
         for col, *_ in METRICS:
             x, y = ra.get(col), rb.get(col)
             row[f"{col}_a"], row[f"{col}_b"] = x, y

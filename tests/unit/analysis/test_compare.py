@@ -51,7 +51,7 @@ def test_compare_by_stage_index_without_users_and_bad_dirs(tmp_path):
     a = make_run(tmp_path / "a", table=SHORT_QA[:3], users_in_summary=False, records=False, server=False)
     b = make_run(tmp_path / "b", table=SHORT_QA[:2], users_in_summary=False, records=False, server=False)
     table = compare.compare_table(compare.load_run(a), compare.load_run(b))
-    assert list(table["stage"]) == [0, 1, 2]
+    assert list(table["stage"]) == [1, 2, 3]  # indexes 0-2, numbered as every label numbers them
     out = tmp_path / "c.html"
     assert compare.main(args(str(a), str(b), "--html", str(out))) == 0 and out.exists()
     with pytest.raises(UsageError):
