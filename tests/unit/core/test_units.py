@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swarm.core.errors import UsageError
-from swarm.core.units import parse_duration, parse_timespan
+from swarm.core.units import parse_duration, parse_timespan, stage_name, stage_number
 
 
 @pytest.mark.parametrize(
@@ -26,3 +26,9 @@ def test_parse_duration_agrees_with_locusts_format_where_both_apply(text):
 def test_parse_duration_refuses_with_the_option_named(text):
     with pytest.raises(UsageError, match=r"^--trace-max-lag: bad time .*: use e\.g\. 250ms, 1\.5s, 2m$"):
         parse_duration(text, "--trace-max-lag")
+
+
+def test_stages_are_named_from_one():
+    """The one numbering of every label: index 0 (records, summary.json `stage`) is "stage 1"."""
+    assert [stage_number(i) for i in (0, 1, 9)] == [1, 2, 10]
+    assert stage_name(0) == "stage 1" and stage_name(5) == "stage 6"
