@@ -320,3 +320,57 @@ def test_synthetic_prompts_have_exact_lengths_by_llamacpps_own_count(
         f"synthetic 40-120 in / 16 out, --tokenizer server: {len(df)} requests, prompt tokens by usage "
         f"{df.prompt_tokens.min()}-{df.prompt_tokens.max()} ({df.prompt_tokens.nunique()} lengths), all in range"
     )
+
+
+def test_processed_prompt_tokens_equal_llamacpps_counter(llamacpp_target, llamacpp_report, tmp_path):
+    """rag (its prompts share a passage prefix, which llama.cpp's slot prompt cache serves): each
+    response's usage says its cached tokens, and the client's prompt tokens less them equal the
+    increase of llamacpp:prompt_tokens_total (it counts only the prompt tokens it processed), the
+    cached ones that of prompt_tokens_cached_total. Exact while the counters are under 10^6:
+    llama-server prints them with 6 significant digits (server_metrics.printed_error)."""
+    from swarm.analysis.server_metrics import printed_error
+
+    out = tmp_path / "run"
+    run = swarm_run(
+        llamacpp_target,
+        out,
+        "--workload",
+        "rag",
+        "-u",
+        "2",
+        "-t",
+        "8s",
+        locust=(*LOCUST, "--rag-tokens", "600-900"),  # a slot holds 2048 tokens
+    )
+    df = run.records
+    stale = stale_connection_failures(df)
+    assert len(df) > 4 and df.cached_tokens.notna().all(), df[["prompt_tokens", "cached_tokens"]].head()
+    processed = int((df.prompt_tokens - df.cached_tokens).sum())
+    cached = int(df.cached_tokens.sum())
+    srv_cached = run.delta("prefix_hits")
+    srv_processed = run.delta("prompt_tokens") - srv_cached
+    raw = [s.prompt_tokens - s.prefix_hits for s in (run.before, run.after)]
+    slack = sum(printed_error(v) for v in raw)
+    findings = [f["text"] for f in json.loads((out / "diagnosis.json").read_text())]
+    llamacpp_report.add(
+        f"rag 600-900 tokens, 2 users x 8 s: {len(df)} requests ({stale} retried), prompt tokens {df.prompt_tokens.sum()}"
+        f" of which cached {cached} by the responses' cached_tokens; client processed {processed} vs "
+        f"llamacpp:prompt_tokens_total +{srv_processed:.0f} (counter at {raw[1]:.0f}, printing error <= "
+        f"{slack:.0f}); cached vs prompt_tokens_cached_total +{srv_cached:.0f}; share "
+        f"{summary_share(run.summary)}; diagnosis: {[t for t in findings if 'prompt tokens' in t.lower()]}"
+    )
+    assert cached > 0  # the shared passage prefix was served from the prompt cache
+    if slack == 0:
+        assert processed == srv_processed and cached == srv_cached
+        assert any(t.startswith("Processed prompt tokens reconcile exactly") for t in findings), findings
+    else:
+        assert abs(processed - srv_processed) <= slack and abs(cached - srv_cached) <= slack
+        assert any(t.startswith("Processed prompt tokens reconcile") for t in findings), findings
+    rag = run.summary["rag"]["prompt_cache"]
+    assert (rag["requests"], rag["cached_tokens"]) == (len(df), cached)
+
+
+def summary_share(summary: dict) -> str:
+    cache = (summary.get("total") or {}).get("prompt_cache") or {}
+    share = cache.get("hit_share")
+    return "-" if share is None else f"{share:.1%}"
