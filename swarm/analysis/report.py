@@ -524,7 +524,7 @@ def _prompt_cache_html(s: Mapping[str, Any]) -> str:
         ".cached_tokens</code>: llama.cpp always, vLLM with <code>--enable-prompt-tokens-details</code>): "
         f"{cache['cached_tokens']:,} of the {cache['prompt_tokens']:,} prompt tokens of the "
         f"{cache['requests']:,} requests that said; &ldquo;-&rdquo;: no request said.</p>\n"
-        + _table(*found)
+        + _table(found[0], [[html.escape(c) for c in r] for r in found[1]])
     )
 
 

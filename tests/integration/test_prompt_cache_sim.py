@@ -56,6 +56,9 @@ def test_llamacpp_face_processed_prompt_tokens_equal_its_counter(tmp_path):
         assert stage["rag"]["prompt_cache"]["hit_share"] > 0.3
     assert any(t.startswith("Processed prompt tokens reconcile exactly") for t in findings), findings
     assert "prompt cache hits (" in stdout and "\nrag " in stdout, stdout[-2500:]
+    report = (tmp_path / "run" / "report.html").read_text()
+    assert "Prompt cache hits as the responses said them" in report
+    assert f"<td>{rag['hit_share'] * 100:.1f}%</td>" in report
 
 
 def test_vllm_face_with_the_flag_cached_tokens_equal_prefix_cache_hits(tmp_path):
