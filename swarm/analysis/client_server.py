@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.analysis.server_metrics import Histogram, ServerSnapshot, StageServerStats, histogram_delta
-from swarm.stats.quantiles import PERCENTILES, percentile, quantile_bucket
+from swarm.stats.quantiles import PERCENTILES, quantile_bucket
 
 COUNT_MATCH = 0.05  # client and server counts within 5% (+2): the two sides hold the same requests
 GAP_QUANTILES = ("p50", "p99")
@@ -97,6 +97,14 @@ class TtftComparison:
         }
 
 
+def _rank_value(ordered: Sequence[float], q: float) -> float | None:
+    """The value at rank ceil(q * n): the observation whose bucket `histogram_quantile` reads for
+    the q-quantile of n (rank q * n), so both sides name the same request (p99 of 12 is the 12th)."""
+    if not ordered:
+        return None
+    return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1]
+
+
 def compare_window(
     stage: int, start: float, end: float, client_ttfts: Sequence[float], server: Histogram
 ) -> TtftComparison:
@@ -107,7 +115,7 @@ def compare_window(
     client = TtftSide(
         float(n),
         math.fsum(values) / n if n else None,
-        {q: percentile(values, PERCENTILES[q]) for q in GAP_QUANTILES},
+        {q: _rank_value(values, PERCENTILES[q]) for q in GAP_QUANTILES},
         dict.fromkeys(GAP_QUANTILES),
     )
     theirs = TtftSide(

@@ -407,6 +407,11 @@ def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
         assert table.srv_waiting_max.iloc[-1] > 0 and table.srv_waiting_mean.iloc[-1] > 0
     stages_csv = (out / "stages.csv").read_text().splitlines()
     assert len(stages_csv) == 4 and "srv_kv_mean" in stages_csv[0]
+    gaps = assert_client_server_hold(out, cap)
+    vllm_report.add(
+        f"sweep 2,4,8: client - server mean TTFT on the same requests {gaps} ms; "
+        f"findings {sorted({f['kind'] for f in json.loads((out / 'diagnosis.json').read_text())})}"
+    )
     vllm_report.add(
         f"sweep 2,4,8 x 6 s: {got['requests']} requests reconciled; per stage running max "
         f"{table.srv_running_max.tolist()}, waiting max {table.srv_waiting_max.tolist()}, KV max "
@@ -439,3 +444,38 @@ def test_model_generator_is_deterministic(tmp_path):
     assert p.returncode == 0, p.stderr
     for f in sorted(MODEL_DIR.iterdir()):
         assert (tmp_path / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def assert_client_server_hold(out: Path, cap: int | None) -> list[float]:
+    """Client vs vLLM's own TTFT histogram, per stage: on the same requests (re-windowed by first
+    token) the mean gap is not negative and each percentile gap is above minus the server bucket's
+    width; the stage's own client p50 is too. And every bottleneck the diagnosis names is one the
+    server's gauges show at that stage. Returns the mean gaps in ms."""
+    from swarm.analysis.diagnosis import ENGINE_SHARE_MIN, KV_HIGH, engine_share
+    from swarm.analysis.rundir import load_run
+    from swarm.core.buckets import VLLM_TTFT_BUCKETS
+    from swarm.stats.quantiles import bucket_width
+
+    data = load_run(out)
+    bounds = (*VLLM_TTFT_BUCKETS, float("inf"))
+    assert set(data.ttft_pairs) == {r.stage for r in data.rows}, data.ttft_pairs
+    gaps = []
+    for row in data.rows:
+        pair, srv = data.ttft_pairs[row.stage], data.server[row.stage].latency["ttft"]
+        assert pair.same_requests and pair.mean_gap >= -0.001, pair.to_json()
+        for q in ("p50", "p99"):
+            assert pair.gap(q) >= -(pair.width(q) or 0.0), (q, pair.to_json())
+        assert row.ttft_p50 >= srv["p50"] - bucket_width(bounds, srv["p50"]), (row, srv)
+        gaps.append(round(pair.mean_gap * 1000, 1))
+    by_users = {r.stage: r.users for r in data.rows}
+    for f in json.loads((out / "diagnosis.json").read_text()):
+        s = data.server.get(f["stage"]) if f["stage"] is not None else None
+        if f["kind"] == "max_num_seqs_cap":
+            assert cap is not None and s.running_max <= cap and s.waiting_mean > 0, (f, s)
+        elif f["kind"] == "kv_bound":
+            assert s.kv_max > KV_HIGH, (f, s)
+        elif f["kind"] == "compute_bound":
+            assert engine_share(s, by_users[f["stage"]]) >= ENGINE_SHARE_MIN, (f, s)
+        elif f["kind"] in ("frontend_bound", "network_delay", "outside_engine"):
+            raise AssertionError(f"a cause outside vLLM's engine named on loopback: {f}")
+    return gaps
