@@ -192,14 +192,17 @@ def order_statistic_ranks(n: int, q: float) -> tuple[int, int]:
     centre, sd = n * q, math.sqrt(n * q * (1 - q))
     reach = 12 * sd + 30  # the binomial's mass past this many sds is far below float resolution
     k = np.arange(max(0, math.floor(centre - reach)), min(n, math.ceil(centre + reach)) + 1)
-    lg = np.frompyfunc(math.lgamma, 1, 1)
-    log_pmf = (
+    lo = int(k[0])
+    first = (
         math.lgamma(n + 1)
-        - lg(k + 1).astype(np.float64)
-        - lg(n - k + 1).astype(np.float64)
-        + k * math.log(q)
-        + (n - k) * math.log1p(-q)
+        - math.lgamma(lo + 1)
+        - math.lgamma(n - lo + 1)
+        + lo * math.log(q)
+        + (n - lo) * math.log1p(-q)
     )
+    # log pmf(k + 1) - log pmf(k) = log((n - k) / (k + 1) * q / (1 - q)): one lgamma, then cumsum
+    steps = np.log(n - k[:-1]) - np.log(k[:-1] + 1) + (math.log(q) - math.log1p(-q))
+    log_pmf = first + np.concatenate(([0.0], np.cumsum(steps)))
     cdf = np.cumsum(np.exp(log_pmf))  # P(B <= k)
     below = k[cdf <= TAIL]  # lower rank (1-based) r: P(B <= r - 1) <= 2.5%, as large as that allows
     r1 = int(below[-1]) + 1 if below.size else 1
