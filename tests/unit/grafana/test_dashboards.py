@@ -179,3 +179,12 @@ def test_client_vs_server_compares_the_same_statistics() -> None:
         ("swarm_prompt_tokens_total", "vllm:prompt_tokens_total"),
     ]:
         assert all(m in all_exprs for m in pair)
+
+
+def test_load_test_dashboard_speaks_the_swarms_vocabulary() -> None:
+    """Cancelled requests are neither ok nor failed (as in summary.json); stages count from 1."""
+    panels = {t: e for t, _, e in dashboards.panel_queries(BUILT["llm-load-test.json"])}
+    errors = panels["Error rate"]
+    numerator, denominator = errors.split(" / ")
+    assert 'outcome!~"ok|cancelled"' in numerator and 'outcome!="cancelled"' in denominator, errors
+    assert panels["Stage"].endswith(") + 1"), panels["Stage"]  # swarm_stage is the 0-based index
