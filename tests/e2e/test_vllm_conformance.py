@@ -107,6 +107,7 @@ def sim_like_target(vllm_target, tmp_path_factory):
         "instant",
         "--max-model-len",
         str(info["max_model_len"]),
+        "--enable-prompt-tokens-details",  # as the vLLM target runs (swarm/orchestrate/targets.py)
         model=vllm_target.model,
         trace=False,
     ) as sim:

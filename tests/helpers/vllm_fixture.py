@@ -9,7 +9,9 @@ it is never a silent skip.
 `SWARM_TARGET_URL=http://host:port` runs the same tests against a vLLM already running (a
 real GPU one), skipping the install and the CPU start-up. That server must be otherwise idle
 during the tests (they reconcile the swarm's totals with its counter deltas), run with
-`--reasoning-parser qwen3` for the reasoning test, and accept `ignore_eos`.
+`--reasoning-parser qwen3` for the reasoning test and `--enable-prompt-tokens-details` (as the CPU
+target does: the cached-token test and the simulator it is compared with expect it), and accept
+`ignore_eos`.
 
 tests/e2e/conftest.py imports `vllm_target_fixture` and `vllm_report_fixture` (as `vllm_target` /
 `vllm_report`), so every module shares one vLLM and one report; a test module must not import
