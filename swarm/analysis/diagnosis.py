@@ -11,7 +11,8 @@ Rules (thresholds are module constants):
 - max_num_seqs_cap: running requests pinned at one level (>= 80% of scrapes within 2% of the
   stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
   < 80% (seed round 1: 64 running, KV 25%);
-- kv_bound: KV usage > 90% with preemptions (or waiting requests held back);
+- kv_bound: KV usage > 90% at its peak and >= 80% on average, with preemptions (or waiting
+  requests held back);
 - compute_bound: a saturated stage with neither of the above, whose engine held the users'
   requests (running + waiting >= 70% of the users); where it held fewer, the requests waited
   outside it: `frontend_bound` when the client's first token waits on the same requests grew with
@@ -164,9 +165,12 @@ def is_capped(s: StageServerStats, users: int | None = None) -> bool:
 
 
 def is_kv_bound(s: StageServerStats) -> bool:
+    """KV usage peaked over KV_HIGH and stayed high (mean >= KV_LOW: not a passing peak) while
+    requests were preempted or waited."""
     return (
         s.kv_max is not None
         and s.kv_max > KV_HIGH
+        and (s.kv_mean is None or s.kv_mean >= KV_LOW)
         and ((s.preemptions or 0) > 0 or (s.waiting_mean or 0) > 0)
     )
 
