@@ -116,5 +116,6 @@ def test_llamacpp_prints_6_significant_digits_and_the_reconciliation_allows_for_
     block = client(334_567 + 10, 10)
     (f,) = prompt_cache_vs_server(run, block)
     assert f.text.startswith("Processed prompt tokens reconcile to llama.cpp's printed precision"), f.text
-    (g,) = prompt_cache_vs_server(run, client(334_567 + 10 + 10, 10))  # 10 more: beyond what printing explains
+    # 10 more: beyond what the printing explains
+    (g,) = prompt_cache_vs_server(run, client(334_567 + 10 + 10, 10))
     assert g.text.startswith("Processed prompt tokens differ")
