@@ -282,13 +282,20 @@ def _where(rows: Sequence[StageRow], stage: int) -> str:
 
 
 def client_bound(rows: Sequence[StageRow], load: ClientLoad) -> list[Finding]:
-    """Stages where a worker averaged over the CPU bar: `load.bound()`, the judgement the master
-    makes live (`cpu_limit()`: 90% of a core unless $SWARM_CLIENT_CPU_MAX says otherwise), from
-    each worker's own CPU and wall seconds in the stage (client_cpu.jsonl)."""
-    return [
-        _bound(stage, f"At {_where(rows, stage)} {worker} averaged {pct:.0f}% CPU")
-        for stage, (worker, pct) in sorted(load.bound().items())
-    ]
+    """Stages where a worker's demand (CPU + time waiting for a CPU) averaged over the bar:
+    `load.bound()`, the judgement the master makes live (`cpu_limit()`: 90% of a core unless
+    $SWARM_CLIENT_CPU_MAX says otherwise), from each worker's own CPU, run-queue wait and wall
+    seconds in the stage (client_cpu.jsonl)."""
+    out = []
+    for stage, (worker, pct) in sorted(load.bound().items()):
+        cpu, wait = load.split(stage, worker)
+        what = (
+            f"{cpu:.0f}% CPU"
+            if wait < 1.0
+            else f"{pct:.0f}% of a core: {cpu:.0f}% on a CPU, {wait:.0f}% waiting for one"
+        )
+        out.append(_bound(stage, f"At {_where(rows, stage)} {worker} needed {what}"))
+    return out
 
 
 def _bound(stage: int, what: str) -> Finding:
@@ -310,7 +317,7 @@ def client_bound_reported(
     return [
         _bound(
             int(e["stage"]),
-            f"At {_where(rows, int(e['stage']))} {e['worker']} averaged {float(e['cpu_percent']):.0f}% CPU "
+            f"At {_where(rows, int(e['stage']))} {e['worker']} needed {float(e['cpu_percent']):.0f}% of a core "
             f"(its own reports)",
         )
         for e in entries

@@ -4,7 +4,7 @@ On a worker (and on a local runner, for its own users): every `llm_request` reco
 `Aggregate` delta and, with `--swarm-out`, to the record writer (DIR/records/*.parquet). Each
 Locust `report_to_master` carries the delta since the last report as `data["swarm"]`, a
 `WorkerReport` (swarm/stats/wire.py): the aggregate's wire form plus `stopped`, `model_name`
-and `cpu` ([[stage, CPU seconds, wall seconds]] since the last report, from
+and `cpu` ([[stage, CPU s, wall s, run-queue wait s]] since the last report, from
 `time.process_time()` sampled every second), so a worker that dies loses at most its last unsent
 interval. A local runner's master side pulls the same report every tick instead.
 """

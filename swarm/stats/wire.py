@@ -34,6 +34,7 @@ class CellWire(TypedDict):
     stage: int
     requests: int
     warmup: int
+    warmup_ttft: NotRequired[list[float]]  # warm-up requests answered: [count, sum of TTFT s] (absent: none)
     outcomes: dict[str, int]  # non-zero outcome counts
     prompt_tokens: int
     output_tokens: int
@@ -86,6 +87,6 @@ class WorkerReport(AggregateWire):
 
     stopped: bool  # the worker's users have stopped: this is its final report of the test
     model_name: str | None  # the model the worker's users send to (discovered or --model)
-    cpu: list[list[float]]  # [[stage, CPU seconds, wall seconds]] since the last report
+    cpu: list[list[float]]  # [[stage, CPU s, wall s, run-queue wait s]] since the last report
     in_flight: NotRequired[int]  # requests sent and not yet recorded (the LLM tab's chart)
     internal_error: NotRequired[bool]  # the worker logged an exception in its own code (exit 2)

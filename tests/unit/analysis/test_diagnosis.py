@@ -198,7 +198,7 @@ def test_without_cpu_samples_the_workers_own_reports_flag_the_stage():
     r = rows(SHORT_QA)
     reported = [{"stage": 5, "worker": "worker-1", "cpu_percent": 97.3}]
     found = [f for f in diagnose(r, bound_reported=reported) if f.kind == "client_bound"]
-    assert [(f.stage, f.trusted) for f in found] == [(5, False)] and "97% CPU (its own reports)" in found[
+    assert [(f.stage, f.trusted) for f in found] == [(5, False)] and "97% of a core (its own reports)" in found[
         0
     ].text
     sat = [f for f in diagnose(r, bound_reported=reported) if f.kind == "saturation"]

@@ -82,7 +82,7 @@ def test_a_plain_locust_run_takes_client_boundness_from_the_summary(tmp_path):
     (run / "summary.json").write_text(json.dumps(s))
     text = write_report(run).read_text()
     [bound] = [f for f in json.loads((run / "diagnosis.json").read_text()) if f["kind"] == "client_bound"]
-    assert bound["stage"] == 5 and not bound["trusted"] and "worker-1 averaged 97% CPU" in bound["text"]
+    assert bound["stage"] == 5 and not bound["trusted"] and "worker-1 needed 97%" in bound["text"]
     assert "256 users" in bound["text"] and 'class="untrusted"' in text
     note = "client saturation from the workers' own CPU reports in summary.json"
     assert any(note in n for n in load_run(run).notes) and html.escape(note) in text

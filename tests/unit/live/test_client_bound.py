@@ -21,11 +21,34 @@ def test_cpu_meter_counts_time_to_the_running_stage_only():
     while time.thread_time() - t < 0.05:  # burn 50 ms of this thread
         pass
     meter.sample(2)
-    ((stage, cpu, wall),) = meter.take()
+    ((stage, cpu, wall, wait),) = meter.take()
     # the process's CPU (all threads: a library's native thread may work beside this one just
     # after the imports, so cpu may pass wall) holds at least the 50 ms burnt here
-    assert stage == 2 and cpu >= 0.05 and wall >= 0.045
+    assert stage == 2 and cpu >= 0.05 and wall >= 0.045 and wait >= 0.0
     assert meter.take() == []
+
+
+def test_a_starved_worker_is_judged_by_what_it_wanted(tmp_path):
+    """A worker that got a quarter of a core while its loop was runnable all the time: its CPU
+    share says 25%, its demand (CPU + the kernel's run-queue wait) says 98%: client-bound."""
+    stat = tmp_path / "schedstat"
+    stat.write_text("0 0 1\n")
+    meter = CpuMeter(wait_source=str(stat))
+    stat.write_text("250000000 7300000000 99\n")  # 7.3 s runnable but waiting for a CPU
+    meter.sample(0)
+    ((_stage, _cpu, _wall, wait),) = meter.take()
+    assert wait == pytest.approx(7.3)
+    load = ClientLoad()
+    load.add("w1", [[0, 2.5, 10.0, 7.3]])
+    assert load.bound() == {0: ("w1", pytest.approx(98.0))}
+    assert load.split(0, "w1") == (pytest.approx(25.0), pytest.approx(73.0))
+    line = ClientLoad.lines("w1", [[0, 2.5, 10.0, 7.3]], 1.0)[0]
+    assert ClientLoad.from_lines([line]).bound() == load.bound()
+    # a file that is not there (not Linux): no wait known, the CPU share alone
+    assert CpuMeter(wait_source=str(tmp_path / "missing")).wait_source
+    load = ClientLoad()
+    load.add("w1", [[0, 2.5, 10.0]])  # an older worker's entry
+    assert load.bound() == {}
 
 
 def test_client_load_flags_stages_where_a_worker_averaged_over_90_percent():
