@@ -65,6 +65,16 @@ def _probe_number(probe: Mapping[str, Any], order: int) -> int:
     return stage_number(probe["stage"]) if probe.get("stage") is not None else order
 
 
+def settled_text(entry: Mapping[str, Any]) -> str:
+    """'settled after 6 s' / 'unsettled (30 s)' for a probe or stage entry that says; else ''."""
+    settled = entry.get("settled")
+    if settled is None:
+        return ""
+    took = entry.get("settle_s", entry.get("warmup_s"))
+    took_s = "" if took is None else f"{float(took):.0f} s"
+    return f"settled after {took_s}" if settled else f"unsettled ({took_s}: its figures are no verdict)"
+
+
 def _num(v: Any) -> str:
     if v is None:
         return "-"
@@ -81,7 +91,7 @@ def html_section(data: RunData) -> str:
     unit = html.escape(str(search.get("unit") or ""))
     rows = []
     for i, p in enumerate(search.get("probes") or [], 1):
-        verdict = "-" if p.get("ok") is None else ("pass" if p["ok"] else "fail")
+        verdict = "inconclusive" if p.get("ok") is None else ("pass" if p["ok"] else "fail")
         if search.get("mode") == "knee":
             verdict = "-"
         lo, hi = (p.get("bracket") or [None, None])[:2]
@@ -101,6 +111,7 @@ def html_section(data: RunData) -> str:
                     "-" if p.get("ttft_p99") is None else f"{p['ttft_p99'] * 1000:.0f} ms",
                     values or "-",
                     f"{p.get('duration_s', 0):.0f} s",
+                    settled_text(p),
                     str(p.get("ended_by") or ""),
                     f"{_num(lo)} - {_num(hi)}",
                 )
@@ -117,6 +128,7 @@ def html_section(data: RunData) -> str:
             "TTFT p99",
             "measured",
             "stage time",
+            "settling",
             "ended by",
             "bracket after",
         )

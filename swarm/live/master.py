@@ -381,6 +381,8 @@ class MasterStats:
                     )
                     if t.get("ended_by"):
                         entry["ended_by"] = t["ended_by"]
+                    if t.get("settled") is not None:  # the search's stages: steady before measured?
+                        entry["settled"] = t["settled"]
         shares = {
             w.name: share
             for mix in self.state.mixes.values()
@@ -421,22 +423,16 @@ class MasterStats:
 
     def _search_with_stage_figures(self, s: Summary) -> dict[str, Any]:
         """The search's result. The probes keep what the search judged live (a probe that ended
-        before its QPS could be measured live takes its stage's QPS); the answer's QPS and TTFT p99
-        are its stage's in the table (every request of the stage, also those that finished after
-        it was judged), so the headline and the table say the same."""
-        from swarm.stats.search import headline
-
+        before its QPS could be measured live takes its stage's QPS). The answer's QPS and TTFT p99
+        stay those of the window its verdict was judged on: the stage's row in the table also
+        counts requests that finished after the verdict, under the next stage's load, and could
+        quote a figure that breaks the SLO the answer meets."""
         search = dict(self.state.search or {})
         stages = {e["stage"]: e["total"] for e in s["stages"]}
         search["probes"] = [
             p | {"qps": stages[p["stage"]]["qps"]} if p.get("qps") is None and p["stage"] in stages else p
             for p in search.get("probes") or []
         ]
-        answer = stages.get(search.get("answer_stage"))  # type: ignore[arg-type]
-        if answer is not None:
-            search["qps"] = answer["qps"]
-            search["ttft_p99_s"] = (answer.get("ttft_s") or {}).get("p99", search.get("ttft_p99_s"))
-            search["headline"] = headline(search)
         return search
 
     def _write_summary_quietly(self) -> None:

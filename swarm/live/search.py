@@ -2,10 +2,13 @@
 
 `SwarmShape` (swarm/live/shape.py) hands its ticks to a `SearchController` when `--search` is
 given. Each tick the controller reads the running stage from the master's merged aggregate
-(`environment.swarm.stats.master.aggregate`, the workers' deltas as they arrive), asks
-swarm/stats/search.py whether the stage may end (the criterion decided, or its percentiles
-stable, after `--warmup` and `--min-stage-time`; at the latest after `--stage-time`), records the
-probe and starts the load `Bracket.next_load` names, until the answer is known to
+(`environment.swarm.stats.master.aggregate`, the workers' deltas as they arrive). A new stage's
+requests are warm-up until it has settled (`stats.search.Settling`: a full turnover of the users
+and no trend in the answered requests' TTFT, at least `--warmup`, at most `SETTLE_MAX_S`); then
+the master opens its measurement window (the shape tells the workers) and asks
+swarm/stats/search.py whether the stage may end (the criterion decided after `--min-stage-time`;
+at the latest after `--stage-time`, inconclusive if the interval still straddles the threshold),
+records the probe (with how long the stage took to settle) and starts the load `Bracket.next_load` names, until the answer is known to
 `--search-precision` or `--search-budget` is spent. The result lands on the state
 (`environment.swarm.search`), from which the master writes summary.json `search` and sets the
 exit code (0 converged, 1 the criterion not met even at the lowest load or no answer in the
@@ -34,15 +37,20 @@ from swarm.load.stages import parse_rates
 from swarm.stats import summary
 from swarm.stats.aggregate import Aggregate, Cell
 from swarm.stats.search import (
+    SETTLE_MAX_S,
+    SETTLE_WINDOW_S,
     Bracket,
     Completions,
     OverloadGuard,
     Probe,
     SearchSpec,
+    Settling,
+    TailShare,
     goodput_measure,
     headline,
     judge_stage,
     measure,
+    percentile_of,
     stability,
 )
 from swarm.stats.wire import WIRE_KEY
@@ -62,6 +70,8 @@ class Shape(Protocol):
 
     def _enter(self, index: int, users: int, warmup_s: float, rate: float | None = None) -> None: ...
 
+    def _open_window(self, index: int, settled: bool) -> None: ...
+
     def _close(self) -> None: ...
 
 
@@ -75,7 +85,9 @@ def _aggregate(environment: Any) -> Aggregate | None:
 
 
 class StageMeter:
-    """One running stage seen from the master: completions per second, backlog, recent TTFT."""
+    """One running stage seen from the master: completions per second, backlog, recent TTFT.
+    `warmup_s`: the least warm-up (the guard waits that long); `open_s`: when the measurement
+    window opened (None while the stage settles)."""
 
     def __init__(
         self,
@@ -90,6 +102,9 @@ class StageMeter:
         self.done = done  # the run's completions per worker report (shared by every stage)
         self.guard = OverloadGuard(guard_s)
         self._last: dict[str, tuple[int, float]] = {}  # latency -> (count, sum) at the last tick
+        self.open_s: float | None = None
+        self.settled: bool | None = None
+        self.trend = "unknown"  # the settling test's last reading (an unsettled stage's direction)
 
     def tick(self, now: float, agg: Aggregate) -> Cell:
         cell = agg.combined(stage=self.index)
@@ -113,16 +128,22 @@ class StageMeter:
             return None
         return (total - last[1]) / (count - last[0])
 
+    @property
+    def settle_s(self) -> float | None:
+        return None if self.open_s is None else self.open_s - self.start_s
+
     def qps(self) -> float | None:
-        """Completions per second since the warm-up ended."""
-        return self.done.rate(self.start_s + self.warmup_s)
+        """Completions per second since the window opened."""
+        return None if self.open_s is None else self.done.rate(self.open_s)
 
     def qps_stable(self, precision: float) -> bool:
         """The knee's test: one standard error of the QPS within `precision` of it. (The error comes
         from report-to-report rates, which count a closed loop's short-term bursts: it overstates
         the error of the whole stage's mean, so one error, not two, is held to the precision.)"""
         qps = self.qps()
-        half = self.done.rate_halfwidth(self.start_s + self.warmup_s, z=1.0)
+        if qps is None or self.open_s is None:
+            return False
+        half = self.done.rate_halfwidth(self.open_s, z=1.0)
         return qps is not None and half is not None and half <= precision * qps
 
 
@@ -164,6 +185,8 @@ class SearchController:
         self.cap = int(opts.num_users or 1)  # open loop: the in-flight cap
         self.bracket = Bracket(self.spec)
         self.meter: StageMeter | None = None
+        self.settling: Settling | None = None
+        self.tails: dict[str, TailShare] = {}
         self.level: float | None = None
         self.done = False
         self.started_s = time.time()
@@ -182,11 +205,24 @@ class SearchController:
             return self._finish(shape, "budget") if budget_left <= 0 else self._load()
         self.feed.tick(now, agg)
         cell = self.meter.tick(now, agg)
-        elapsed = now - self.meter.start_s - self.meter.warmup_s
+        if self.meter.open_s is None:  # settling: the window opens once the stage is steady
+            if self.meter.guard.tripped():
+                self._record(cell, False, self.meter.guard.why(), [], now)
+                return self._finish(shape, "budget") if budget_left <= 0 else self._start(shape, now)
+            if budget_left <= 0:
+                return self._finish(shape, "budget")
+            self._settle(shape, cell, now)
+            return self._load()
+        elapsed = now - self.meter.open_s
         verdict = self._judge(agg, cell, elapsed, budget_left)
         if verdict is None:
             return self._load()
         ok, ended_by, measures = verdict
+        # judged in a window that opened before steady state: no verdict, except a fail while the
+        # TTFT was still rising (the queue grows past the objective and does not stop)
+        rising_fail = ok is False and self.meter.trend == "rising"
+        if self.meter.settled is False and self.spec.mode != "knee" and not rising_fail:
+            ok, ended_by = None, f"unsettled ({ended_by})"
         self._record(cell, ok, ended_by, measures, now)
         if budget_left <= 0:
             return self._finish(shape, "budget")
@@ -201,18 +237,29 @@ class SearchController:
         if meter.guard.tripped():
             return False, meter.guard.why(), []
         ok_requests = cell.latencies["e2e"].count
-        longest = min(self.max_s - meter.warmup_s, elapsed + max(0.0, budget_left))
+        longest = min(self.max_s, elapsed + max(0.0, budget_left))
         if self.spec.mode == "knee":  # stable TTFT p99 and QPS, or the longest
             ttft = stability(cell.latencies["ttft"], 0.99, "ttft_p99")
-            stage = judge_stage([ttft], ok_requests, elapsed, self.min_s, longest, self.spec.precision)
+            stage = judge_stage(
+                [ttft], ok_requests, elapsed, self.min_s, longest, self.spec.precision, stable_ends=True
+            )
             if stage.done and meter.qps_stable(self.spec.precision):
                 return True, stage.why, []
             return (True, "longest", []) if elapsed >= longest else None
         blocks = self._blocks(agg, cell, elapsed)
-        measures = [
-            measure(o, blocks.get(o.workload) or {}, _sketches(agg, o.workload, meter.index))
-            for o in self.objectives
-        ]
+        measures = []
+        for o in self.objectives:
+            sketches = _sketches(agg, o.workload, meter.index)
+            tail = None
+            pq = percentile_of(o)
+            if pq is not None and pq[0] in sketches:  # "pNN <= T": the share of answers above T
+                sk = sketches[pq[0]]
+                tracker = self.tails.setdefault(o.text, TailShare())
+                tracker.add(time.time(), sk.count, sk.count_above(o.threshold))
+                tail = tracker.interval()
+            measures.append(
+                measure(o, blocks.get(o.workload) or {}, sketches, tail=tail, tail_judged=pq is not None)
+            )
         if self.spec.goodput_min is not None:
             measures.append(goodput_measure(blocks.get("total") or {}, self.spec.goodput_min))
         stage = judge_stage(measures, ok_requests, elapsed, self.min_s, longest, self.spec.precision)
@@ -246,6 +293,8 @@ class SearchController:
             duration_s=round(now - meter.start_s, 2),
             ended_by=ended_by,
             values={m.objective: m.value for m in measures},
+            settle_s=None if meter.settle_s is None else round(meter.settle_s, 2),
+            settled=meter.settled,
         )
         self.bracket.record(probe)
         timeline = swarm_state(self.environment).stage.timeline
@@ -253,11 +302,12 @@ class SearchController:
             timeline[-1].ended_by = ended_by
         lo, hi = probe.bracket
         logger.info(
-            "swarm: search: %g %s -> %s (%s; QPS %s, TTFT p99 %s); bracket %s-%s",
+            "swarm: search: %g %s -> %s (%s; %s; QPS %s, TTFT p99 %s); bracket %s-%s",
             self.level,
             self.spec.unit,
             self._verdict(probe),
             ended_by,
+            settle_text(probe.settle_s, probe.settled),
             "-" if probe.qps is None else f"{probe.qps:.1f}",
             "-" if probe.ttft_p99 is None else f"{probe.ttft_p99 * 1000:.0f} ms",
             lo,
@@ -267,31 +317,38 @@ class SearchController:
     def _verdict(self, probe: Probe) -> str:
         if self.spec.mode == "knee":  # every knee probe is "ok": where it lies is the verdict
             return "below the knee" if self.bracket.passes(probe) else "at or past the knee"
-        return "n/a" if probe.ok is None else ("pass" if probe.ok else "fail")
+        return "inconclusive" if probe.ok is None else ("pass" if probe.ok else "fail")
 
     def _start(self, shape: Shape, now: float) -> tuple[int, float] | None:
         level = self.bracket.next_load()
         if level is None:
             return self._finish(shape, self.bracket.status)
         index = 0 if self.meter is None else self.meter.index + 1
-        warmup = self.warmup_s
-        if self.meter is not None and self.level is not None:
-            warmup = max(warmup, self._settle_s(down=level < self.level))
         self.level = level
         rate = level if self.spec.mode == "rate" else None
-        self.meter = StageMeter(index, now, warmup, rate, self.guard_s, self.feed.done)
-        shape._enter(index, self._users(), warmup, rate)
+        self.meter = StageMeter(index, now, self.warmup_s, rate, self.guard_s, self.feed.done)
+        # a full turnover: every user answered once under the new load (open loop: one sub-window's arrivals)
+        need = int(level * SETTLE_WINDOW_S) if rate else int(level)
+        self.settling = Settling(now, need, self.warmup_s)
+        self.tails: dict[str, TailShare] = {}  # objective -> its share above the threshold, this stage
+        # the workers' own warm-up timer is the settling bound: the window opens then at the latest
+        shape._enter(index, self._users(), max(SETTLE_MAX_S, self.warmup_s), rate)
         return self._load()
 
-    def _settle_s(self, down: bool) -> float:
-        """A new level's warm-up lasts one request cycle of the stage before (its E2E p50): the
-        new users' first requests arrive together; going down, as long as the higher stage's
-        queue takes to drain (its E2E p90). At most half the longest stage."""
-        agg = _aggregate(self.environment)
-        if agg is None or self.meter is None:
-            return 0.0
-        e2e = agg.combined(stage=self.meter.index).latencies["e2e"].quantile(0.9 if down else 0.5)
-        return min(float(e2e or 0.0), self.max_s / 2)
+    def _settle(self, shape: Shape, cell: Cell, now: float) -> None:
+        """Feed the settling test; open the window when the stage has settled or may wait no longer."""
+        meter, settling = self.meter, self.settling
+        assert meter is not None and settling is not None
+        settling.add(now, int(cell.warmup_ttft[0]), float(cell.warmup_ttft[1]))
+        settled = settling.decide(now)
+        if settled is None:
+            return
+        meter.trend = settling.trend()
+        meter.open_s, meter.settled = now, settled
+        shape._open_window(meter.index, settled)
+        logger.info(
+            "swarm: search: %g %s %s", self.level, self.spec.unit, settle_text(meter.settle_s, settled)
+        )
 
     def _users(self) -> int:
         return self.cap if self.spec.mode == "rate" else int(self.level or 1)
@@ -311,6 +368,13 @@ class SearchController:
         swarm_state(self.environment).search = result
         logger.info("swarm: %s", result["headline"])
         return None
+
+
+def settle_text(settle_s: float | None, settled: bool | None) -> str:
+    """'settled after 9 s' / 'unsettled after 30 s' (the window opened at the bound)."""
+    if settle_s is None:
+        return "never opened its window"
+    return f"{'settled' if settled else 'unsettled'} after {settle_s:.0f} s"
 
 
 def search_spec(environment: Any) -> SearchSpec:

@@ -33,6 +33,7 @@ from swarm.load.arrivals import ArrivalSchedule
 from swarm.load.stages import Stage, StagePlan
 
 STAGE_MESSAGE = "swarm_stage"
+WINDOW_MESSAGE = "swarm_window"  # master -> workers: the running stage's measurement window opens now
 STAGE_REQUEST = "swarm_stage_request"  # worker -> master, at start-up
 
 
@@ -62,6 +63,13 @@ def _set_stage(
                 state.stage.warmup = False
 
         gevent.spawn_later(warmup_s, clear)
+
+
+def _open_window_here(environment: Any, index: int) -> None:
+    """Worker/local side: requests of stage `index` sent from now on are measured (no longer warm-up)."""
+    state = swarm_state(environment)
+    if state.stage.index == index:
+        state.stage.warmup = False
 
 
 def _stage_message(environment: Any, stage: Stage, workers: int) -> dict[str, Any]:
@@ -121,6 +129,9 @@ def _on_init(environment: Any, **_kwargs: Any) -> None:
         )
     if isinstance(environment.runner, WorkerRunner):
         environment.runner.register_message(
+            WINDOW_MESSAGE, lambda msg, **_: _open_window_here(environment, msg.data["index"])
+        )
+        environment.runner.register_message(
             STAGE_MESSAGE,
             lambda msg, **_: _set_stage(
                 environment,
@@ -144,6 +155,7 @@ class SwarmShape(LoadTestShape):
         self._search: Any = None  # --search: the SearchController (swarm/live/search.py)
         self._guard: Any = None  # --rate: the over-saturation guard of the running stage
         self._skip_s = 0.0  # --rate: time skipped by stages the guard ended early
+        self._settling: Any = None  # --sweep with --warmup: the running stage's settling test
 
     def reset_time(self) -> None:
         super().reset_time()
@@ -168,6 +180,48 @@ class SwarmShape(LoadTestShape):
             )
         else:
             _set_stage(env, index, warmup_s, rate, option(env, "arrivals") or "poisson")
+
+    def _open_window(self, index: int, settled: bool) -> None:
+        """The search's stage `index` has settled (or waited its longest): its warm-up ends now.
+        The timeline records how long it took (`warmup_s`) and whether it settled."""
+        env = self.runner.environment
+        timeline = swarm_state(env).stage.timeline
+        if not timeline or timeline[-1].index != index:
+            return
+        stage = timeline[-1]
+        stage.warmup_s = time.time() - stage.start_wall_s
+        stage.settled = settled
+        _open_window_here(env, index)
+        if isinstance(self.runner, MasterRunner):
+            self.runner.send_message(WINDOW_MESSAGE, {"index": index})
+
+    def _enter_settling(self, index: int, users: int, plan: StagePlan) -> None:
+        """A --sweep stage. With --warmup, its window opens once it has settled (as the search's
+        stages do: swarm/stats/search.py `Settling`), no sooner than --warmup and no later than half
+        the stage (or SETTLE_MAX_S): the stage keeps its length, its measured part what is left."""
+        from swarm.stats.search import SETTLE_MAX_S, Settling
+
+        if plan.warmup_s <= 0:
+            self._settling = None
+            self._enter(index, users, 0.0)
+            return
+        bound = max(plan.warmup_s, min(SETTLE_MAX_S, plan.stage_s / 2))
+        self._settling = Settling(time.time(), users, plan.warmup_s, bound)
+        self._enter(index, users, bound)
+
+    def _settle(self, index: int) -> None:
+        from swarm.live.search import _aggregate
+
+        agg = _aggregate(self.runner.environment)
+        if agg is None:
+            return
+        now = time.time()
+        cell = agg.combined(stage=index)
+        self._settling.add(now, int(cell.warmup_ttft[0]), float(cell.warmup_ttft[1]))
+        settled = self._settling.decide(now)
+        if settled is not None:
+            self._settling = None
+            self._open_window(index, settled)
 
     def _close(self) -> None:
         timeline = swarm_state(self.runner.environment).stage.timeline
@@ -225,7 +279,9 @@ class SwarmShape(LoadTestShape):
             self._close()
             return None
         if index != self._current:
-            self._enter(index, plan.levels[index], plan.warmup_s)
+            self._enter_settling(index, plan.levels[index], plan)
+        elif self._settling is not None:
+            self._settle(index)
         users = plan.levels[index]
         return users, float(max(users, opts.spawn_rate or 0))
 

@@ -79,6 +79,7 @@ class Stage:
     warmup_s: float = 0.0
     rate: float | None = None  # open loop: offered requests/s in total
     ended_by: str | None = None  # why it ended before its time (the search, the saturation guard)
+    settled: bool | None = None  # its window opened once steady (False: at the bound; None: not judged)
 
 
 @dataclass(frozen=True)

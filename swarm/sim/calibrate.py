@@ -14,6 +14,8 @@ import heapq
 import random
 from dataclasses import dataclass
 
+import numpy as np
+
 from swarm.core.tokens import chat_prompt_tokens
 from swarm.sim.engine import Engine, Sequence, prompt_block_hashes
 from swarm.sim.profile import Profile, load_profile
@@ -62,6 +64,8 @@ class LevelResult:
     mean_kv: float
     preemptions: int
     mean_output_tokens: float
+    ttft_p99: float | None = None  # of the requests sent after warm-up that finished in the window
+    ttft_share_above: float | None = None  # ... the share of them whose TTFT exceeds `ttft_limit_s`
 
 
 class _Clients:
@@ -114,8 +118,11 @@ def closed_loop(
     warmup_s: float,
     duration_s: float,
     seed: int = 0,
+    ttft_limit_s: float | None = None,
 ) -> LevelResult:
-    """`concurrency` clients in a closed loop on the virtual clock; QPS over `duration_s` after warm-up."""
+    """`concurrency` clients in a closed loop on the virtual clock; QPS over `duration_s` after
+    warm-up, and the steady TTFT p99 (the engine's time to first token: the client and HTTP add
+    about a millisecond on the real-time simulator)."""
     clients = _Clients(profile, prompts, max_tokens, concurrency, seed)
     engine = clients.engine
     t = 0.0
@@ -126,6 +133,7 @@ def closed_loop(
     samples = 0
     max_kv = 0.0
     preempt_start = 0
+    ttfts: list[float] = []
     while t < end:
         t, stepped = clients.step(t)
         if not stepped:
@@ -142,6 +150,8 @@ def closed_loop(
             if warmup_s <= t < end:
                 done_in_window += 1
                 tokens_in_window += seq.generated
+                if seq.arrival_time >= warmup_s and seq.first_token_time is not None:
+                    ttfts.append(seq.first_token_time - seq.arrival_time)
             clients.send_again(t)
     preemptions = engine.counters.preemptions - max(preempt_start, 0)
     return LevelResult(
@@ -152,6 +162,10 @@ def closed_loop(
         mean_kv=kv_sum / max(samples, 1),
         preemptions=preemptions,
         mean_output_tokens=tokens_in_window / max(done_in_window, 1),
+        ttft_p99=float(np.quantile(ttfts, 0.99)) if ttfts else None,
+        ttft_share_above=(
+            float(np.mean(np.asarray(ttfts) > ttft_limit_s)) if ttfts and ttft_limit_s is not None else None
+        ),
     )
 
 

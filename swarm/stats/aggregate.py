@@ -85,6 +85,7 @@ class Cell:
         "requests",
         "stage",
         "warmup_requests",
+        "warmup_ttft",
         "workload",
     )
 
@@ -95,6 +96,7 @@ class Cell:
         self.stage = stage
         self.requests = 0
         self.warmup_requests = 0
+        self.warmup_ttft = [0, 0.0]  # warm-up requests answered: [count, sum of TTFT] (the search's settling)
         self.outcomes: dict[str, int] = {o.value: 0 for o in OUTCOMES}
         self.prompt_tokens = 0
         self.output_tokens = 0
@@ -155,6 +157,9 @@ class Cell:
             self._connect_errors(end, end)
         if r.warmup:
             self.warmup_requests += 1
+            if outcome is Outcome.OK and r.ttft_s is not None:
+                self.warmup_ttft[0] += 1
+                self.warmup_ttft[1] += r.ttft_s
             return
         lat = self.latencies
         if r.send_lag_s is not None:  # open loop: lateness of every request sent, failed ones too
@@ -229,6 +234,8 @@ class Cell:
         """Add `other` in; `bins`: its completions per bin too (False: a view that needs no interval)."""
         self.requests += other.requests
         self.warmup_requests += other.warmup_requests
+        self.warmup_ttft[0] += other.warmup_ttft[0]
+        self.warmup_ttft[1] += other.warmup_ttft[1]
         for k, n in other.outcomes.items():
             self.outcomes[k] = self.outcomes.get(k, 0) + n
         self.prompt_tokens += other.prompt_tokens
@@ -273,6 +280,7 @@ class Cell:
             "stage": self.stage,
             "requests": self.requests,
             "warmup": self.warmup_requests,
+            "warmup_ttft": [self.warmup_ttft[0], self.warmup_ttft[1]],
             "outcomes": {k: n for k, n in self.outcomes.items() if n},
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,
@@ -296,6 +304,8 @@ class Cell:
     def from_wire(cls, d: CellWire) -> Cell:
         c = cls(str(d["workload"]), int(d["stage"]), str(d.get("klass", "direct")), str(d["model"]))
         c.requests, c.warmup_requests = int(d["requests"]), int(d["warmup"])
+        n, total = d.get("warmup_ttft") or (0, 0.0)
+        c.warmup_ttft = [int(n), float(total)]
         for k, n in d["outcomes"].items():
             c.outcomes[Outcome(k).value] += int(n)
         c.prompt_tokens, c.output_tokens = int(d["prompt_tokens"]), int(d["output_tokens"])

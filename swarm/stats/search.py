@@ -9,16 +9,24 @@ and acts on its answers; the unit tests feed it made-up curves.
   order statistics whose ranks bracket q*n by z binomial standard deviations (the textbook
   interval for a quantile, e.g. Conover, *Practical Nonparametric Statistics*, 3.2), read at
   those ranks from the merged DDSketch (0.5% relative on top).
-- `judge_stage`: a stage's verdict on the criterion and whether it may end: every latency
-  objective's interval lies on one side of its threshold (decided), or is narrower than the
-  precision (stable), or the stage ran its longest.
+- `Settling`: when a stage's measurement window may open: the requests sent under the new load
+  have turned over once (the previous stage's backlog drained) and their mean TTFT no longer moves
+  between consecutive sub-windows; at the latest after `SETTLE_MAX_S` (then the stage is unsettled
+  and its figures are no verdict).
+- `judge_stage`: a stage's verdict on the criterion and whether it may end: a verdict only when
+  every latency objective's interval lies on one side of its threshold (decided); at its longest
+  a stage whose interval still straddles the threshold is inconclusive (ok None), and an
+  inconclusive probe never narrows the bracket. (The knee's stability test ends a stage whose
+  interval is narrower than the precision.)
 - `Bracket`: the search itself. Concurrency/rate: the highest load meeting the criterion.
   Double from the start level until a probe fails (halve until one passes), then probe inside
   the bracket where the worst objective's ratio to its threshold, interpolated in log space
   between the bracket's ends, crosses 1, clamped to the bracket's middle half (so each probe
   cuts at least a quarter of the bracket away: never slower than 1.4x bisection, much faster
   where latency grows smoothly); done when the bracket is narrower than the precision of its
-  lower end. Knee: the lowest load whose QPS is within `KNEE_SHARE` of the plateau (the highest
+  lower end. Loads probed inconclusive inside the bracket are not probed again: the search narrows
+  the gaps beside them, and when those are narrower than the precision it ends `noise_limited`
+  (the crossing lies within the measurement noise of those loads). Knee: the lowest load whose QPS is within `KNEE_SHARE` of the plateau (the highest
   QPS seen; every higher load counts as on it) whose TTFT p99 is also `KNEE_LATENCY` times its
   value at half the load ("QPS stops growing while latency climbs"), found the same way after
   doubling until QPS grows less than `KNEE_GROWTH`, by bisection.
@@ -57,6 +65,11 @@ MAX_CONCURRENCY = 4096
 MAX_RATE = 10000.0
 DEFAULT_BUDGET = "10m"
 DEFAULT_PRECISION = 0.05
+# Settling (the window of a stage opens once the load it changed to has reached steady state)
+SETTLE_WINDOW_S = 3.0  # a sub-window: about one report of every worker (Locust reports every 3 s)
+SETTLE_TOL = 0.15  # two consecutive sub-windows' mean TTFT this close: no trend (steady windows differ ~10%)
+SETTLE_MIN_N = 20  # answered requests a sub-window needs before its mean is compared
+SETTLE_MAX_S = 30.0  # the longest a stage may wait to settle; then its window opens unsettled
 
 
 def parse_share(text: str, flag: str) -> float:
@@ -156,6 +169,7 @@ class Measure:
     ok: bool | None  # None: no data
     decided: bool  # the interval lies on one side of the threshold
     upper: bool = True  # a "<=" / "<" objective (else ">=" / ">")
+    exact: bool = False  # read without an interval (a rate or share: error_rate, qps, goodput)
 
     @property
     def ratio(self) -> float | None:
@@ -167,11 +181,27 @@ class Measure:
         return self.value / self.threshold if self.upper else self.threshold / self.value
 
 
+def percentile_of(objective: slo.Objective) -> tuple[str, float] | None:
+    """(latency name, q) of a latency-percentile objective ("ttft_p99<=800ms" -> ("ttft", 0.99))."""
+    name, _, stat = objective.metric.rpartition("_")
+    if name and stat.startswith("p") and stat[1:].isdigit():
+        return name, int(stat[1:]) / 100
+    return None
+
+
 def measure(
-    objective: slo.Objective, block: Mapping[str, Any], sketches: Mapping[str, Sketch], z: float = Z_STAGE
+    objective: slo.Objective,
+    block: Mapping[str, Any],
+    sketches: Mapping[str, Sketch],
+    z: float = Z_STAGE,
+    tail: tuple[float, float] | None = None,
+    tail_judged: bool = False,
 ) -> Measure:
     """`objective` on a live stage: `block` carries the rates (summary block keys), `sketches` the
-    workload's latency sketches by name (ttft, e2e, ...) for percentile intervals."""
+    workload's latency sketches by name (ttft, e2e, ...) for percentile intervals. `tail`: for a
+    "pNN <= T" objective, the share of answers above T and its half-width (`TailShare`); then
+    the verdict is the tail's (decided when the share's interval lies on one side of 1 - q);
+    `tail_judged` with no `tail` yet: undecided."""
     upper = objective.op in ("<=", "<")
     value = objective.measured({objective.workload: block})
     low = high = value
@@ -185,10 +215,71 @@ def measure(
         return Measure(objective.text, None, None, None, objective.threshold, None, False, upper)
     ok = slo.Verdict(objective, value).ok
     t = objective.threshold
+    pq = percentile_of(objective)
+    if tail_judged and upper and pq is not None:
+        if tail is None:  # too few sub-windows yet: no verdict either way
+            return Measure(objective.text, value, low, high, t, ok, False, upper)
+        share, half = tail
+        allowed = 1 - pq[1]
+        ok = share <= allowed
+        decided = share + half <= allowed or share - half > allowed
+        return Measure(objective.text, value, low, high, t, ok, decided, upper)
     decided = bool(high is not None and high <= t) if upper else bool(low is not None and low >= t)
     if not decided:  # surely failing?
         decided = bool(low is not None and low > t) if upper else bool(high is not None and high < t)
-    return Measure(objective.text, value, low, high, t, ok, decided, upper)
+    return Measure(objective.text, value, low, high, t, ok, decided, upper, exact=pq is None)
+
+
+# Student's t, 97.5% (a two-sided 95% interval), by degrees of freedom: a few batches' spread
+# estimates the error loosely, so their interval is wider than the normal one.
+T_975 = (12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145)
+MIN_BATCHES = 3  # sub-windows a tail share needs before it is judged
+DESIGN_EFFECT = 4.0  # answers per independent draw, at least (as Z_STAGE assumes)
+
+
+@dataclass
+class TailShare:
+    """The share of a stage's answers above an objective's threshold, with a 95% interval.
+
+    "p99 <= T" holds exactly when at most 1% of the answers exceed T. Answers close in time share
+    a queue (a closed loop moves in waves: a whole batch of the engine waits together), so the
+    share's uncertainty is read from how it varies between consecutive SETTLE_WINDOW_S
+    sub-windows (batch means, the ratio estimator's variance, Student's t on their number),
+    and never taken below the binomial error of a quarter of the answers counted (the design
+    effect of 4 that `Z_STAGE` assumes: a few sub-windows without one answer above T say little
+    when answers above it come a wave at a time). The
+    order-statistics interval of `quantile_ci` assumes independent answers: within a few seconds
+    it read a stage that exceeds T 1% of the time as surely passing (every answer of one wave
+    below T)."""
+
+    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (t, answered, above), cumulative
+
+    def add(self, t: float, answered: int, above: int) -> None:
+        if not self.samples or answered != self.samples[-1][1]:
+            self.samples.append((t, answered, above))
+
+    def batches(self) -> list[tuple[int, int]]:
+        """(answered, above) per sub-window of at least SETTLE_WINDOW_S, from the first sample."""
+        out = []
+        t0, n0, a0 = self.samples[0] if self.samples else (0.0, 0, 0)
+        for t, n, a in self.samples[1:]:
+            if t - t0 >= SETTLE_WINDOW_S and n > n0:
+                out.append((n - n0, a - a0))
+                t0, n0, a0 = t, n, a
+        return out
+
+    def interval(self) -> tuple[float, float] | None:
+        """(share above, half-width of its 95% interval); None before MIN_BATCHES sub-windows."""
+        bs = self.batches()
+        k = len(bs)
+        if k < MIN_BATCHES:
+            return None
+        n = sum(b[0] for b in bs)
+        share = sum(b[1] for b in bs) / n
+        var_batch = k / (k - 1) * sum((a - share * m) ** 2 for m, a in bs) / n**2
+        var_binom = DESIGN_EFFECT * max(share, 1 / n) * (1 - share) / n
+        t = T_975[k - 2] if k - 2 < len(T_975) else Z_95
+        return share, t * math.sqrt(max(var_batch, var_binom))
 
 
 def stability(sketch: Sketch, q: float, name: str) -> Measure:
@@ -206,7 +297,7 @@ def goodput_measure(block: Mapping[str, Any], share_min: float) -> Measure:
     if share is None:
         return Measure(text, None, None, None, share_min, None, False, upper=False)
     v = float(share)
-    return Measure(text, v, v, v, share_min, v >= share_min, False, upper=False)
+    return Measure(text, v, v, v, share_min, v >= share_min, False, upper=False, exact=True)
 
 
 def stable(m: Measure, precision: float) -> bool:
@@ -230,6 +321,12 @@ class StageVerdict:
         return max(rs) if rs else None
 
 
+def conclusive(m: Measure) -> bool:
+    """The reading is a verdict: its interval lies on one side of the threshold, or it has no
+    interval (a rate or a share read exactly, e.g. error_rate, goodput)."""
+    return m.decided or (m.exact and m.value is not None)
+
+
 def judge_stage(
     measures: Sequence[Measure],
     ok_requests: int,
@@ -237,24 +334,107 @@ def judge_stage(
     min_s: float,
     max_s: float,
     precision: float,
+    stable_ends: bool = False,
 ) -> StageVerdict:
-    """May the stage end, and with what verdict? Before `min_s` (after warm-up), no; a surely
-    failing objective ends it; after MIN_OK successful requests, every objective decided or
-    stable ends it; at `max_s` it ends on the point estimates."""
+    """May the stage end, and with what verdict? Before `min_s` (after the window opened), no; a
+    surely failing objective ends it; after MIN_OK successful requests, every objective conclusive
+    ends it (`stable_ends`, the knee's test: or stable); at `max_s` it ends, inconclusive (ok None)
+    while an interval still straddles its threshold: the point estimate alone is no verdict."""
     ms = list(measures)
     have = all(m.ok is not None for m in ms)
     ok = all(bool(m.ok) for m in ms) if have else None
     if elapsed_s >= max_s:
-        return StageVerdict(ok, True, "longest", ms)
+        if any(m.decided and not m.ok for m in ms):
+            return StageVerdict(False, True, "longest", ms)
+        if stable_ends or (have and all(conclusive(m) for m in ms)):
+            return StageVerdict(ok, True, "longest", ms)
+        return StageVerdict(None, True, "inconclusive", ms)
     if elapsed_s < min_s or not have:
         return StageVerdict(ok, False, "waiting", ms)
     if any(m.decided and not m.ok for m in ms):  # even from a few requests: the interval says so
         return StageVerdict(False, True, "decided", ms)
     if ok_requests < MIN_OK:
         return StageVerdict(ok, False, "waiting", ms)
-    if all(m.decided or stable(m, precision) for m in ms):
-        return StageVerdict(ok, True, "decided" if all(m.decided for m in ms) else "stable", ms)
+    if all(conclusive(m) for m in ms):
+        return StageVerdict(ok, True, "decided", ms)
+    if stable_ends and all(m.decided or stable(m, precision) for m in ms):
+        return StageVerdict(ok, True, "stable", ms)
     return StageVerdict(ok, False, "waiting", ms)
+
+
+@dataclass
+class Settling:
+    """Has the stage that started at `start_s` reached steady state? Fed the stage's answered
+    warm-up requests (cumulative count and TTFT sum, as the master's aggregate holds them) each
+    tick; settled once `need` of them were answered (a full turnover: every request of the stage
+    before has finished and each user has waited through the new queue), at least `min_s` after
+    the start, and the mean TTFT of the last two SETTLE_WINDOW_S sub-windows differ by at most
+    SETTLE_TOL (no trend: the queue the new load builds, or the backlog the old one left, has
+    reached its level)."""
+
+    start_s: float
+    need: int
+    min_s: float = 0.0
+    max_s: float = SETTLE_MAX_S  # the bound: the window opens then, settled or not
+    samples: list[tuple[float, int, float]] = field(default_factory=list)  # (t, count, TTFT sum)
+
+    def __post_init__(self) -> None:
+        if not self.samples:  # the stage's cell starts empty
+            self.samples.append((self.start_s, 0, 0.0))
+
+    def add(self, t: float, count: int, ttft_sum: float) -> None:
+        if not self.samples or count != self.samples[-1][1] or t - self.samples[-1][0] >= SETTLE_WINDOW_S:
+            self.samples.append((t, count, ttft_sum))
+
+    def _before(self, end: tuple[float, int, float]) -> tuple[float, int, float] | None:
+        """The sample that opens the sub-window ending at `end`: the last one at least
+        SETTLE_WINDOW_S before it with at least SETTLE_MIN_N answers between (a slow stage's
+        sub-windows stretch until they hold enough)."""
+        best = None
+        for s in self.samples:
+            if s[0] > end[0] - SETTLE_WINDOW_S or s[1] > end[1] - SETTLE_MIN_N:
+                break
+            best = s
+        return best
+
+    def means(self) -> tuple[float, float] | None:
+        """Mean TTFT of the last two sub-windows (earlier, later); None until both exist."""
+        if not self.samples:
+            return None
+        c = self.samples[-1]
+        b = self._before(c)
+        a = self._before(b) if b is not None else None
+        if a is None or b is None:
+            return None
+        return (b[2] - a[2]) / (b[1] - a[1]), (c[2] - b[2]) / (c[1] - b[1])
+
+    def settled(self, t: float) -> bool:
+        if t - self.start_s < self.min_s or not self.samples or self.samples[-1][1] < self.need:
+            return False
+        m = self.means()
+        return m is not None and abs(m[1] - m[0]) <= SETTLE_TOL * max(m)
+
+    def trend(self) -> str:
+        """'rising', 'falling' or 'flat' between the last two sub-windows; 'unknown' without them."""
+        m = self.means()
+        if m is None:
+            return "unknown"
+        if abs(m[1] - m[0]) <= SETTLE_TOL * max(m):
+            return "flat"
+        return "rising" if m[1] > m[0] else "falling"
+
+    def timed_out(self, t: float) -> bool:
+        return t - self.start_s >= max(self.max_s, self.min_s)
+
+    def decide(self, t: float) -> bool | None:
+        """True: settled, open the window; False: the bound passed unsettled (open it, its figures
+        are no verdict); None: wait. At the bound, a stage with too few answers to compare two
+        sub-windows that has turned over twice counts as settled (a load this slow builds no queue)."""
+        if self.settled(t):
+            return True
+        if not self.timed_out(t):
+            return None
+        return self.trend() == "unknown" and self.samples[-1][1] >= 2 * self.need
 
 
 # ----------------------------------------------------------------------------------- the search
@@ -274,6 +454,8 @@ class Probe:
     ended_by: str
     values: dict[str, float | None] = field(default_factory=dict)  # objective text -> measured
     bracket: tuple[float | None, float | None] = (None, None)  # (passing, failing) after this probe
+    settle_s: float | None = None  # seconds from the stage's start until its window opened
+    settled: bool | None = None  # False: the window opened at SETTLE_MAX_S, before steady state
 
 
 @dataclass
@@ -282,7 +464,7 @@ class Bracket:
 
     spec: SearchSpec
     probes: list[Probe] = field(default_factory=list)
-    status: str = "running"  # running | converged | not_met | no_failure | budget
+    status: str = "running"  # running | converged | noise_limited | not_met | no_failure | budget
 
     @property
     def integer(self) -> bool:
@@ -393,6 +575,9 @@ class Bracket:
         if self.converged(lo.load, hi.load):
             self.status = "converged"
             return None
+        band = self.inconclusive(lo.load, hi.load)
+        if band:
+            return self._beside(lo.load, hi.load, band)
         x = self._interpolate(lo, hi)
         w = hi.load - lo.load
         x = min(max(x, lo.load + w / 4), hi.load - w / 4)
@@ -403,6 +588,32 @@ class Bracket:
             self.status = "converged"
             return None
         return x
+
+    def inconclusive(self, lo: float, hi: float) -> list[float]:
+        """Loads inside (lo, hi) probed without a verdict (their interval straddled the threshold,
+        or the stage never settled), in order."""
+        if self.spec.mode == "knee":
+            return []
+        return sorted({p.load for p in self.probes if p.ok is None and lo < p.load < hi})
+
+    def _beside(self, lo: float, hi: float, band: list[float]) -> float | None:
+        """The next load beside the inconclusive `band` (it lies near the crossing): half the
+        precision below it while the gap below is wider than that (the answer is the passing end),
+        then as far above it; None (`noise_limited`) when both gaps are that narrow: the crossing
+        lies within the noise of the loads between."""
+        tried = {p.load for p in self.probes}
+        step = 1.0 if self.integer else 0.0
+        near = max(step, self.spec.precision * lo / 2)
+        for a, b, x in ((lo, band[0], band[0] - near), (band[-1], hi, band[-1] + near)):
+            if b - a <= near:
+                continue
+            x = self._round(x)
+            if not a < x < b or x in tried:
+                x = self._round((a + b) / 2)
+            if a < x < b and x not in tried:
+                return x
+        self.status = "noise_limited"
+        return None
 
     def _interpolate(self, lo: Probe, hi: Probe) -> float:
         """Where the criterion's ratio crosses 1 between the ends, in log space; the midpoint when
@@ -426,7 +637,9 @@ class Bracket:
             "precision": self.spec.precision,
             "budget_s": self.spec.budget_s,
             "status": self.status,
-            "converged": self.status == "converged",
+            # the search ended with a bracket of measured verdicts: at the precision, or as narrow as
+            # the measurement noise around the crossing allows (noise_limited)
+            "converged": self.status in ("converged", "noise_limited"),
             "unit": self.spec.unit,
             "answer": best.load if best else None,
             "bracket": [lo.load if lo else None, hi.load if hi else None],
@@ -487,6 +700,8 @@ def headline(search: Mapping[str, Any]) -> str:
         head = f"{what} meeting {crit}: {num(search.get('answer'))}{unit} {bracket}"
     if status == "budget":
         head += " [budget spent before the stated precision]"
+    if status == "noise_limited":
+        head += " [wider than the precision: loads inside it measured neither pass nor fail]"
     return head + tail
 
 

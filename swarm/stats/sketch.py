@@ -155,6 +155,22 @@ class LatencyStats:
         value = _MAPPING.value(self._store.key_at_rank(rank - self._zero_count))
         return min(max(value, self._min), self._max)  # exact bounds only move it closer
 
+    def count_above(self, value: float) -> int:
+        """Values above `value`, read from the sketch's bins: values in the bin that holds `value`
+        (within REL_ACCURACY of it) count as not above."""
+        self.flush()
+        if self._count == 0 or value >= self._max:
+            return 0
+        if value < self._min:
+            return self._count
+        store = self._store
+        if value <= _MAPPING.min_possible:
+            return int(store.count)
+        lo = max(_MAPPING.key(value) + 1, store.min_key)
+        if store.count == 0 or lo > store.max_key:
+            return 0
+        return int(sum(store.bins[lo - store.offset : store.max_key + 1 - store.offset]))
+
     @property
     def mean(self) -> float | None:
         self.flush()

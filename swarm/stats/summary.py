@@ -171,6 +171,7 @@ class StageEntry(TypedDict):
     warmup_s: NotRequired[float]
     rate: NotRequired[float | None]
     ended_by: NotRequired[str]  # why the stage ended before its time (the search, the saturation guard)
+    settled: NotRequired[bool]  # the search's stages: measured once steady (False: at the settling bound)
 
 
 class StageTimelineEntry(TypedDict):
@@ -183,6 +184,7 @@ class StageTimelineEntry(TypedDict):
     warmup_s: float
     rate: float | None
     ended_by: NotRequired[str | None]  # why it ended before its time (the search, the saturation guard)
+    settled: NotRequired[bool | None]  # its window opened once steady (False: at the bound; None: not judged)
 
 
 class DegradedWorker(TypedDict):

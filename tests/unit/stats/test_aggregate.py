@@ -97,6 +97,10 @@ def test_counters_warmup_and_failures():
     assert c.latencies["ttft"].count == 1 and c.latencies["ttft"].max == 0.1  # warm-up and failure excluded
     assert c.latencies["itl"].count == 2
     assert c.window_s() == pytest.approx(132.0 - 100.0)
+    # the warm-up's answered TTFT (the search's settling test) is kept apart, and rides the wire
+    assert c.warmup_ttft == [1, 9.0]
+    back = Aggregate.from_wire(msgpack.unpackb(msgpack.packb(agg.to_wire()))).combined()
+    assert back.warmup_ttft == [1, 9.0]
 
 
 def test_wire_round_trip_is_msgpack_clean_and_lossless():

@@ -32,6 +32,8 @@ def _fingerprint(agg: Aggregate) -> dict:
         w = c.to_wire()
         for lat in w["lat"].values():
             lat["sum"] = float(f"{lat['sum']:.9g}")
+        n, total = w["warmup_ttft"]
+        w["warmup_ttft"] = [n, float(f"{total:.9g}")]
         out[key] = w
     return out
 

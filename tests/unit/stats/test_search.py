@@ -12,12 +12,17 @@ from swarm.stats import slo
 from swarm.stats.search import (
     KNEE_SHARE,
     MIN_OK,
+    SETTLE_MAX_S,
+    SETTLE_MIN_N,
+    SETTLE_WINDOW_S,
     Bracket,
     Completions,
     Measure,
     OverloadGuard,
     Probe,
     SearchSpec,
+    Settling,
+    TailShare,
     goodput_measure,
     headline,
     judge_stage,
@@ -195,9 +200,14 @@ def test_judge_stage():
     assert v.done and v.ok is False and v.why == "decided"
     v = judge_stage([M(True, False)], 500, 6.0, 5.0, 30.0, 0.05)
     assert not v.done  # undecided and wide
-    v = judge_stage([M(True, False, half=0.01)], 500, 6.0, 5.0, 30.0, 0.05)
+    # narrow but straddling the threshold: no verdict yet (the knee's stability test ends it)
+    assert not judge_stage([M(True, False, half=0.01)], 500, 6.0, 5.0, 30.0, 0.05).done
+    v = judge_stage([M(True, False, half=0.01)], 500, 6.0, 5.0, 30.0, 0.05, stable_ends=True)
     assert v.done and v.why == "stable" and v.ok
+    # at its longest, an interval still straddling the threshold is inconclusive, not a pass
     v = judge_stage([M(True, False)], 500, 30.0, 5.0, 30.0, 0.05)
+    assert v.done and v.why == "inconclusive" and v.ok is None
+    v = judge_stage([M(True, True)], 500, 30.0, 5.0, 30.0, 0.05)
     assert v.done and v.why == "longest" and v.ok
 
 
@@ -312,3 +322,122 @@ def test_a_probe_cut_before_its_verdict_does_not_narrow_the_bracket() -> None:
     lo, hi = b.bounds()
     assert (lo.load, hi.load) == (160.0, 256.0)
     assert b.probes[-1].bracket == (160.0, 256.0)
+
+
+# ----------------------------------------------------------------------------- settling, tails
+
+
+def feed(settling: Settling, start: float, seconds: float, per_s: int, ttft_at) -> None:
+    """Answered warm-up requests as the master sees them: `per_s` a second, TTFT `ttft_at(t)`."""
+    n, total = 0, 0.0
+    for k in range(int(seconds)):
+        t = start + k + 1
+        n += per_s
+        total += per_s * ttft_at(t - start)
+        settling.add(t, n, total)
+
+
+def test_settling_waits_until_the_queue_stops_growing():
+    """Stepping up: the TTFT of answered requests climbs for 8 s, then holds. The window may not
+    open while it climbs (the probe measured 633 ms at 215 users there), only once two
+    consecutive sub-windows agree, and never before one turnover of the users."""
+    climbing = Settling(start_s=100.0, need=200)
+
+    def ttft(t: float) -> float:
+        return 0.2 + 0.05 * min(t, 8.0)
+
+    feed(climbing, 100.0, 8, 60, ttft)
+    assert not climbing.settled(108.0) and climbing.trend() == "rising"
+    feed(climbing, 100.0, 20, 60, ttft)  # the same history, longer: flat since 8 s
+    assert climbing.settled(120.0) and climbing.trend() == "flat"
+    few = Settling(start_s=100.0, need=5000)  # flat, but the users have not turned over yet
+    feed(few, 100.0, 20, 60, lambda t: 0.3)
+    assert not few.settled(120.0)
+    assert not few.timed_out(100.0 + SETTLE_MAX_S - 1) and few.timed_out(100.0 + SETTLE_MAX_S)
+
+
+def test_settling_sees_a_draining_backlog():
+    """Stepping down: the previous stage's queue drains (TTFT 600 -> 200 ms), then holds."""
+    s = Settling(start_s=0.0, need=100)
+    feed(s, 0.0, 6, 60, lambda t: max(0.2, 0.6 - 0.1 * t))
+    assert s.trend() == "falling" and not s.settled(6.0)
+    s = Settling(start_s=0.0, need=100)
+    feed(s, 0.0, 14, 60, lambda t: max(0.2, 0.6 - 0.1 * t))
+    assert s.settled(14.0)
+
+
+def test_settling_sub_windows_stretch_on_a_slow_stage():
+    """Two answers a second: a sub-window holds SETTLE_MIN_N answers, not SETTLE_WINDOW_S."""
+    s = Settling(start_s=0.0, need=4)
+    feed(s, 0.0, SETTLE_MIN_N - 1, 2, lambda t: 0.1)
+    assert s.means() is None  # 2 x SETTLE_MIN_N answers not there yet (10 s would hold 2 sub-windows)
+    s = Settling(start_s=0.0, need=4)
+    feed(s, 0.0, SETTLE_MIN_N, 2, lambda t: 0.1)
+    assert s.means() == pytest.approx((0.1, 0.1)) and s.settled(float(SETTLE_MIN_N))
+
+
+def test_tail_share_reads_waves_not_independent_draws():
+    """p99 <= T is "at most 1% above T". A closed loop's answers come in waves: one sub-window has
+    none above T, the next 2%. The share (1%) is then undecided; the order-statistics interval
+    of the first wave alone (300 answers, all below T) called the stage surely passing."""
+    wave = LatencyStats()
+    wave.extend([0.74] * 300)
+    _low, high = quantile_ci(wave, 0.99)
+    assert high <= 0.8  # the old reading: "decided pass" from a few seconds
+    tail = TailShare()
+    tail.add(0.0, 0, 0)  # the window opens
+    n = above = 0
+    for k in range(10):
+        n += 200
+        above += 0 if k % 2 == 0 else 4
+        tail.add(SETTLE_WINDOW_S * (k + 1), n, above)
+    share, half = tail.interval()
+    assert share == pytest.approx(0.01) and half > 0.005  # neither side of 1%
+    (o,) = slo.parse("ttft_p99<=800ms")
+    m = measure(o, {"ttft_s": {"p99": 0.79}}, {"ttft": wave}, tail=(share, half), tail_judged=True)
+    assert not m.decided
+    assert not measure(o, {"ttft_s": {"p99": 0.79}}, {"ttft": wave}, tail_judged=True).decided  # no tail yet
+    steady = TailShare()
+    steady.add(0.0, 0, 0)
+    for k in range(8):  # 0.1% above, every sub-window alike: surely passing
+        steady.add(SETTLE_WINDOW_S * (k + 1), 1000 * (k + 1), k + 1)
+    m = measure(o, {"ttft_s": {"p99": 0.7}}, {"ttft": wave}, tail=steady.interval(), tail_judged=True)
+    assert m.decided and m.ok
+    short = TailShare()
+    short.add(0.0, 0, 0)
+    short.add(SETTLE_WINDOW_S, 500, 0)
+    assert short.interval() is None  # one sub-window says nothing of the next
+
+
+def test_count_above_reads_the_sketch():
+    sk = LatencyStats()
+    sk.extend([0.1] * 90 + [0.9] * 10)
+    assert sk.count_above(0.8) == 10 and sk.count_above(0.05) == 100 and sk.count_above(1.0) == 0
+
+
+def test_inconclusive_probes_are_not_probed_again_and_narrow_nothing():
+    """Loads whose interval straddled the threshold inside the bracket: the search probes beside
+    them (the passing side first: the answer is the passing end) and ends noise_limited when both
+    gaps are narrower than half the precision; the bracket's ends are measured verdicts."""
+    truth = 219.3  # the steady-state crossing; loads within 3 of it are inconclusive
+
+    def verdict(load: float) -> bool | None:
+        return None if abs(load - truth) < 3 else load < truth
+
+    for precision, status in (("5%", "converged"), ("2%", "noise_limited")):
+        b = Bracket(spec(start=64, precision=precision))
+        loads = []
+        while (load := b.next_load()) is not None:
+            assert load not in loads, loads
+            loads.append(load)
+            ratio = (load / truth) ** 4
+            b.record(Probe(len(loads), load, verdict(load), None, 0.8 * ratio, ratio, 10.0, "decided"))
+            assert len(loads) < 20, loads
+        assert any(verdict(x) is None for x in loads), loads  # the interpolation landed in the band
+        lo, hi = b.bounds()
+        assert lo.load < truth < hi.load and lo.ok is True and hi.ok is False
+        assert b.status == status, (b.status, loads)
+        ans = b.answer()
+        assert ans["converged"] and ans["answer"] == lo.load and abs(lo.load / truth - 1) <= 0.04
+        noted = "loads inside it measured neither pass nor fail" in headline(ans)
+        assert noted == (status == "noise_limited")
