@@ -33,14 +33,14 @@ reasoning_tokens, prompt_cache, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s
   (`duration_s`); the requests that finish after it are the `drain`, not the load's rate. A
   stage's window is the stage's own (start to the next stage); without times, from its first
   request sent to its last request finished. The live QPS counts completions the same way.
-- latencies in seconds: p50, p90, p95, p99 (nearest-rank-lower percentiles estimated by the
-  sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
 - `prompt_cache`: the prompt tokens the server said it served from its prefix / prompt cache
   (`usage.prompt_tokens_details.cached_tokens`: llama.cpp always, vLLM with
   `--enable-prompt-tokens-details`): {requests: the requests that said, cached_tokens,
   prompt_tokens: theirs, hit_share: cached_tokens / prompt_tokens (null without prompt tokens)};
   null when no request of the block said (the server does not report it: absent, not zero).
   Warm-up and failed requests count when they said (as `prompt_tokens` counts them).
+- latencies in seconds: p50, p90, p95, p99 (nearest-rank-lower percentiles estimated by the
+  sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
   when there is no such request.
 
 With `--goodput SPEC` (swarm/stats/goodput.py) every block also has `goodput`: {slo: SPEC, met:
@@ -78,11 +78,11 @@ BLOCK_KEYS: tuple[str, ...] = (
     "prompt_tokens",
     "output_tokens",
     "reasoning_tokens",
+    "prompt_cache",
     "qps",
     "output_tok_s",
     *(f"{name}_s" for name in LATENCIES),
 )
-    "prompt_cache",
 NOTES = (
     "requests counts every request sent, each once (failed, cancelled and warm-up included); qps and "
     "output_tok_s count the requests completed inside the window over its duration_s (the drain after "
@@ -109,10 +109,6 @@ class GoodputBlock(TypedDict):
     share: float | None
 
 
-CI_KEYS: tuple[str, ...] = ("qps", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99")
-
-
-class CiBlock(TypedDict):
 class PromptCacheBlock(TypedDict):
     """A block's cached prompt tokens, over the requests whose server reported them."""
 
@@ -122,6 +118,10 @@ class PromptCacheBlock(TypedDict):
     hit_share: float | None
 
 
+CI_KEYS: tuple[str, ...] = ("qps", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "e2e_p50", "e2e_p99")
+
+
+class CiBlock(TypedDict):
     """95% intervals of a block's QPS and latency percentiles ([low, high] or None)."""
 
     level: float
@@ -145,12 +145,12 @@ class Block(TypedDict):
     prompt_tokens: int
     output_tokens: int
     reasoning_tokens: int
+    prompt_cache: PromptCacheBlock | None
     qps: float
     output_tok_s: float
     ttft_s: LatencyBlock
     ttfa_s: LatencyBlock
     itl_s: LatencyBlock
-    prompt_cache: PromptCacheBlock | None
     tpot_s: LatencyBlock
     e2e_s: LatencyBlock
     send_lag_s: LatencyBlock
@@ -198,7 +198,7 @@ class DegradedWorker(TypedDict):
 class ClientBound(TypedDict):
     stage: int
     worker: str
-    cpu_percent: float
+    cpu_percent: float  # demand: CPU + waiting for a CPU, % of one core (swarm/stats/cpu.py)
 
 
 class VerdictEntry(TypedDict):
@@ -310,6 +310,7 @@ def block(
         "prompt_tokens": cell.prompt_tokens,
         "output_tokens": cell.output_tokens,
         "reasoning_tokens": cell.reasoning_tokens,
+        "prompt_cache": prompt_cache(cell),
         "qps": quantiles.rate(done, duration_s),
         "output_tok_s": quantiles.rate(done_tokens, duration_s),
     }
@@ -317,7 +318,6 @@ def block(
         out[f"{name}_s"] = quantiles.sketch_stats(cell.latencies[name])
     if goodput_slo:
         rate_met = cell.good_in() if good is None else good
-        "prompt_cache": prompt_cache(cell),
         out["goodput"] = goodput.block(
             goodput_slo, cell.goodput_met, cell.goodput_counted, duration_s, rate_met
         )
@@ -326,13 +326,6 @@ def block(
     return cast(Block, out)
 
 
-def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
-    """Failed outcome -> its kept messages with counts, most frequent first."""
-    return {
-        outcome: [{"message": m, "count": n} for m, n in sorted(msgs.items(), key=lambda kv: -kv[1])]
-        for outcome, msgs in sorted(cell.errors.items())
-        if msgs
-    }
 def prompt_cache(cell: Cell) -> PromptCacheBlock | None:
     """The block's `prompt_cache` (None when no request reported its cached tokens)."""
     requests, cached, prompt = cell.cached
@@ -346,6 +339,13 @@ def prompt_cache(cell: Cell) -> PromptCacheBlock | None:
     }
 
 
+def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
+    """Failed outcome -> its kept messages with counts, most frequent first."""
+    return {
+        outcome: [{"message": m, "count": n} for m, n in sorted(msgs.items(), key=lambda kv: -kv[1])]
+        for outcome, msgs in sorted(cell.errors.items())
+        if msgs
+    }
 
 
 def target_unreachable_since(cell: Cell) -> float | None:
