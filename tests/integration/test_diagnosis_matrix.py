@@ -1,0 +1,58 @@
+"""The diagnosis held to injected causes (benchmarks/diagnosis_matrix.py): one real sweep per cause
+(`swarm run` and its simulator with one `swarm sim` flag injecting the cause), then the
+confusion matrix of what the diagnosis named. Two verdicts, kept apart so a failure says which
+side is wrong: each cause physically there (the scenario), and each cause named, trusted, with no
+other bottleneck kind (the diagnosis). ~4 minutes on a 2-core machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers.support import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+HARNESS = REPO / "benchmarks" / "diagnosis_matrix.py"
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory) -> tuple[list[dict], str]:
+    """(outcomes per cause, the printed matrix and details) of one run of the whole harness."""
+    tmp = tmp_path_factory.mktemp("matrix")
+    results = tmp / "matrix.json"
+    proc = subprocess.run(
+        [sys.executable, str(HARNESS), "--out", str(tmp / "runs"), "--json", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=560,
+        cwd=REPO,
+    )
+    assert proc.returncode in (0, 1) and results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(results.read_text()), proc.stdout
+
+
+def test_every_cause_is_run(matrix):
+    outcomes, text = matrix
+    causes = [o["cause"] for o in outcomes]
+    assert causes == ["none", "frontend", "kv", "seq_cap", "compute", "network", "client_cpu"], text
+    assert all(o["error"] is None for o in outcomes), text
+
+
+def test_each_injected_cause_is_physically_there(matrix):
+    """Judged on the simulator's trace and /metrics and the workers' CPU, not on the diagnosis."""
+    outcomes, text = matrix
+    wrong = {o["cause"]: o["physics_problems"] for o in outcomes if not o["physical"]}
+    assert not wrong, f"{wrong}\n{text}"
+
+
+def test_the_diagnosis_names_each_injected_cause_and_no_other(matrix):
+    """frontend -> frontend_bound, network -> network_delay, kv -> kv_bound, seq_cap ->
+    max_num_seqs_cap, compute -> compute_bound, client_cpu -> client_bound (untrusted by
+    definition), each trusted otherwise and alone; nothing injected -> no bottleneck kind."""
+    outcomes, text = matrix
+    wrong = [o["cause"] for o in outcomes if not o["diagnosed"]]
+    assert not wrong, f"diagnosed wrongly: {wrong}\n{text}"
