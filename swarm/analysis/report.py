@@ -361,6 +361,8 @@ def _search_html(data: RunData) -> str:
 
     section = search.html_section(data)
     early = "".join(f"<p class='note'>{html.escape(line)}</p>" for line in search.early_ends(data.summary))
+    settling = search.settling_note(data.summary)
+    early += f"<p class='note'>{html.escape(settling)}</p>" if settling else ""
     return (f"<h2>Search</h2>\n{section}\n" if section else "") + early
 
 

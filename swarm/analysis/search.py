@@ -190,3 +190,19 @@ def early_ends(summary: Mapping[str, Any]) -> list[str]:
             label = f"{e['users']} users" if e.get("rate") is None else f"{e['rate']:g} req/s"
             out.append(f"{stage_name(e['stage'])} ({label}) ended early: {why}")
     return out
+
+
+def settling_note(summary: Mapping[str, Any]) -> str:
+    """One line for a run whose stages settled before they were measured (a --sweep with
+    --warmup; the search's table says it per probe): how long each stage needed, '' otherwise."""
+    if summary.get("search"):
+        return ""
+    parts = []
+    for e in summary.get("stages") or []:
+        if e.get("settled") is None:
+            continue
+        label = f"{e['users']} users" if e.get("rate") is None else f"{e['rate']:g} req/s"
+        took = f"{float(e.get('warmup_s') or 0.0):.0f} s"
+        state = f"settled after {took}" if e["settled"] else f"unsettled when measured from {took}"
+        parts.append(f"{stage_name(e['stage'])} ({label}) {state}")
+    return "Stages measured once settled: " + "; ".join(parts) + "." if parts else ""

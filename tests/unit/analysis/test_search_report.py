@@ -8,7 +8,7 @@ import json
 
 from swarm.analysis.report import write_report
 from swarm.analysis.rundir import load_run
-from swarm.analysis.search import bottleneck, early_ends
+from swarm.analysis.search import bottleneck, early_ends, settling_note
 from swarm.stats.search import Bracket, Probe, SearchSpec
 from tests.helpers.sweep_run import images, make_run
 
@@ -62,3 +62,26 @@ def test_early_ended_stage_is_reported(tmp_path):
     assert early_ends(s) == [f"stage 1 (120 req/s) ended early: {why}"]
     assert "ended early: over-saturated" in write_report(run).read_text()
     assert "<h2>Search</h2>" not in write_report(run).read_text()
+
+
+def test_settling_is_reported_per_probe_and_per_sweep_stage(tmp_path):
+    """How long each stage needed to settle: the search's probe table, and a note for a sweep."""
+    run = search_run(tmp_path)
+    s = json.loads((run / "summary.json").read_text())
+    s["search"]["probes"][0].update(settle_s=6.0, settled=True)
+    s["search"]["probes"][1].update(settle_s=30.0, settled=False, ok=None)
+    (run / "summary.json").write_text(json.dumps(s))
+    section = write_report(run).read_text()
+    assert "<th>settling</th>" in section and "<td>settled after 6 s</td>" in section
+    assert "unsettled (30 s: its figures are no verdict)" in section and "<td>inconclusive</td>" in section
+    sweep = make_run(tmp_path / "sweep", table=PROBED[:2], slo=None)
+    s = json.loads((sweep / "summary.json").read_text())
+    s["stages"][0].update(settled=True, warmup_s=9.0)
+    s["stages"][1].update(settled=False, warmup_s=10.0)
+    (sweep / "summary.json").write_text(json.dumps(s))
+    note = settling_note(s)
+    assert note == (
+        "Stages measured once settled: stage 1 (64 users) settled after 9 s; "
+        "stage 2 (128 users) unsettled when measured from 10 s."
+    )
+    assert note in write_report(sweep).read_text()

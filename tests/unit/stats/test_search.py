@@ -403,6 +403,21 @@ def test_tail_share_reads_waves_not_independent_draws():
         steady.add(SETTLE_WINDOW_S * (k + 1), 1000 * (k + 1), k + 1)
     m = measure(o, {"ttft_s": {"p99": 0.7}}, {"ttft": wave}, tail=steady.interval(), tail_judged=True)
     assert m.decided and m.ok
+    # no answer above T yet, too few to say so from the share: the magnitude decides a p99 far below
+    quiet = LatencyStats()
+    quiet.extend([0.1] * 600)
+    none_above = TailShare()
+    for k in range(4):
+        none_above.add(SETTLE_WINDOW_S * k, 150 * k, 0)
+    share, half = none_above.interval()
+    assert share == 0 and half > 0.01  # the share alone: inconclusive
+    m = measure(o, {"ttft_s": {"p99": 0.1}}, {"ttft": quiet}, tail=(share, half), tail_judged=True)
+    assert m.decided and m.ok
+    near = LatencyStats()
+    near.extend([0.74] * 600)  # the same share, a p99 near T: no verdict
+    assert not measure(
+        o, {"ttft_s": {"p99": 0.74}}, {"ttft": near}, tail=(share, half), tail_judged=True
+    ).decided
     short = TailShare()
     short.add(0.0, 0, 0)
     short.add(SETTLE_WINDOW_S, 500, 0)
