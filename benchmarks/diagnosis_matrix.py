@@ -603,7 +603,9 @@ def each(causes: Sequence[str], act: Callable[[Scenario], Outcome]) -> Iterator[
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="runs/diagnosis-matrix", help="run directories go here (one per cause)")
+    p.add_argument(
+        "--out", help="run directories go here, one per cause (default: runs/diagnosis-matrix-<UTC time>)"
+    )
     p.add_argument("--only", help=f"comma list of causes ({', '.join(BY_CAUSE)}); default: all")
     p.add_argument("--stage-time", type=int, default=STAGE_S, help=f"seconds per stage (default {STAGE_S})")
     p.add_argument(
@@ -634,7 +636,8 @@ def _main(args: argparse.Namespace) -> int:
             raise BadInput(f"no run of {', '.join(missing)} under {root}")
         outcomes = list(each(causes, lambda sc: diagnose(sc, root / sc.cause)))
     else:
-        root = Path(args.out)
+        root = Path(args.out or time.strftime("runs/diagnosis-matrix-%Y%m%d-%H%M%S", time.gmtime()))
+        print(f"diagnosis_matrix: runs in {root}", file=sys.stderr, flush=True)
         taken = [c for c in causes if (root / c).exists()]
         if taken:
             raise BadInput(f"{root} already holds {', '.join(taken)}: give a new --out")
