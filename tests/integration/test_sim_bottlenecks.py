@@ -118,6 +118,6 @@ def test_network_delay_is_a_constant_late_arrival_with_the_token_spacing_kept(tm
         assert s.first - s.sent >= (t["first_token_time"] - t["arrival_time"]) + delay - 0.002
         # every write is late by the same delay: the decode span is the engine's, not 20 delays long
         engine_span = t["last_token_time"] - t["first_token_time"]
-        assert abs((s.last_token - s.first) - engine_span) < 0.1, (s, t)
+        assert abs((s.last_token - s.first) - engine_span) < 0.15, (s, t)
     client_ttft = sum(s.first - s.sent for s in seen) / len(seen)
     assert client_ttft - engine_ttft >= delay - 0.002
