@@ -193,7 +193,9 @@ def run_scenario(sc: Scenario, out: Path, stage_s: int, warmup_s: int) -> None:
         sim = stack.enter_context(started("sim", sim_cmd, out / "sim.log"))
         wait_http(f"http://127.0.0.1:{port}/health", sim)
         for i in range(sc.hogs):  # neighbours that never sleep, on the worker's core
-            hog = [*pin(0), sys.executable, "-c", "while True: pass"]
+            # each ends by itself after the run's time limit, should this harness be killed outright
+            spin = f"import time\nend = time.monotonic() + {timeout}\nwhile time.monotonic() < end: pass"
+            hog = [*pin(0), sys.executable, "-c", spin]
             stack.enter_context(started(f"hog-{i}", hog, out / f"hog-{i}.log"))
         host = ["--host", f"http://127.0.0.1:{port}"]
         _run([*pin(0), *swarm, *_swarm_run_args(sc, out, stage_s, warmup_s, host)], log, timeout)
