@@ -51,6 +51,7 @@ class TtftComparison:
     end: float
     client: TtftSide  # exact, from the records
     server: TtftSide
+    shift_s: float = 0.0  # the client's first-token times were taken this much earlier (the mean gap)
 
     @property
     def same_requests(self) -> bool:
@@ -83,6 +84,7 @@ class TtftComparison:
         return {
             "stage": self.stage,
             "window": [self.start, self.end],
+            "shift_s": self.shift_s,
             "same_requests": self.same_requests,
             "client": {"count": self.client.count, "mean": self.client.mean, **self.client.quantiles},
             "server": {
@@ -106,7 +108,12 @@ def _rank_value(ordered: Sequence[float], q: float) -> float | None:
 
 
 def compare_window(
-    stage: int, start: float, end: float, client_ttfts: Sequence[float], server: Histogram
+    stage: int,
+    start: float,
+    end: float,
+    client_ttfts: Sequence[float],
+    server: Histogram,
+    shift_s: float = 0.0,
 ) -> TtftComparison:
     """The comparison for one window, from the client's TTFTs of the requests whose first token
     came in (start, end] and the server's histogram delta over the same window."""
@@ -124,13 +131,7 @@ def compare_window(
         {q: server.quantile(PERCENTILES[q]) for q in GAP_QUANTILES},
         {q: quantile_bucket(PERCENTILES[q], server.bounds, server.counts) for q in GAP_QUANTILES},
     )
-    return TtftComparison(
-        stage,
-        start,
-        end,
-        client,
-        theirs,
-    )
+    return TtftComparison(stage, start, end, client, theirs, shift_s)
 
 
 def compare_ttft(
@@ -152,6 +153,28 @@ def compare_ttft(
         hist = histogram_delta(snapshots, "ttft", s.first_ts, s.last_ts)
         if hist is None:
             continue
-        inside = (first > s.first_ts) & (first <= s.last_ts)
-        out[stage] = compare_window(stage, s.first_ts, s.last_ts, ttft[inside].tolist(), hist)
+        out[stage] = _aligned(stage, s.first_ts, s.last_ts, first, ttft, hist)
     return out
+
+
+ALIGN_ROUNDS = 4
+
+
+def _aligned(stage: int, start: float, end: float, first: Any, ttft: Any, hist: Histogram) -> TtftComparison:
+    """The comparison with the client's first-token times shifted back by the mean gap: the
+    server observed each first token when its engine made it, that much before the client read
+    it. A gap of hundreds of ms (a saturated front-end) moves many requests across a few-second
+    window; shifting by the mean gap and selecting again (a few rounds, until the selection stops
+    changing) takes the requests the server counted in the window."""
+    shift, chosen, cmp = 0.0, None, None
+    for _ in range(ALIGN_ROUNDS):
+        inside = (first - shift > start) & (first - shift <= end)
+        if chosen is not None and (inside == chosen).all():
+            break
+        chosen = inside
+        cmp = compare_window(stage, start, end, ttft[inside].tolist(), hist, shift)
+        if cmp.client.mean is None or cmp.server.mean is None:
+            break
+        shift = max(0.0, cmp.client.mean - cmp.server.mean)
+    assert cmp is not None
+    return cmp
