@@ -612,11 +612,12 @@ class Bracket:
         lies within the noise of the loads between."""
         tried = {p.load for p in self.probes}
         step = 1.0 if self.integer else 0.0
-        near = max(step, self.spec.precision * lo / 2)
+        near = max(step, self.spec.precision * band[0] / 2)  # (lo may lie far below the band)
         for a, b, x in ((lo, band[0], band[0] - near), (band[-1], hi, band[-1] + near)):
             if b - a <= near:
                 continue
-            x = self._round(x)
+            mid = (a + b) / 2  # a gap under twice `near`: its middle (not a load next to its far end)
+            x = self._round(max(x, mid) if b == band[0] else min(x, mid))
             if not a < x < b or x in tried:
                 x = self._round((a + b) / 2)
             if a < x < b and x not in tried:
