@@ -132,7 +132,7 @@ SCENARIOS = (
     Scenario(
         "client_cpu",
         "client_bound",
-        (4, 32, 64),
+        (4, 64, 128),
         input_tokens="16",
         output_tokens="16",
         profile="instant",
@@ -390,12 +390,13 @@ def physics_check(sc: Scenario, st: Sequence[StagePhysics]) -> list[str]:
     )
     calm = "worker CPU < 70%, worker and simulator runnable < 75% of the time"
     direct = all(s.write_wait_p50_s is not None and s.write_wait_p50_s < DIRECT_WAIT_MAX_S for s in st)
-    no_queue = all((s.waiting_mean or 0) < 0.5 for s in st)
+    # the engine kept up: what waits is the arrivals of the current step, not a queue of users held back
+    no_queue = all((s.waiting_mean or 0) <= 0.25 * (s.users or 0) for s in st)
     growth = _growth(prev.qps, top.qps)
     if sc.cause in ("none", "network"):
         rising = all((_growth(a.qps, b.qps) or 0) > QPS_GROWING for a, b in itertools.pairwise(st))
         need(rising, "QPS grows > 20% at every step")
-        need(kv_roomy and no_queue and cpu_calm, f"KV < 50%, nothing waiting, {calm}")
+        need(kv_roomy and no_queue and cpu_calm, f"KV < 50%, waiting < 25% of the users, {calm}")
     if sc.cause == "none":
         need(direct, "first bytes out within 5 ms of the first token")
     if sc.cause == "network":
@@ -414,7 +415,7 @@ def physics_check(sc: Scenario, st: Sequence[StagePhysics]) -> list[str]:
             top.engine_ttft_p50_s is not None and top.engine_ttft_p50_s < 0.05,
             "engine TTFT p50 < 50 ms at the top stage",
         )
-        need(kv_roomy and no_queue and cpu_calm, f"KV < 50%, nothing waiting, {calm}")
+        need(kv_roomy and no_queue and cpu_calm, f"KV < 50%, waiting < 25% of the users, {calm}")
     if sc.cause == "seq_cap":
         cap = _num_arg(sc, "--max-num-seqs")
         need(top.running_max == cap and (top.waiting_mean or 0) >= 1, f"{cap:.0f} running with a queue")
@@ -440,8 +441,10 @@ def physics_check(sc: Scenario, st: Sequence[StagePhysics]) -> list[str]:
             top.worker_runnable is not None and top.worker_runnable > STARVED,
             "the worker's main thread runnable > 90% of the top stage",
         )
-        # a main thread runnable all the time never waits for a response: the server was ahead
-        need(growth is not None and growth < QPS_FLAT, "QPS flat over the last step")
+        # a main thread runnable all the time never waits for a response: the server was ahead. A
+        # saturated worker still gains a little from more users (more responses per loop turn), so
+        # its QPS is held to "far from following the users", not to flat
+        need(growth is not None and growth < QPS_GROWING, "QPS grew < 20% over the last step")
     return bad
 
 
