@@ -10,7 +10,7 @@ Rules (thresholds are module constants):
   (the seed's "64.9 vs 64.7 QPS" at 200 -> 256 users);
 - max_num_seqs_cap: running requests pinned at one level (>= 80% of scrapes within 2% of the
   stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
-  < 80% (seed round 1: 64 running, KV 25%);
+  < 80% (seed round 1: 64 running, KV 25%), a level no stage with more users exceeds;
 - kv_bound: KV usage > 90% at its peak and >= 80% on average, with preemptions (or waiting
   requests held back);
 - compute_bound: a saturated stage with neither of the above, whose engine held the users'
@@ -164,6 +164,32 @@ def is_capped(s: StageServerStats, users: int | None = None) -> bool:
     )
 
 
+def _same_level(a: float, b: float) -> bool:
+    return abs(a - b) <= max(1.0, 0.02 * max(a, b))
+
+
+def capped_stages(rows: Sequence[StageRow], server: Mapping[int, StageServerStats]) -> set[int]:
+    """Stages `is_capped`, where the level holds: every stage with more users (and server
+    numbers) ran no more at once than it (within 2%, >= 1). A scheduler cap does not move with
+    the load; a compute-bound server whose arrivals wait out long steps looks pinned at one load
+    (3 running of 4 users, 1.2 waiting) but runs more once more users come."""
+    out = set()
+    for r in rows:
+        s = server.get(r.stage)
+        if s is None or not is_capped(s, r.users):
+            continue
+        higher = [
+            server[h.stage].running_max
+            for h in rows
+            if h.stage in server
+            and (h.users or 0) > (r.users or 0)
+            and server[h.stage].running_max is not None
+        ]
+        if all(v <= s.running_max or _same_level(v, s.running_max) for v in higher):
+            out.add(r.stage)
+    return out
+
+
 def is_kv_bound(s: StageServerStats) -> bool:
     """KV usage peaked over KV_HIGH and stayed high (mean >= KV_LOW: not a passing peak) while
     requests were preempted or waited."""
@@ -242,11 +268,12 @@ def bottlenecks(
     there."""
     out: list[Finding] = []
     by_stage = {r.stage: r for r in rows}
+    capped = capped_stages(rows, server)
     for kind, test, text in (
-        ("max_num_seqs_cap", is_capped, lambda r, s: _cap_text(r, s, source)),
-        ("kv_bound", lambda s, _users: is_kv_bound(s), _kv_text),
+        ("max_num_seqs_cap", lambda r: r.stage in capped, lambda r, s: _cap_text(r, s, source)),
+        ("kv_bound", lambda r: is_kv_bound(server[r.stage]), _kv_text),
     ):
-        hits = [r for r in rows if r.stage in server and test(server[r.stage], r.users)]
+        hits = [r for r in rows if r.stage in server and test(r)]
         if hits:
             first = hits[0]
             sentence = text(first, server[first.stage])
@@ -262,7 +289,7 @@ def bottlenecks(
         if (
             s is not None
             and s.samples
-            and not any(is_capped(x, u) or is_kv_bound(x) for x, u in pair)
+            and not any(r.stage in capped or is_kv_bound(server[r.stage]) for r in found if r.stage in server)
             and not explained & {r.stage for r in found}
         ):
             share = min((v for v in inside if v is not None), default=None)
@@ -271,6 +298,38 @@ def bottlenecks(
             else:
                 out.append(Finding("compute_bound", top.stage, _compute_text(by_stage[top.stage], s)))
     return out
+
+
+def cause_at(
+    rows: Sequence[StageRow],
+    server: Mapping[int, StageServerStats],
+    stage: int,
+    *,
+    source: str = "vllm",
+    ttft_pairs: Mapping[int, TtftComparison] | None = None,
+    cpu: ClientLoad | None = None,
+) -> Finding:
+    """What held one stage (a search's answer), by the diagnosis' own rules and in its own
+    sentences: the client's CPU, the KV cache, the scheduler cap, the front-end, a ceiling outside
+    the engine, else compute. `rows` in load order."""
+    by_stage = {r.stage: r for r in rows}
+    row, s = by_stage[stage], server[stage]
+    load = cpu if cpu is not None else ClientLoad()
+    bound = load.bound()
+    if stage in bound:
+        return next(f for f in client_bound([row], load) if f.stage == stage)
+    if is_kv_bound(s):
+        return Finding("kv_bound", stage, _kv_text(row, s))
+    if stage in capped_stages(rows, server):
+        return Finding("max_num_seqs_cap", stage, _cap_text(row, s, source))
+    upto = [r for r in rows if (r.users or 0) <= (row.users or 0)]
+    front = frontend_bound_at(_gaps(upto, ttft_pairs or {}))
+    if front is not None:
+        return next(f for f in ttft_gap_findings(upto, ttft_pairs or {}) if f.kind == "frontend_bound")
+    share = engine_share(s, row.users)
+    if share is not None and share < ENGINE_SHARE_MIN:
+        return Finding("outside_engine", stage, _outside_text(row, s, share))
+    return Finding("compute_bound", stage, _compute_text(row, s))
 
 
 # ---------------------------------------------------------------------------------------- client CPU

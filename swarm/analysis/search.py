@@ -15,7 +15,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from swarm.analysis.diagnosis import Finding, _cap_text, _compute_text, _kv_text, is_capped, is_kv_bound
+from swarm.analysis.diagnosis import Finding, cause_at
 from swarm.analysis.rundir import RunData
 from swarm.core.units import seconds_text, stage_name, stage_number
 
@@ -36,8 +36,9 @@ def why_stage(search: Mapping[str, Any]) -> int | None:
 
 
 def bottleneck(data: RunData) -> Finding | None:
-    """What held the server at the answer (KV cache, the scheduler cap, compute), as the diagnosis
-    finding of that kind: its `text` is the one sentence for it, its `kind` says which."""
+    """What held the server at the answer (the client's CPU, KV cache, the scheduler cap, the
+    front-end, outside the engine, compute: `diagnosis.cause_at`), as the diagnosis finding of that
+    kind: its `text` is the one sentence for it, its `kind` says which."""
     search = search_of(data)
     if search is None:
         return None
@@ -53,11 +54,8 @@ def bottleneck(data: RunData) -> Finding | None:
             f"No server metrics for {stage_name(stage)}: the cause (KV cache, scheduler cap, compute) "
             "cannot be told.",
         )
-    if is_kv_bound(s):
-        return Finding("kv_bound", stage, _kv_text(row, s))
-    if is_capped(s, row.users):
-        return Finding("max_num_seqs_cap", stage, _cap_text(row, s, data.source))
-    return Finding("compute_bound", stage, _compute_text(row, s))
+    rows = sorted(data.rows, key=lambda r: (r.users or 0, r.stage))
+    return cause_at(rows, data.server, stage, source=data.source, ttft_pairs=data.ttft_pairs, cpu=data.cpu)
 
 
 def _probe_number(probe: Mapping[str, Any], order: int) -> int:

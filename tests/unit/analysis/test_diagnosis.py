@@ -5,6 +5,8 @@ from __future__ import annotations
 from swarm.analysis.client_server import TtftComparison, compare_window
 from swarm.analysis.diagnosis import (
     StageRow,
+    capped_stages,
+    cause_at,
     client_bound,
     diagnose,
     reconcile_totals,
@@ -198,9 +200,9 @@ def test_without_cpu_samples_the_workers_own_reports_flag_the_stage():
     r = rows(SHORT_QA)
     reported = [{"stage": 5, "worker": "worker-1", "cpu_percent": 97.3}]
     found = [f for f in diagnose(r, bound_reported=reported) if f.kind == "client_bound"]
-    assert [(f.stage, f.trusted) for f in found] == [(5, False)] and "97% of a core (its own reports)" in found[
-        0
-    ].text
+    assert [(f.stage, f.trusted) for f in found] == [
+        (5, False)
+    ] and "97% of a core (its own reports)" in found[0].text
     sat = [f for f in diagnose(r, bound_reported=reported) if f.kind == "saturation"]
     assert sat and not sat[0].trusted
     # samples, where there are some, decide: here nobody is busy
@@ -314,3 +316,33 @@ def test_same_requests_and_bucket_widths():
 def test_no_server_metrics_is_said():
     kinds = [f.kind for f in diagnose(rows(SHORT_QA), {})]
     assert "no_server_metrics" in kinds and "saturation" in kinds
+
+
+def test_a_pinned_level_that_more_users_exceed_is_no_cap():
+    """Compute-bound with long steps: at 4 users 3 ran and 1.2 waited out the step (pinned-looking),
+    at 16 users 14 ran: no scheduler cap holds that level. A real cap (round 1) holds at 64."""
+    r = rows([(4, 25.0, 0.1), (16, 28.4, 0.4), (32, 28.0, 0.9)])
+    server = {
+        0: stats(0, running_mean=3, running_max=3, running_pinned=0.9, waiting_mean=1.2, kv_max=0.1),
+        1: stats(1, running_mean=13, running_max=14, running_pinned=0.5, waiting_mean=1.5, kv_max=0.3),
+        2: stats(2, running_mean=30, running_max=31, running_pinned=0.6, waiting_mean=1.0, kv_max=0.5),
+    }
+    assert capped_stages(r, server) == set()
+    found = {f.kind for f in diagnose(r, server)}
+    assert "max_num_seqs_cap" not in found and "compute_bound" in found
+    server[1].running_max = server[2].running_max = 3.0
+    server[1].running_pinned = server[2].running_pinned = 0.95
+    assert capped_stages(r, server) == {0, 1, 2}
+
+
+def test_the_search_answer_takes_the_same_cause_as_the_diagnosis():
+    r, server, pairs = _gap_run([0.002, 0.03, 0.4], share=[0.95, 0.8, 0.5])
+    assert cause_at(r, server, 2, ttft_pairs=pairs).kind == "frontend_bound"
+    assert cause_at(r, server, 0, ttft_pairs=pairs).kind == "compute_bound"  # below the front-end's rise
+    r, server, pairs = _gap_run([0.001, 0.004, 0.012], share=[0.9, 0.5, 0.3])
+    assert cause_at(r, server, 2, ttft_pairs=pairs).kind == "outside_engine"
+    load = ClientLoad.from_lines(
+        [{"ts": 0, "worker": "w1", "stage": 2, "cpu_s": 2.5, "wall_s": 10.0, "wait_s": 7.0}]
+    )
+    f = cause_at(r, server, 2, ttft_pairs=pairs, cpu=load)
+    assert f.kind == "client_bound" and not f.trusted and "waiting for one" in f.text
