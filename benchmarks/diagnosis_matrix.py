@@ -64,6 +64,7 @@ KINDS = (
     "frontend_bound",
     "network_delay",
     "client_bound",
+    "outside_engine",  # a ceiling the engine did not hold, no cause found: never the right answer here
 )
 UNTRUSTED_BY_DEFINITION = {"client_bound"}  # the finding that says the measurement itself is not trusted
 
