@@ -251,8 +251,8 @@ class MasterStats:
             if bound_stage not in self._flagged:
                 self._flagged.add(bound_stage)
                 logger.warning(
-                    "swarm: client-bound: %s averaged %.0f%% CPU in %s; results not trustworthy "
-                    "(add workers or cores)",
+                    "swarm: client-bound: %s needed %.0f%% of a core (CPU + waiting for one) in %s; "
+                    "results not trustworthy (add workers or cores)",
                     worker,
                     pct,
                     stage_name(bound_stage),
