@@ -59,6 +59,7 @@ logger = logging.getLogger(__name__)
 
 REPORT_LAG_S = 3.0  # Locust workers report every 3 s: a stage's first completions reach the master this late
 MIN_WARMUP_S = 2.0  # a new level needs a moment even without --warmup (users start, queues settle)
+EXTEND = 2.0  # an inconclusive stage may run this many times --stage-time (budget permitting)
 
 
 class Shape(Protocol):
@@ -248,6 +249,7 @@ class SearchController:
             return (True, "longest", []) if elapsed >= longest else None
         blocks = self._blocks(agg, cell, elapsed)
         measures = []
+        at_threshold = False  # a tail share read within a factor 2 of its limit
         for o in self.objectives:
             sketches = _sketches(agg, o.workload, meter.index)
             tail = None
@@ -257,11 +259,18 @@ class SearchController:
                 tracker = self.tails.setdefault(o.text, TailShare())
                 tracker.add(time.time(), sk.count, sk.count_above(o.threshold))
                 tail = tracker.interval()
+                allowed = 1 - pq[1]
+                at_threshold |= tail is not None and allowed / 2 <= tail[0] <= 2 * allowed
             measures.append(
                 measure(o, blocks.get(o.workload) or {}, sketches, tail=tail, tail_judged=pq is not None)
             )
         if self.spec.goodput_min is not None:
             measures.append(goodput_measure(blocks.get("total") or {}, self.spec.goodput_min))
+        if elapsed >= self.max_s and not at_threshold:
+            # an undecided stage whose tail share lies clearly on one side of its limit gets its
+            # longest once more, if the budget has it: a load a few percent below the crossing
+            # needs ~30 s for its verdict (one at the crossing would not have one in any time)
+            longest = min(EXTEND * self.max_s, elapsed + max(0.0, budget_left - self.max_s))
         stage = judge_stage(measures, ok_requests, elapsed, self.min_s, longest, self.spec.precision)
         return (stage.ok, stage.why, stage.measures) if stage.done else None
 

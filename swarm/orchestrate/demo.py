@@ -21,7 +21,7 @@ from swarm.orchestrate import run
 DEFAULTS = {
     "workload": "short_qa",
     "workers": 2,
-    "users": 64,  # the search's first load
+    "users": 128,  # the search's first load (seed 000 measured 128 users; doubling reaches 256)
     "search": "concurrency",
     "slo": "ttft_p99<=800ms",
     "search_precision": "5%",
