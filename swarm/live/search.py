@@ -106,6 +106,7 @@ class StageMeter:
         self.open_s: float | None = None
         self.settled: bool | None = None
         self.trend = "unknown"  # the settling test's last reading (an unsettled stage's direction)
+        self.overloaded = False  # open loop, at the settling bound: fewer finished than were offered
 
     def tick(self, now: float, agg: Aggregate) -> Cell:
         cell = agg.combined(stage=self.index)
@@ -220,8 +221,9 @@ class SearchController:
             return self._load()
         ok, ended_by, measures = verdict
         # judged in a window that opened before steady state: no verdict, except a fail while the
-        # TTFT was still rising (the queue grows past the objective and does not stop)
-        rising_fail = ok is False and self.meter.trend == "rising"
+        # TTFT was still rising or fewer finished than were offered (the queue grows past the
+        # objective and does not stop)
+        rising_fail = ok is False and (self.meter.trend == "rising" or self.meter.overloaded)
         if self.meter.settled is False and self.spec.mode != "knee" and not rising_fail:
             ok, ended_by = None, f"unsettled ({ended_by})"
         self._record(cell, ok, ended_by, measures, now)
@@ -349,10 +351,12 @@ class SearchController:
         meter, settling = self.meter, self.settling
         assert meter is not None and settling is not None
         settling.add(now, int(cell.warmup_ttft[0]), float(cell.warmup_ttft[1]))
+        if meter.rate:  # open loop: the backlog must neither grow nor drain (finished/s = offered)
+            settling.note_flow(self.feed.done.rate(now - 3 * SETTLE_WINDOW_S), meter.rate)
         settled = settling.decide(now)
         if settled is None:
             return
-        meter.trend = settling.trend()
+        meter.trend, meter.overloaded = settling.trend(), settling.overloaded()
         meter.open_s, meter.settled = now, settled
         shape._open_window(meter.index, settled)
         logger.info(

@@ -70,6 +70,9 @@ SETTLE_WINDOW_S = 3.0  # a sub-window: about one report of every worker (Locust 
 SETTLE_TOL = 0.15  # two consecutive sub-windows' mean TTFT this close: no trend (steady windows differ ~10%)
 SETTLE_MIN_N = 20  # answered requests a sub-window needs before its mean is compared
 SETTLE_MAX_S = 30.0  # the longest a stage may wait to settle; then its window opens unsettled
+SETTLE_FLOW_TOL = (
+    0.10  # open loop: finished/s within this of the offered rate (no backlog growing or draining)
+)
 
 
 def parse_share(text: str, flag: str) -> float:
@@ -386,6 +389,7 @@ class Settling:
     min_s: float = 0.0
     max_s: float = SETTLE_MAX_S  # the bound: the window opens then, settled or not
     samples: list[tuple[float, int, float]] = field(default_factory=list)  # (t, count, TTFT sum)
+    flow: tuple[float | None, float] | None = None  # open loop: (finished/s recently, offered/s)
 
     def __post_init__(self) -> None:
         if not self.samples:  # the stage's cell starts empty
@@ -420,8 +424,32 @@ class Settling:
     def settled(self, t: float) -> bool:
         if t - self.start_s < self.min_s or not self.samples or self.samples[-1][1] < self.need:
             return False
+        if not self.flowing():
+            return False
         m = self.means()
         return m is not None and abs(m[1] - m[0]) <= SETTLE_TOL * max(m)
+
+    def note_flow(self, finished_per_s: float | None, offered_per_s: float) -> None:
+        """Open loop: requests finished per second (every stage's) over the last sub-windows, and
+        the rate offered. A closed loop's turnover covers what this checks there."""
+        self.flow = (finished_per_s, offered_per_s)
+
+    def overloaded(self) -> bool:
+        """Open loop: fewer finish than are offered (beyond SETTLE_FLOW_TOL): the backlog grows."""
+        if self.flow is None or self.flow[0] is None:
+            return False
+        done, offered = self.flow
+        return done < (1 - SETTLE_FLOW_TOL) * offered
+
+    def flowing(self) -> bool:
+        """Open loop: the server finishes what is offered, within SETTLE_FLOW_TOL (nothing noted:
+        yes). A backlog left by a stage above the ceiling drains at (ceiling - rate): more finish
+        than arrive, for a minute, while the mean TTFT falls by less than SETTLE_TOL a sub-window
+        (--search rate judged 53.5 req/s failing after 80 and 62.5 on a queue still 400 deep)."""
+        if self.flow is None:
+            return True
+        done, offered = self.flow
+        return done is not None and abs(done - offered) <= SETTLE_FLOW_TOL * offered
 
     def trend(self) -> str:
         """'rising', 'falling' or 'flat' between the last two sub-windows; 'unknown' without them."""
@@ -443,7 +471,7 @@ class Settling:
             return True
         if not self.timed_out(t):
             return None
-        return self.trend() == "unknown" and self.samples[-1][1] >= 2 * self.need
+        return self.flowing() and self.trend() == "unknown" and self.samples[-1][1] >= 2 * self.need
 
 
 # ----------------------------------------------------------------------------------- the search

@@ -366,6 +366,23 @@ def test_settling_sees_a_draining_backlog():
     assert s.settled(14.0)
 
 
+def test_settling_waits_until_the_open_loops_backlog_stops_draining():
+    """Open loop, stepping down from an overload: the TTFT falls slowly (less than SETTLE_TOL a
+    sub-window) while the server still finishes more than is offered (the backlog drains)."""
+    s = Settling(start_s=0.0, need=30)
+    feed(s, 0.0, 12, 50, lambda t: 3.0 - 0.02 * t)
+    assert s.trend() == "flat" and s.settled(12.0)  # its TTFT looks steady
+    s.note_flow(60.8, 53.5)  # the queue left by 80 and 62.5 req/s still drains
+    assert not s.settled(12.0) and not s.flowing()
+    s.note_flow(None, 53.5)  # no rate read yet
+    assert not s.flowing()
+    s.note_flow(54.9, 53.5)
+    assert s.settled(12.0) and not s.overloaded()
+    s.note_flow(60.3, 80.0)  # above the ceiling: the backlog grows (a fail stays a fail, unsettled)
+    assert not s.settled(12.0) and s.overloaded()
+    assert Settling(start_s=0.0, need=30).flowing()  # nothing noted: a closed loop
+
+
 def test_settling_sub_windows_stretch_on_a_slow_stage():
     """Two answers a second: a sub-window holds SETTLE_MIN_N answers, not SETTLE_WINDOW_S."""
     s = Settling(start_s=0.0, need=4)
