@@ -33,6 +33,7 @@ from swarm.analysis.server_metrics import (
     read_snapshots,
 )
 from tests.helpers.support import REPO, swarm_cmd
+from tests.helpers.truth import assert_causes_shown_by_gauges
 from tests.helpers.vllm_fixture import TARGET_ENV, RealTarget  # fixtures: tests/e2e/conftest.py
 
 MODEL_DIR = REPO / "swarm" / "models" / "tiny-qwen2"
@@ -451,7 +452,6 @@ def assert_client_server_hold(out: Path, cap: int | None) -> list[float]:
     token) the mean gap is not negative and each percentile gap is above minus the server bucket's
     width; the stage's own client p50 is too. And every bottleneck the diagnosis names is one the
     server's gauges show at that stage. Returns the mean gaps in ms."""
-    from swarm.analysis.diagnosis import ENGINE_SHARE_MIN, KV_HIGH, engine_share
     from swarm.analysis.rundir import load_run
     from swarm.core.buckets import VLLM_TTFT_BUCKETS
     from swarm.stats.quantiles import bucket_width
@@ -467,15 +467,5 @@ def assert_client_server_hold(out: Path, cap: int | None) -> list[float]:
             assert pair.gap(q) >= -(pair.width(q) or 0.0), (q, pair.to_json())
         assert row.ttft_p50 >= srv["p50"] - bucket_width(bounds, srv["p50"]), (row, srv)
         gaps.append(round(pair.mean_gap * 1000, 1))
-    by_users = {r.stage: r.users for r in data.rows}
-    for f in json.loads((out / "diagnosis.json").read_text()):
-        s = data.server.get(f["stage"]) if f["stage"] is not None else None
-        if f["kind"] == "max_num_seqs_cap":
-            assert cap is not None and s.running_max <= cap and s.waiting_mean > 0, (f, s)
-        elif f["kind"] == "kv_bound":
-            assert s.kv_max > KV_HIGH, (f, s)
-        elif f["kind"] == "compute_bound":
-            assert engine_share(s, by_users[f["stage"]]) >= ENGINE_SHARE_MIN, (f, s)
-        elif f["kind"] in ("frontend_bound", "network_delay", "outside_engine"):
-            raise AssertionError(f"a cause outside vLLM's engine named on loopback: {f}")
+    assert_causes_shown_by_gauges(out, cap)
     return gaps

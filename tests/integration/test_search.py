@@ -20,6 +20,7 @@ from swarm.load.workloads import prompt_set
 from swarm.sim.calibrate import closed_loop
 from swarm.sim.profile import load_profile
 from tests.helpers.support import swarm_cmd
+from tests.helpers.truth import assert_causes_shown_by_gauges, assert_server_figures_hold_to_the_trace
 
 pytestmark = pytest.mark.integration
 
@@ -272,5 +273,8 @@ def test_search_bracket_holds_the_steady_state_crossing(tmp_path):
         assert (search["qps"], search["ttft_p99_s"]) == (answer["qps"], answer["ttft_p99"])
         assert search["ttft_p99_s"] <= 0.8
         assert f"QPS {answer['qps']:.1f}, TTFT p99 {answer['ttft_p99'] * 1000:.0f} ms" in p.stdout
+        # no figure or finding of the report the simulator's own trace or gauges contradict
+        assert assert_server_figures_hold_to_the_trace(out) >= 3
+        assert_causes_shown_by_gauges(out)
         assert search["duration_s"] <= 215, search["duration_s"]  # the demo's budget, 210 s
     print(f"steady-state crossing {crossing:.1f} users; searches (lo, hi, answer, status, s): {seen}")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.support import swarm_cmd
+from tests.helpers.truth import assert_server_figures_hold_to_the_trace
 
 pytestmark = pytest.mark.integration
 
@@ -56,42 +57,6 @@ def test_calibrated_sweep_reproduces_the_seed_plateau(tmp_path):
     assert_server_figures_hold_to_the_trace(out)
     # the simulator adds no front-end or network delay: none is named, nor a cause outside the engine
     assert not {"frontend_bound", "network_delay", "outside_engine"} & set(found), found
-
-
-def assert_server_figures_hold_to_the_trace(out: Path) -> None:
-    """The report's per-stage server TTFT (stages.csv, from the histogram's scrape-window deltas)
-    against the simulator's own per-request trace for the same window: the same requests counted,
-    each percentile within the width of the bucket it was interpolated in, the exact mean within
-    the time the simulator takes to write a token after its engine made it. And client vs server
-    on the same requests: never below the server by more than a bucket's width."""
-    import pandas as pd
-
-    from swarm.analysis.rundir import load_run
-    from swarm.core.buckets import VLLM_TTFT_BUCKETS
-    from swarm.stats.quantiles import bucket_width, percentile
-
-    data = load_run(out)
-    trace = pd.read_json(out / "sim-trace.jsonl", lines=True, convert_dates=False)
-    trace = trace[trace["first_token_time"].notna()]
-    report = {int(r["stage"]): r for r in stages(out)}
-    bounds = (*VLLM_TTFT_BUCKETS, float("inf"))
-    assert data.server and set(data.ttft_pairs) == set(data.server), (data.server, data.ttft_pairs)
-    for stage, s in data.server.items():
-        inside = trace[(trace["first_token_time"] > s.first_ts) & (trace["first_token_time"] <= s.last_ts)]
-        truth = sorted((inside["first_token_time"] - inside["arrival_time"]).tolist())
-        ttft = s.latency["ttft"]
-        seen = f"stage {stage}: server {ttft}, trace n={len(truth)} mean={sum(truth) / len(truth):.4f}"
-        # the trace's time is the write after the engine's step: a request at a scrape edge may cross
-        assert abs(ttft["count"] - len(truth)) <= max(3, 0.01 * len(truth)), seen
-        assert abs(ttft["mean"] - sum(truth) / len(truth)) <= 0.02 + 0.05 * ttft["mean"], seen
-        for q, f in (("p50", 0.5), ("p99", 0.99)):
-            shown = float(report[stage][f"srv_ttft_{q}_s"])
-            exact = percentile(truth, f)
-            assert abs(shown - exact) <= bucket_width(bounds, shown) + 0.01, (q, shown, exact, seen)
-        pair = data.ttft_pairs[stage]
-        assert pair.same_requests and pair.mean_gap is not None and pair.mean_gap >= -0.001, pair.to_json()
-        for q in ("p50", "p99"):
-            assert pair.gap(q) >= -(pair.width(q) or 0.0), (q, pair.to_json())
 
 
 def test_max_num_seqs_cap_is_named(tmp_path):
