@@ -15,7 +15,7 @@ def test_defaults_are_the_slo_search_on_the_calibrated_simulator():
     plan = run.plan_from_args(args)
     assert plan.host is None and plan.sim_profile == "rtx5090x4-qwen3.6-27b"
     assert plan.search == "concurrency" and plan.slo == "ttft_p99<=800ms" and plan.workload == "short_qa"
-    assert plan.search_budget_s <= 100  # with start-up and the report: within two minutes
+    assert plan.search_budget_s <= 210  # slower and right: settled stages, ~3 min with start-up
     assert "--search" in plan.search_args and "--slo" not in plan.search_args
 
 
