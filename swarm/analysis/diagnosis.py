@@ -10,7 +10,8 @@ Rules (thresholds are module constants):
   (the seed's "64.9 vs 64.7 QPS" at 200 -> 256 users);
 - max_num_seqs_cap: running requests pinned at one level (>= 80% of scrapes within 2% of the
   stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
-  < 80% (seed round 1: 64 running, KV 25%), a level no stage with more users exceeds;
+  < 80% (seed round 1: 64 running, KV 25%), a level no stage with more users exceeds and
+  below which no stage queued;
 - kv_bound: KV usage > 90% at its peak and >= 80% on average, with preemptions (or waiting
   requests held back);
 - compute_bound: a saturated stage with neither of the above, whose engine held the users'
@@ -170,9 +171,11 @@ def _same_level(a: float, b: float) -> bool:
 
 def capped_stages(rows: Sequence[StageRow], server: Mapping[int, StageServerStats]) -> set[int]:
     """Stages `is_capped`, where the level holds: every stage with more users (and server
-    numbers) ran no more at once than it (within 2%, >= 1). A scheduler cap does not move with
-    the load; a compute-bound server whose arrivals wait out long steps looks pinned at one load
-    (3 running of 4 users, 1.2 waiting) but runs more once more users come."""
+    numbers) ran no more at once than it (within 2%, >= 1), and no stage with at most that many
+    users had requests waiting (a cap admits such a load whole). A scheduler cap does not move
+    with the load; a compute-bound server whose arrivals wait out long steps looks pinned at each
+    load (3 running of 4 users with 1.5 waiting, 27 of 32 with 5.7) but at another level each
+    time, with requests waiting at loads below the level."""
     out = set()
     for r in rows:
         s = server.get(r.stage)
@@ -185,7 +188,16 @@ def capped_stages(rows: Sequence[StageRow], server: Mapping[int, StageServerStat
             and (h.users or 0) > (r.users or 0)
             and server[h.stage].running_max is not None
         ]
-        if all(v <= s.running_max or _same_level(v, s.running_max) for v in higher):
+        # a cap at this level would have admitted a smaller load whole: requests waiting there
+        # were waiting out the engine's steps (compute), not a scheduler limit
+        admitted = [
+            server[h.stage].waiting_mean or 0.0
+            for h in rows
+            if h.stage in server and h.users is not None and h.users <= s.running_max
+        ]
+        if all(v <= s.running_max or _same_level(v, s.running_max) for v in higher) and all(
+            w < WAITING_MIN for w in admitted
+        ):
             out.add(r.stage)
     return out
 

@@ -333,6 +333,15 @@ def test_a_pinned_level_that_more_users_exceed_is_no_cap():
     server[1].running_max = server[2].running_max = 3.0
     server[1].running_pinned = server[2].running_pinned = 0.95
     assert capped_stages(r, server) == {0, 1, 2}
+    # the matrix's compute run: only the last stage looks pinned (27 of 32, 5.7 waiting), but 4 and
+    # 16 users, loads a cap of 27 would admit whole, queued too: compute, not a cap
+    server = {
+        0: stats(0, running_mean=2.5, running_max=3, running_pinned=1.0, waiting_mean=1.5, kv_max=0.01),
+        1: stats(1, running_mean=12, running_max=14, running_pinned=0.25, waiting_mean=4.0, kv_max=0.01),
+        2: stats(2, running_mean=26.3, running_max=27, running_pinned=1.0, waiting_mean=5.7, kv_max=0.01),
+    }
+    assert capped_stages(r, server) == set()
+    assert "max_num_seqs_cap" not in {f.kind for f in diagnose(r, server)}
 
 
 def test_the_search_answer_takes_the_same_cause_as_the_diagnosis():
