@@ -11,7 +11,7 @@ import pytest
 from swarm.core.records import RequestRecord
 from swarm.live.webui import CLIENT_BOUND, client_status, rows
 from swarm.stats.aggregate import Aggregate
-from swarm.stats.cpu import ClientLoad, CpuMeter
+from swarm.stats.cpu import ClientLoad, CpuMeter, run_queue_wait_s
 
 
 def test_cpu_meter_counts_time_to_the_running_stage_only():
@@ -45,7 +45,10 @@ def test_a_starved_worker_is_judged_by_what_it_wanted(tmp_path):
     line = ClientLoad.lines("w1", [[0, 2.5, 10.0, 7.3]], 1.0)[0]
     assert ClientLoad.from_lines([line]).bound() == load.bound()
     # a file that is not there (not Linux): no wait known, the CPU share alone
-    assert CpuMeter(wait_source=str(tmp_path / "missing")).wait_source
+    blind = CpuMeter(wait_source=str(tmp_path / "missing"))
+    blind.sample(0)
+    assert [e[3] for e in blind.take()] == [0.0]
+    assert run_queue_wait_s(str(tmp_path / "missing")) == 0.0
     load = ClientLoad()
     load.add("w1", [[0, 2.5, 10.0]])  # an older worker's entry
     assert load.bound() == {}
