@@ -46,12 +46,12 @@ from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
 from swarm.live.replay import prepare_replay, replay_task, trace_of
 from swarm.live.state import INIT_WAIT_S, swarm_state, wait_for_init
+from swarm.load.backoff import backoff_s
 from swarm.load.sessions import Conversation
 from swarm.load.workloads import LLMRequest
 
 log = logging.getLogger(__name__)
 
-CONNECT_ERROR_PAUSE_S = 0.25  # after a connect_error: a target that is down is not retried in a busy loop
 _URL = re.compile(r"^https?://[^\s/]+")
 
 
@@ -192,6 +192,9 @@ class LLMUser(FastHttpUser):
         self._session_prefix = secrets.token_hex(6)
         self._sessions_started = 0
         self._answer = ""  # the last conversation turn's answer text
+        self._failures = 0  # failed requests in a row (a success resets; cancelled ones leave it)
+        self._pause_s = 0.0  # the backoff the last request earned (`backoff_s`), taken in closed loop
+        self._jitter = random.Random()  # apart from `rng`: a seeded run draws the same requests
         header = self.opts.session_header
         self._session_head = (  # the request head without its Content-Length, and the header's name
             (head[: -len(b"Content-Length: ")], f"{header}: ".encode("latin-1")) if header else None
@@ -210,8 +213,9 @@ class LLMUser(FastHttpUser):
                 return
             if self._sessions:
                 self._session_turn(think=True)
-                return
-            self.send(self.mix.next_request(self.rng))  # closed loop: send as soon as the last answer is in
+            else:  # closed loop: send as soon as the last answer is in ...
+                self.send(self.mix.next_request(self.rng))
+            self._back_off()  # ... unless it failed (closed loop only: open loop keeps its schedule)
             return
         # Open loop (swarm/load/arrivals.py): one free user at a time holds the next arrival slot and
         # sleeps until it, so a rate change never finds users parked on old slots; users that
@@ -385,9 +389,21 @@ class LLMUser(FastHttpUser):
         if cut is not None:  # the stop that cancelled it goes on, now that the request is recorded
             transport.cut = None
             raise cut
-        if outcome is Outcome.CONNECT_ERROR:
-            gevent.sleep(CONNECT_ERROR_PAUSE_S)
+        if outcome is Outcome.OK:
+            self._failures = 0
+        elif outcome.failed:
+            self._failures += 1
+        self._pause_s = backoff_s(self._failures, self._jitter) if outcome.failed else 0.0
         return record
+
+    def _back_off(self) -> None:
+        """Closed loop: after a failed request, pause before the next one (swarm/load/backoff.py).
+        Open loop and trace replay never pause: their schedule is the load, a failing target gets
+        the rate asked for and no more, and a pause would only make later slots leave late, in a
+        burst."""
+        pause, self._pause_s = self._pause_s, 0.0
+        if pause > 0 and not self.state.stopping:
+            gevent.sleep(pause)
 
     def _fire(self, record: RequestRecord, n_bytes: int) -> None:
         self.state.in_flight -= 1

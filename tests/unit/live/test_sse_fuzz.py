@@ -31,7 +31,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from locust.env import Environment
 
-import swarm.live.user
 from swarm.client.dialects import get_dialect
 from swarm.client.discovery import ServedModel
 from swarm.core.events import llm_request
@@ -80,12 +79,7 @@ def harness():
     llm_request.add_listener(on_record)
     env.events.request.add_listener(on_request)
     req = LLMRequest(workload="short_qa", messages=[{"role": "user", "content": "hi"}], max_tokens=16)
-    pause, swarm.live.user.CONNECT_ERROR_PAUSE_S = (
-        swarm.live.user.CONNECT_ERROR_PAUSE_S,
-        0.0,
-    )  # (no retry to pace here)
-    yield user, req, fired
-    swarm.live.user.CONNECT_ERROR_PAUSE_S = pause
+    yield user, req, fired  # (send() never pauses: the closed loop's backoff is llm_request's)
     llm_request.remove_listener(on_record)
 
 
