@@ -3,9 +3,10 @@
 - vLLM: `POST /tokenize` (REFERENCE.md §9). The chat form (`messages`, `add_generation_prompt`,
   `chat_template_kwargs`) goes through the renderer of `/v1/chat/completions`, so its `count`
   equals the request's `usage.prompt_tokens`; the prompt form adds special tokens as
-  `/v1/completions` does.
+  `/v1/completions` does. `POST /detokenize {"tokens"}` answers the ids' text (`{"prompt"}`).
 - llama.cpp: `POST /apply-template {"messages"}` renders the chat template to text, then
-  `POST /tokenize {"content", "add_special", "parse_special"}` answers the token ids (no count).
+  `POST /tokenize {"content", "add_special", "parse_special"}` answers the token ids (no count);
+  `POST /detokenize {"tokens"}` answers `{"content"}`.
 - A local `tokenizer.json` or tokenizer directory (the `tokenizers` library, no network): the
   chat template of its `tokenizer_config.json` is rendered with Jinja2 as transformers does
   (`add_generation_prompt=True`, the kwargs as template variables), then encoded without adding
@@ -21,7 +22,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,20 @@ def _count_field(answer: Any, path: str) -> int:
     raise TargetError(f"POST {path}: answer without a token count: {str(answer)[:200]}")
 
 
+def _ids_field(answer: Any, path: str) -> list[int]:
+    ids = answer.get("tokens") if isinstance(answer, dict) else None
+    if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return ids
+    raise TargetError(f"POST {path}: answer without token ids: {str(answer)[:200]}")
+
+
+def _text_field(answer: Any, key: str, path: str) -> str:
+    text = answer.get(key) if isinstance(answer, dict) else None
+    if isinstance(text, str):
+        return text
+    raise TargetError(f"POST {path}: answer without a {key!r} text: {str(answer)[:200]}")
+
+
 class VllmTokenizer:
     """vLLM's `/tokenize`: the chat form counts exactly what `usage.prompt_tokens` will say."""
 
@@ -99,6 +114,14 @@ class VllmTokenizer:
     def count_prompt(self, text: str) -> int:
         body = self._body(prompt=text, add_special_tokens=True)
         return _count_field(self.http.post("/tokenize", body), "/tokenize")
+
+    def encode(self, text: str) -> list[int]:
+        body = self._body(prompt=text, add_special_tokens=False)
+        return _ids_field(self.http.post("/tokenize", body), "/tokenize")
+
+    def decode(self, ids: Sequence[int]) -> str:
+        body = self._body(tokens=list(ids))
+        return _text_field(self.http.post("/detokenize", body), "prompt", "/detokenize")
 
 
 class LlamaCppTokenizer:
@@ -125,6 +148,13 @@ class LlamaCppTokenizer:
     def _tokens(self, text: str) -> int:
         body = {"content": text, "add_special": True, "parse_special": True}
         return _count_field(self.http.post("/tokenize", body), "/tokenize")
+
+    def encode(self, text: str) -> list[int]:
+        body = {"content": text, "add_special": False, "parse_special": False}
+        return _ids_field(self.http.post("/tokenize", body), "/tokenize")
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return _text_field(self.http.post("/detokenize", {"tokens": list(ids)}), "content", "/detokenize")
 
 
 class LocalTokenizer:
@@ -164,6 +194,12 @@ class LocalTokenizer:
 
     def count_prompt(self, text: str) -> int:
         return len(self.tok.encode(text, add_special_tokens=True).ids)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tok.decode(list(ids), skip_special_tokens=False))
 
 
 def _tokenizer_config(path: Path) -> dict[str, Any]:

@@ -4,18 +4,24 @@
 output length; the output is forced with `max_tokens` + `ignore_eos`. How a prompt hits its
 length exactly without tokenizing on the request path:
 
-- Before the load starts, each worker asks its tokenizer (`--tokenizer`: the server's, a local
-  one, or the pseudo-tokenizer) which common English words are ONE token with their leading
-  space, in batches: a batch of k such words that counts k tokens more than the bare prompt has k
-  single-token words (every word is at least one token). Byte-level BPE (GPT-2, Llama 3, Qwen)
-  and SentencePiece cut text at the space before a word, so a text of n such words is n tokens
-  in any order and the chat template adds a fixed cost T, measured once: a prompt of L tokens
-  is an anchor word plus L - T words. A sample of the drawn lengths is then counted for real
-  (one progress line); a tokenizer that does not add up is an error, never a silent miss.
+- Before the load starts, each worker takes its tokenizer's own tokens (`--tokenizer`: the
+  server's, a local one, or the pseudo-tokenizer): it encodes the shipped English corpus, decodes
+  the most frequent token ids (one call: ids interleaved with a newline token) and keeps the
+  pieces that start a word (a space, then letters). Which of those stay ONE token each when they
+  follow one another is counted in batches: a batch of k pieces that counts k tokens more than the
+  bare prompt has k such pieces (every piece is at least one token). Byte-level BPE (GPT-2,
+  Llama 3, Qwen) and SentencePiece cut text at the space before a word, so a text of n such
+  pieces is n tokens in any order, whatever the vocabulary (a 1,000-token BPE whose common words
+  are several tokens as well as Qwen's whole words), and the chat template adds a fixed cost T,
+  measured once: a prompt of L tokens is an anchor plus L - T pieces. A sample of the drawn
+  lengths is then counted for real (one progress line); a tokenizer that does not add up is an
+  error, never a silent miss. (vLLM's random dataset decodes random ids and re-encodes each
+  prompt; here the round trip is checked once per piece, so no prompt is tokenized on the
+  request path.)
 - Layout of one prompt: anchor, shared prefix of its group (`--shared-prefix-tokens N
   --prefix-groups K`: K texts of N words, the same on every worker), a marker of a few words
   that encodes (request number, worker) so no prompt is sent twice, then a slice of a long
-  random word text (drawn once per worker) to fill the length. The prefix cache can hit only the
+  random text of pieces (drawn once per worker) to fill the length. The prefix cache can hit only the
   shared prefix: the marker differs from the first word after it.
 - Deterministic under `--seed` (lengths, texts, prefixes); without it a random seed is drawn
   once by the master and sent to the workers, so prefixes agree and two runs never share prompts.
@@ -23,12 +29,13 @@ length exactly without tokenizing on the request path:
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import functools
 import json
 import logging
 import math
 import random
-import re
 import time
 from array import array
 from collections import Counter
@@ -43,38 +50,62 @@ from swarm.load.dists import Dist
 
 log = logging.getLogger(__name__)
 
-WORD_BATCH = 16  # candidate words counted per tokenizer call
-MIN_WORDS = 16  # fewer single-token words than this: the tokenizer is too small for varied text
+WORD_BATCH = 16  # candidate pieces counted per tokenizer call
+MIN_WORDS = 16  # fewer one-token pieces than this: the tokenizer is too small for varied text
 MARKER_VALUES = 2**32  # distinct markers wanted (request number x worker index)
 WORKER_BITS = 10  # worker index < 1024 in a marker
 VERIFY_LENGTHS = 12  # distinct drawn lengths counted for real before the load
 BODY_WORDS_MIN = 4096
+CORPUS_CHARS = 60_000  # of the shipped English corpus, encoded once to find the frequent token ids
+DECODED_IDS = 1024  # the most frequent ids decoded (one call)
+CANDIDATES = 256  # word pieces tried, most frequent first
+PAIRS_BELOW = 64  # fewer one-token pieces than this: two-token pieces are counted too (one call each)
 
 
 @functools.cache
-def candidate_words() -> tuple[str, ...]:
-    """Lower-case English words of the shipped RAG corpus, most frequent first (deterministic)."""
-    counts: Counter[str] = Counter()
+def corpus_text() -> str:
+    """The English sentences of the shipped RAG corpus as one text (deterministic)."""
     text = resources.files("swarm.load.prompts").joinpath("rag_corpus.jsonl").read_text(encoding="utf-8")
+    sentences: list[str] = []
     for line in text.splitlines():
-        if not line.strip():
-            continue
-        doc = json.loads(line)
-        if doc.get("lang") == "en":
-            for s in doc["sentences"]:
-                counts.update(w.lower() for w in re.findall(r"[A-Za-z]{2,10}", s))
-    return tuple(sorted(counts, key=lambda w: (-counts[w], w)))
+        if line.strip() and (doc := json.loads(line)).get("lang") == "en":
+            sentences.extend(doc["sentences"])
+    return " ".join(sentences)[:CORPUS_CHARS]
+
+
+def token_pieces(tok: Tokenizer) -> tuple[tuple[str, int], ...]:
+    """Word pieces made of `tok`'s own tokens, most frequent in the shipped corpus first: the corpus
+    is encoded and its most frequent ids decoded in one call. A token that decodes to letters gives
+    the piece " " + letters (returned without the space) with its expected cost: 1 token when the
+    token itself starts with the space, else 2 (the space's token, then it)."""
+    counts = Counter(tok.encode(corpus_text()))
+    top = sorted(counts, key=lambda i: -counts[i])[:DECODED_IDS]  # stable: ties in first-seen order
+    sep = tok.encode("\n")[-1:]
+    parts = tok.decode([*sep, *(x for i in top for x in (i, *sep))]).split("\n") if sep else []
+    if len(parts) != len(top) + 2:  # the newline did not cut the text once per id: one id at a time
+        parts = ["", *(tok.decode([*sep, i]).removeprefix("\n") for i in top), ""]
+    pieces: dict[str, int] = {}
+    for text in parts[1:-1]:
+        word, cost = (text[1:], 1) if text.startswith(" ") else (text, 2)
+        if word.isalpha() and pieces.get(word, 3) > cost:
+            pieces[word] = cost
+    return tuple(pieces.items())[:CANDIDATES]
 
 
 @dataclass(frozen=True)
 class PromptFit:
-    """How a tokenizer counts the workload's prompts: single-token words and the fixed overhead."""
+    """How a tokenizer counts the workload's prompts: pieces of one token each and the fixed overhead."""
 
     tokenizer: str
     chat: bool
     anchor: str
-    words: tuple[str, ...]
+    words: tuple[str, ...]  # pieces whose " " + piece is one token wherever it stands after the anchor
     overhead: int  # tokens of the prompt holding only the anchor (template, anchor, BOS)
+    pairs: tuple[str, ...] = ()  # pieces whose " " + piece is two tokens (the space's, then the piece)
+
+    def units(self) -> tuple[tuple[str, int], ...]:
+        """Every piece with its cost in tokens."""
+        return tuple((w, 1) for w in self.words) + tuple((w, 2) for w in self.pairs)
 
 
 class Counting:
@@ -95,31 +126,45 @@ _FITS: dict[tuple[str, bool, str], PromptFit] = {}  # (tokenizer, chat, kwargs) 
 
 
 def fit_words(count: Counting) -> PromptFit:
-    """The single-token words of `count`'s tokenizer and the bare prompt's cost (cached per process)."""
+    """The one-token pieces of `count`'s tokenizer and the bare prompt's cost (cached per process)."""
     key = (count.tok.name, count.chat, json.dumps(count.kwargs, sort_keys=True))
     if key in _FITS:
         return _FITS[key]
-    cands = candidate_words()
-    anchor = next((w for w in cands[:64] if count(w + " " + w) - count(w) == 1), cands[0])
+    cands = token_pieces(count.tok)
+    anchor = next((w for w, c in cands[:64] if c == 1 and count(w + " " + w) - count(w) == 1), "x")
     base = count(anchor)
-    words: list[str] = []
+    kept: list[tuple[str, int]] = []
 
-    def take(batch: list[str]) -> None:
-        if count(anchor + "".join(" " + w for w in batch)) - base == len(batch):
-            words.extend(batch)
+    def take(batch: list[tuple[str, int]]) -> None:
+        if count(anchor + "".join(" " + w for w, _ in batch)) - base == sum(c for _, c in batch):
+            kept.extend(batch)
         elif len(batch) > 1:
             half = len(batch) // 2
             take(batch[:half])
             take(batch[half:])
 
-    for i in range(0, len(cands), WORD_BATCH):
-        take([w for w in cands[i : i + WORD_BATCH] if w != anchor])
-    if len(words) < MIN_WORDS:
+    ones = [(w, c) for w, c in cands if c == 1]
+    for i in range(0, len(ones), WORD_BATCH):
+        take(ones[i : i + WORD_BATCH])  # a sum of pieces of at least one token each: each is one
+    if len(kept) < PAIRS_BELOW:  # few one-token pieces: two-token ones too, each counted alone first
+        found = {w for w, _ in kept}
+        pairs = []
+        for w, _ in cands:
+            if len(pairs) == PAIRS_BELOW:
+                break
+            if w not in found and (c := count(anchor + " " + w) - base) in (1, 2):
+                pairs.append((w, c))
+        for i in range(0, len(pairs), WORD_BATCH):
+            take(pairs[i : i + WORD_BATCH])
+    words = tuple(w for w, c in kept if c == 1)
+    if len(kept) < MIN_WORDS or not words:
         raise TargetError(
-            f"tokenizer {count.tok.name}: only {len(words)} of {len(cands)} common words are one token; "
-            f"exact prompt lengths need at least {MIN_WORDS}"
+            f"tokenizer {count.tok.name}: only {len(kept)} of {len(cands)} word pieces of its tokens count "
+            f"what they should one after another ({len(words)} of one token); exact prompt lengths need "
+            f"at least {MIN_WORDS}, one of them one token"
         )
-    fit = _FITS[key] = PromptFit(count.tok.name, count.chat, anchor, tuple(words), base)
+    pairs = tuple(w for w, c in kept if c == 2)
+    fit = _FITS[key] = PromptFit(count.tok.name, count.chat, anchor, words, base, pairs)
     return fit
 
 
@@ -129,9 +174,11 @@ class Prepared:
 
     fit: PromptFit
     prefixes: tuple[str, ...]  # one per group; each starts with the anchor
-    body: str  # " w w w ..." random words
-    starts: array  # char offset of word i in `body` (len(words) + 1 entries)
+    body: str  # " p p p ..." random pieces
+    starts: array  # char offset of piece i in `body` (len(pieces) + 1 entries)
+    tokens: array  # tokens before piece i in `body` (len(pieces) + 1 entries)
     marker_words: int
+    marker_cost: int  # tokens of a marker (marker_words pieces of one cost)
     worker: int
     rng: random.Random
 
@@ -191,23 +238,24 @@ class SyntheticWorkload:
         seed = self.seed if self.seed is not None else random.SystemRandom().getrandbits(62)
         count = Counting(tok, chat)
         fit = fit_words(count)
-        words = fit.words
+        units = fit.units()
         shared = random.Random(f"{seed}:prefix")  # the same on every worker
         prefixes = tuple(
-            fit.anchor + "".join(" " + shared.choice(words) for _ in range(self.prefix_tokens))
-            for _ in range(self.groups)
+            fit.anchor + _exact_text(fit, self.prefix_tokens, shared) for _ in range(self.groups)
         )
         rng = random.Random(f"{seed}:worker:{worker}")
         n_body = max(BODY_WORDS_MIN, 2 * self._typical_max())
-        body, starts = _word_text(words, n_body, rng)
-        marker_words = math.ceil(math.log(MARKER_VALUES) / math.log(len(words)))
-        p = Prepared(fit, prefixes, body, starts, marker_words, worker, rng)
+        body, starts, tokens = _body_text(units, n_body, rng)
+        digits, cost = _marker_digits(fit)
+        marker_words = math.ceil(math.log(MARKER_VALUES) / math.log(len(digits)))
+        p = Prepared(fit, prefixes, body, starts, tokens, marker_words, marker_words * cost, worker, rng)
         self.prepared = p
         self._sent = 0
         self._check_room(self.input_tokens.low)
         verified = self._verify(count, random.Random(f"{seed}:verify:{worker}"))
         progress(
-            f"synthetic prompts ready: tokenizer {tok.name}, {len(words)} one-token words, template "
+            f"synthetic prompts ready: tokenizer {tok.name}, {len(fit.words)} one-token and "
+            f"{len(fit.pairs)} two-token word pieces, template "
             f"{fit.overhead - 1} tokens, {len(verified)} lengths counted exactly "
             f"({min(verified)}-{max(verified)}), {count.calls} tokenizer calls, "
             f"{time.perf_counter() - t0:.1f} s"
@@ -226,7 +274,7 @@ class SyntheticWorkload:
         """Body words of a prompt of `length` tokens (after anchor, prefix and marker)."""
         p = self.prepared
         assert p is not None
-        return length - p.fit.overhead - self.prefix_tokens - p.marker_words
+        return length - p.fit.overhead - self.prefix_tokens - p.marker_cost
 
     def _check_room(self, length: int) -> None:
         if self._room(length) < 1:
@@ -236,7 +284,7 @@ class SyntheticWorkload:
             raise UsageError(
                 f"--input-tokens {self.input_tokens} can draw {length} tokens, but the chat template "
                 f"and anchor ({p.fit.overhead}), the shared prefix ({self.prefix_tokens}) and the "
-                f"unique marker ({p.marker_words}) take {need - 1}: draw at least {need}"
+                f"unique marker ({p.marker_cost}) take {need - 1}: draw at least {need}"
             )
 
     def _verify(self, count: Counting, rng: random.Random) -> list[int]:
@@ -268,25 +316,28 @@ class SyntheticWorkload:
         n = self._room(length)
         if n < 1:
             self._check_room(length)
-        words = p.fit.words
-        k = len(words)
+        digits, _ = _marker_digits(p.fit)
+        k = len(digits)
         mark = []
         for _ in range(p.marker_words):
             marker, digit = divmod(marker, k)
-            mark.append(" " + words[digit])
-        starts = p.starts
-        total = len(starts) - 1
-        if n > total:  # a rare long draw (normal / lognormal tails): a longer body, once
+            mark.append(" " + digits[digit])
+        tokens = p.tokens
+        if tokens[-1] < n:  # a rare long draw (normal / lognormal tails): a longer body, once
             p = self._grow(n)
-            starts, total = p.starts, len(p.starts) - 1
-        i = p.rng.randrange(total - n + 1)
-        return p.prefixes[group] + "".join(mark) + p.body[starts[i] : starts[i + n]]
+            tokens = p.tokens
+        # a slice of the body of n or n - 1 tokens (pieces of 1 or 2), then one 1-token piece if short
+        last = bisect.bisect_right(tokens, tokens[-1] - n) - 1
+        i = p.rng.randint(0, last)
+        j = bisect.bisect_right(tokens, tokens[i] + n) - 1
+        fill = " " + p.rng.choice(p.fit.words) if tokens[j] - tokens[i] < n else ""
+        return p.prefixes[group] + "".join(mark) + p.body[p.starts[i] : p.starts[j]] + fill
 
     def _grow(self, n: int) -> Prepared:
         p = self.prepared
         assert p is not None
-        body, starts = _word_text(p.fit.words, 2 * n, p.rng)
-        self.prepared = p = Prepared(p.fit, p.prefixes, body, starts, p.marker_words, p.worker, p.rng)
+        body, starts, tokens = _body_text(p.fit.units(), 2 * n, p.rng)
+        self.prepared = p = dataclasses.replace(p, body=body, starts=starts, tokens=tokens)
         return p
 
     def next_request(self, rng: random.Random) -> Any:
@@ -309,17 +360,31 @@ class SyntheticWorkload:
         )
 
 
-def _word_text(words: tuple[str, ...], n: int, rng: random.Random) -> tuple[str, array]:
-    picked = rng.choices(words, k=n)
-    starts = array("I", [0])
-    pos = 0
-    for w in picked:
-        pos += len(w) + 1
-        starts.append(pos)
-    return "".join(" " + w for w in picked), starts
+def _marker_digits(fit: PromptFit) -> tuple[tuple[str, ...], int]:
+    """The pieces a marker's digits are written with, all of one cost: the larger class."""
+    return (fit.words, 1) if len(fit.words) >= max(2, len(fit.pairs)) else (fit.pairs, 2)
 
 
-__all__ = ["PromptFit", "SyntheticWorkload", "candidate_words", "fit_words"]
+def _exact_text(fit: PromptFit, n: int, rng: random.Random) -> str:
+    """Random pieces of exactly `n` tokens."""
+    units, parts = fit.units(), []
+    while n > 0:
+        w, c = rng.choice(units) if n > 1 else (rng.choice(fit.words), 1)
+        parts.append(" " + w)
+        n -= c
+    return "".join(parts)
 
 
-__all__ = ["PromptFit", "SyntheticWorkload", "candidate_words", "fit_words"]
+def _body_text(units: tuple[tuple[str, int], ...], n: int, rng: random.Random) -> tuple[str, array, array]:
+    """Random pieces of at least `n` tokens; char offset and tokens before each piece."""
+    starts, tokens = array("I", [0]), array("I", [0])
+    parts: list[str] = []
+    while tokens[-1] < n:
+        for w, c in rng.choices(units, k=max(1, n - tokens[-1])):
+            parts.append(" " + w)
+            starts.append(starts[-1] + len(w) + 1)
+            tokens.append(tokens[-1] + c)
+    return "".join(parts), starts, tokens
+
+
+__all__ = ["PromptFit", "SyntheticWorkload", "corpus_text", "fit_words", "token_pieces"]

@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("vllm", "llamacpp"),
         default="vllm",
         help="the server it speaks as: vllm (default) or llamacpp (llama-server's events, errors, "
-        "/metrics, /tokenize and /apply-template; --max-num-seqs is its --parallel slot count and "
+        "/metrics, /tokenize, /detokenize and /apply-template; --max-num-seqs is its --parallel slot count and "
         "--max-model-len each slot's context)",
     )
     g = parser.add_argument_group("engine (override the profile)")

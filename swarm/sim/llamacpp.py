@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import zlib
 from typing import Any
 
 import orjson
@@ -31,7 +30,7 @@ import orjson
 from swarm.core.tokens import chat_prompt_tokens, message_text, tokenize
 from swarm.sim.engine import Engine
 from swarm.sim.engine import Sequence as EngineSequence
-from swarm.sim.protocol import TOKEN_ID_SPACE, ApiError, GenRequest
+from swarm.sim.protocol import ApiError, GenRequest, detokenize_text, piece_ids
 from swarm.sim.render import DONE, TAPE_MASK, Output, Tape
 
 SERVER = "llamacpp"
@@ -401,10 +400,18 @@ def tokenize_answer(body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(content, str):
         raise LlamaError(400, '"content" must be provided')
     pieces = template_pieces(content, body.get("parse_special", True) is not False)
-    ids = [zlib.crc32(p.encode()) % TOKEN_ID_SPACE for p in pieces]
+    ids = piece_ids(pieces)
     if body.get("with_pieces") is True:
         return {"tokens": [{"id": i, "piece": p} for i, p in zip(ids, pieces, strict=True)]}
     return {"tokens": ids}
+
+
+def detokenize_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """/detokenize: `{"tokens"}` -> `{"content"}` (ids that /tokenize answered)."""
+    try:
+        return {"content": detokenize_text(body.get("tokens"))}
+    except ApiError as e:
+        raise LlamaError(400, e.message) from None
 
 
 class LlamaMetrics:
@@ -522,6 +529,7 @@ __all__ = [
     "LlamaMetrics",
     "LlamaStreamRenderer",
     "apply_template",
+    "detokenize_answer",
     "full_body",
     "load_body",
     "models_body",

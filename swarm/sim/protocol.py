@@ -279,6 +279,39 @@ def parse_completion(body: dict[str, Any], max_model_len: int) -> GenRequest:
     return _common(body, "completions", pieces, max_model_len)
 
 
+MAX_KNOWN_PIECES = 1 << 16  # stand-in ids /detokenize can answer (the first pieces /tokenize met)
+_PIECES: dict[int, str] = {}
+
+
+def piece_ids(pieces: Sequence[str]) -> list[int]:
+    """Stable stand-in ids (crc32 of the piece), remembered for /detokenize: an id decodes to the
+    first piece it stood for in this process (up to MAX_KNOWN_PIECES ids)."""
+    ids = []
+    for p in pieces:
+        i = zlib.crc32(p.encode()) % TOKEN_ID_SPACE
+        if i not in _PIECES and len(_PIECES) < MAX_KNOWN_PIECES:
+            _PIECES[i] = p
+        ids.append(i)
+    return ids
+
+
+def detokenize_text(tokens: Any, param: str = "tokens") -> str:
+    """The text of stand-in ids that /tokenize answered; an id it never answered is a 400."""
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
+        raise _invalid("list_type", f"body.{param}", "Input should be a valid list of integers", tokens)
+    unknown = next((t for t in tokens if t not in _PIECES), None)
+    if unknown is not None:
+        raise _bad(f"token id {unknown} is not one this server's /tokenize answered", param, unknown)
+    return "".join(_PIECES[t] for t in tokens)
+
+
+def detokenize_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's `/detokenize`: `{"tokens"}` -> `{"prompt"}`."""
+    return {"prompt": detokenize_text(body.get("tokens"))}
+
+
 def tokenize_answer(body: dict[str, Any], max_model_len: int) -> dict[str, Any]:
     """vLLM's `/tokenize` answer for a prompt-form or chat-form body, with the pseudo-tokenizer:
     the chat form counts exactly what a chat request's `usage.prompt_tokens` will say."""
@@ -291,6 +324,6 @@ def tokenize_answer(body: dict[str, Any], max_model_len: int) -> dict[str, Any]:
         pieces = tokenize(body["prompt"])
     else:
         raise _bad("Either `prompt` or `messages` must be given.")
-    ids = [zlib.crc32(p.encode()) % TOKEN_ID_SPACE for p in pieces]  # stable stand-in ids
+    ids = piece_ids(pieces)
     strs = pieces if body.get("return_token_strs") is True else None
     return {"count": len(pieces), "max_model_len": max_model_len, "tokens": ids, "token_strs": strs}

@@ -30,6 +30,7 @@ from swarm.sim.protocol import (
     ApiError,
     GenRequest,
     check_model,
+    detokenize_answer,
     load_body,
     parse_chat,
     parse_completion,
@@ -115,6 +116,7 @@ class SimServer:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_post("/tokenize", self.tokenize)
+        app.router.add_post("/detokenize", self.detokenize)
         if self.llama:
             app.router.add_post("/apply-template", self.apply_template)
             app.router.add_route("*", "/{tail:.*}", self.no_route)
@@ -179,6 +181,22 @@ class SimServer:
             body = load_body(await request.read())
             check_model(body, self.served)
             answer = tokenize_answer(body, self.profile.max_model_len)
+        except ApiError as e:
+            return _json(e.body(), e.status, rid)
+        return _json(orjson.dumps(answer), 200, rid)
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        """`/detokenize`: the text of ids this server's /tokenize answered (vLLM's or llama.cpp's shape)."""
+        rid = f"req-{next(self._other_ids)}"
+        if self._auth and request.headers.get("Authorization") != self._auth:
+            return self._unauthorized(rid)
+        try:
+            if self.llama:
+                answer = llamacpp.detokenize_answer(llamacpp.load_body(await request.read()))
+            else:
+                body = load_body(await request.read())
+                check_model(body, self.served)
+                answer = detokenize_answer(body)
         except ApiError as e:
             return _json(e.body(), e.status, rid)
         return _json(orjson.dumps(answer), 200, rid)

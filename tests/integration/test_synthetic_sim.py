@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from swarm.analysis.rundir import load_run
-from swarm.client.tokenize import VllmTokenizer, open_tokenizer
+from swarm.client.tokenize import LlamaCppTokenizer, VllmTokenizer, open_tokenizer
+from swarm.sim.protocol import TOKEN_ID_SPACE
 from tests.helpers.sim_http import call, metric, scrape
 from tests.helpers.support import sim_server, swarm_cmd
 
@@ -40,6 +41,22 @@ def test_sim_tokenize_counts_what_usage_will_say(tmp_path):
         assert open_tokenizer("auto", base_url=s.url, model="sim-model", dialect="vllm").name.startswith(
             "server:"
         )
+        # /detokenize (vLLM's shape) gives back the text of ids its /tokenize answered; an unknown id is a 400
+        tok = VllmTokenizer(s.url, "sim-model")
+        ids = tok.encode("hello world 你好")
+        assert tok.decode(ids) == "hello world 你好" and tok.decode(ids[1:2]) == "o"
+        assert call(s.url, "/detokenize", {"model": "sim-model", "tokens": [TOKEN_ID_SPACE]}).status == 400
+        assert call(s.url, "/detokenize", {"model": "sim-model", "tokens": "x"}).status == 400
+
+
+@pytest.mark.integration
+def test_llamacpp_sim_detokenizes_what_it_tokenized(tmp_path):
+    with sim_server(tmp_path, "--profile", "instant", "--server", "llamacpp", trace=False) as s:
+        tok = LlamaCppTokenizer(s.url, "sim-model")
+        ids = tok.encode("the cat sat")
+        assert len(ids) == 3 and tok.decode(ids) == "the cat sat"
+        bad = call(s.url, "/detokenize", {"tokens": [1.5]})
+        assert bad.status == 400 and "error" in bad.json()
 
 
 @pytest.mark.integration

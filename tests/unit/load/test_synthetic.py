@@ -12,6 +12,7 @@ from swarm.client.tokenize import LocalTokenizer
 from swarm.core.errors import UsageError
 from swarm.core.tokenizer import PseudoTokenizer
 from swarm.load.workloads import Knobs, build
+from tests.helpers.bpe import train_small_bpe
 from tests.helpers.support import REPO
 
 TINY = REPO / "swarm" / "models" / "tiny-qwen2"
@@ -73,3 +74,38 @@ def test_next_request_before_prepare_says_so():
     w = build("synthetic", Knobs())
     with pytest.raises(RuntimeError, match="prepare"):
         w.next_request(random.Random())
+
+
+@pytest.fixture(scope="module")
+def small_bpe(tmp_path_factory):
+    return LocalTokenizer(train_small_bpe(tmp_path_factory.mktemp("bpe")))
+
+
+def test_a_1000_token_bpe_without_one_token_words_gets_exact_prompts(small_bpe):
+    """Issue 25 item 6: common English words are several tokens in this BPE (the word list found 0 of
+    245), yet prompts built from its own token pieces are exactly the asked lengths and round-trip."""
+    tok = small_bpe
+    assert tok.tok.get_vocab_size() == 1000
+    assert sum(len(tok.encode(" " + w)) == 1 for w in ("the", "of", "and", "that", "with", "for")) <= 2
+    for chat in (True, False):
+        w = build(
+            "synthetic", Knobs(input_tokens="64-1024", seed=5, shared_prefix_tokens=20, prefix_groups=2)
+        )
+        w.prepare(tok, chat=chat, progress=lambda _: None)
+        for n in (64, 257, 1024):
+            text = w.prompt_text(n, group=n % 2, marker=n * 7919)
+            ids = tok.encode(text)
+            assert tok.encode(tok.decode(ids)) == ids  # the text round-trips through the tokenizer
+            got = tok.count_chat([{"role": "user", "content": text}]) if chat else tok.count_prompt(text)
+            assert got == n, (chat, n, got)
+        prefixes = w.prepared.prefixes
+        reqs = [w.next_request(random.Random()) for _ in range(200)]
+        for r in reqs:
+            text = r.messages[0]["content"]
+            got = tok.count_chat(r.messages) if chat else tok.count_prompt(text)
+            assert got == r.prompt_tokens and 64 <= got <= 1024
+            assert any(text.startswith(p) for p in prefixes)
+        assert len({r.messages[0]["content"] for r in reqs}) == 200
+    # the shared prefix is exactly its tokens after the anchor
+    anchor = w.prepared.fit.anchor
+    assert all(len(tok.encode(p)) - len(tok.encode(anchor)) == 20 for p in prefixes)
