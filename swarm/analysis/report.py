@@ -427,6 +427,8 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
         hosts = len({g.host for snap in data.gpu_snapshots for g in snap.gpus})
         meta.append(f"GPU metrics: {len(data.gpu_snapshots)} scrapes, {hosts} host{'s' if hosts > 1 else ''}")
     meta.extend(html.escape(line.removeprefix("swarm: ")) for line in replay_lines(s))
+    if isinstance(aborted := s.get("aborted"), dict):  # --abort-on ended the run early
+        meta.append(f"<span class='note'>ABORTED: {html.escape(str(aborted.get('reason', '')))}</span>")
     if s.get("degraded"):
         meta.append("<span class='note'>DEGRADED: a worker was lost during the run</span>")
     lost = s.get("target_unreachable_since_s")

@@ -185,6 +185,8 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
         lines.append(f"failures by outcome: {parts}")
     lines.extend(session_lines(summary))
     lines.extend(prompt_cache_lines(summary))
+    if isinstance(aborted := summary.get("aborted"), Mapping) and aborted.get("reason"):
+        lines.append(str(aborted["reason"]))  # --abort-on ended the run: "aborted: ..."
     return "\n".join(lines)
 
 

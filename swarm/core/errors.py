@@ -19,6 +19,7 @@ from swarm.core.records import Outcome
 EXIT_OK = 0
 EXIT_FAILED = 1  # an SLO failed, the target could not be reached, a search did not converge
 EXIT_USAGE = 2  # bad input: one line on stderr, nothing started
+EXIT_ABORTED = 3  # --abort-on: a circuit-breaker condition held and ended the run early
 EXIT_INTERRUPTED = 130  # Ctrl-C / SIGTERM
 
 

@@ -303,6 +303,17 @@ OPTIONS: tuple[Option, ...] = (
         run=True,
     ),
     Option(
+        "--abort-on",
+        "circuit breaker: end the run when a condition holds over the last seconds, e.g. "
+        '"error_rate>50%%/10s" or "error_rate>90%%/30s,ttft_p99>30s/1m" ([WORKLOAD.]METRIC OP VALUE/WINDOW, '
+        "the --slo metrics); the exit code is 3 and summary.json says why (default: off)",
+        "statistics",
+        env_var="SWARM_ABORT_ON",
+        web_ui=False,
+        metavar="COND",
+        run=True,
+    ),
+    Option(
         "--goodput",
         "per-request SLOs that must all hold for a request to count as good, e.g. "
         '"ttft<=500ms,tpot<=50ms,e2e<=10s" (metrics ttft ttfa tpot e2e): goodput (good req/s) and '

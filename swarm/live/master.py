@@ -6,7 +6,9 @@ missing (or never sends its final report) as degraded, with the time, instead of
 it; adds each report's CPU entries to a `ClientLoad` (swarm/stats/cpu.py: a stage in which a
 worker averaged more than 90% of a core is client-bound, logged once, shown in the LLM tab and
 listed in summary.json as `client_bound`) and, with --swarm-out, to DIR/client_cpu.jsonl; serves
-/metrics on the web UI and on --prometheus-port; adds the LLM tab.
+/metrics on the web UI and on --prometheus-port; adds the LLM tab. With --abort-on, keeps the
+recent deltas and ends the run when a condition holds over its window (swarm/stats/abort.py):
+summary.json's `aborted` says why and the exit code is 3.
 
 At `quitting`: waits up to FINAL_REPORT_WAIT_S (after --stop-timeout) for workers' final
 reports, writes DIR/summary.json, prints one line per SLO and, when --slo is given, sets the
@@ -31,6 +33,7 @@ import gevent
 from locust import log as locust_log
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 
+from swarm.core.errors import EXIT_ABORTED
 from swarm.core.units import new_run_id, stage_name
 from swarm.live import webui
 from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
@@ -40,7 +43,7 @@ from swarm.live.series import LiveSeries, stage_markers
 from swarm.live.shape import share_rate, stage_timeline
 from swarm.live.state import swarm_state
 from swarm.live.worker import WorkerStats, goodput_spec
-from swarm.stats import slo, summary
+from swarm.stats import abort, slo, summary
 from swarm.stats.aggregate import Aggregate
 from swarm.stats.cpu import ClientLoad
 from swarm.stats.summary import ClientBound, DegradedWorker, Summary, VerdictEntry
@@ -81,6 +84,9 @@ class MasterStats:
             search_spec(environment)  # bad --search options: one line and exit 2 before any user starts
         goodput = goodput_spec(environment)  # validated here: a malformed one exits 2 at start-up
         self.goodput_slo = goodput.text if goodput is not None else None
+        abort_on = option(environment, "abort_on")  # --abort-on: the circuit breaker (swarm/stats/abort.py)
+        self.breaker = abort.Breaker(abort.parse(abort_on)) if abort_on else None
+        self.aborted: dict[str, Any] | None = None  # summary.json's `aborted` once a condition held
         self.aggregate = Aggregate()
         self.model_name: str | None = option(environment, "model")
         self.start_s: float | None = None
@@ -174,6 +180,8 @@ class MasterStats:
             return
         if self._charts:
             self.series.add(delta)
+        if self.breaker is not None:
+            self.breaker.add(time.time(), delta)
         if isinstance(payload.get("in_flight"), int):
             self.in_flight[client_id] = payload["in_flight"]
         self.worker_stopped[client_id] = bool(payload.get("stopped"))
@@ -269,6 +277,28 @@ class MasterStats:
             self._rate_history.popleft()
         if self._charts and self.start_s is not None and self.end_s is None and self.series.due(now):
             self.series.sample(now, self.current_rates(), self.in_flight_total(), self.runner.user_count)
+        self._check_breaker(now)
+
+    def _check_breaker(self, now: float) -> None:
+        """--abort-on: while the test runs, a condition that holds ends it (once), as -t would."""
+        if self.breaker is None or self.aborted is not None or self.start_s is None:
+            return
+        if self.stopped_s is not None or self.end_s is not None:
+            return
+        trip = self.breaker.check(now, self.start_s)
+        if trip is None:
+            return
+        self.aborted = trip.entry(_iso(now))
+        logger.error("swarm: %s: ending the run (--abort-on %s)", trip.reason, trip.condition.text)
+        gevent.spawn(self._stop_run)
+
+    def _stop_run(self) -> None:
+        """End the test the way Locust ends one at -t (headless: quit; with a web UI: stop); the stop
+        goes on as any other: in-flight requests get --stop-timeout, then are recorded as cancelled."""
+        if option(self.environment, "headless"):
+            self.runner.quit()
+        else:
+            self.runner.stop()
 
     def in_flight_total(self) -> int | None:
         """Requests in flight: the sum of every live worker's last count (None: none reported one)."""
@@ -308,6 +338,9 @@ class MasterStats:
             self.in_flight.clear()
         self.stopped_s = None
         self.start_s = time.time()
+        self.aborted = None
+        if self.breaker is not None:
+            self.breaker.clear()
         shape = getattr(self.runner, "shape_greenlet", None)
         if self._sigterm is not None and shape is not None:  # Locust's handler takes over after the shape
             shape.link(lambda _: self._sigterm.cancel())
@@ -419,6 +452,8 @@ class MasterStats:
             ]
         if self.state.search is not None:
             s["search"] = self._search_with_stage_figures(s)
+        if self.aborted is not None:
+            s["aborted"] = self.aborted
         return s
 
     def _search_with_stage_figures(self, s: Summary) -> dict[str, Any]:
@@ -485,6 +520,9 @@ class MasterStats:
             search = final.get("search") or self.state.search  # the headline with the table's figures
             print(f"swarm: {search['headline']}", flush=True)
             self.environment.process_exit_code = 0 if self.state.search["converged"] else 1
+        if self.aborted is not None:  # the breaker ended the run: its own code, whatever the verdicts
+            print(f"swarm: {self.aborted['reason']}", flush=True)
+            self.environment.process_exit_code = EXIT_ABORTED
         if locust_log.unhandled_greenlet_exception or self.internal_errors:
             # Locust logs an exception raised in an event handler or greenlet and goes on (its exit
             # code would be 2, which the verdicts above replace): the figures may be wrong, so say so

@@ -133,6 +133,7 @@ class RunPlan:
     search: str | None = None  # --search mode
     search_args: list[str] = field(default_factory=list)  # the search's options, for the master
     search_budget_s: int = 0
+    abort_on: str | None = None  # --abort-on: the master's circuit breaker (swarm/stats/abort.py)
 
     @property
     def expected_s(self) -> int:
@@ -247,6 +248,10 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm.stats.goodput import parse_goodput
 
         parse_goodput(args.goodput)
+    if args.abort_on is not None:
+        from swarm.stats import abort
+
+        abort.parse(args.abort_on)  # a bad condition: one line, exit 2, before anything starts
     search_args, budget_s = _search_args(args) if args.search else ([], 0)
     if args.grafana_url:
         from swarm.grafana.api import Annotator
@@ -269,6 +274,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         out=Path(args.out or f"runs/{run_id}"),
         run_id=run_id,
         slo=args.slo,
+        abort_on=args.abort_on,
         model=args.model,
         sim_profile=args.sim_profile,
         sim_args=list(args.sim_arg),
@@ -401,6 +407,8 @@ def locust_common_args(plan: RunPlan, host: str) -> list[str]:
         args += ["--model", plan.model]
     if plan.goodput:  # workers judge each request, the master names it in summary.json
         args += ["--goodput", plan.goodput]
+    if plan.abort_on:  # the master judges it (workers only parse it)
+        args += ["--abort-on", plan.abort_on]
     return args + plan.extra
 
 

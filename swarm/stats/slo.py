@@ -83,14 +83,17 @@ def _fmt(metric: str, v: float) -> str:
     return seconds_text(v, ms_digits=1, s_digits=3, switch_s=1.0)
 
 
-def parse(text: str, workloads: set[str] | None = None) -> list[Objective]:
-    """Parse an `--slo` string. Raises UsageError naming the bad part and the expected form."""
+def parse(
+    text: str, workloads: set[str] | None = None, what: str = "SLO", flag: str = "--slo"
+) -> list[Objective]:
+    """Parse an `--slo` string (`what`/`flag`: how errors name it; `--abort-on` reuses this grammar).
+    Raises UsageError naming the bad part and the expected form."""
     objectives = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         m = _RE.match(part)
         if not m:
             raise UsageError(
-                f"bad SLO {part!r}: expected [WORKLOAD.]METRIC OP VALUE[ms|s|%], e.g. ttft_p99<=800ms"
+                f"bad {what} {part!r}: expected [WORKLOAD.]METRIC OP VALUE[ms|s|%], e.g. ttft_p99<=800ms"
             )
         metric, unit = m["metric"], m["unit"] or ""
         is_latency = (
@@ -99,20 +102,25 @@ def parse(text: str, workloads: set[str] | None = None) -> list[Objective]:
         if not is_latency and metric not in RATES:
             known = ", ".join([f"{lat}_{{{'|'.join(STATS)}}}" for lat in LATENCIES][:1] + list(RATES))
             raise UsageError(
-                f"bad SLO {part!r}: unknown metric {metric!r} (known: {known}; latencies "
+                f"bad {what} {part!r}: unknown metric {metric!r} (known: {known}; latencies "
                 f"{'/'.join(LATENCIES)})"
             )
         if (unit == "%" and metric != "error_rate") or (unit in ("ms", "s") and not is_latency):
-            raise UsageError(f"bad SLO {part!r}: unit {unit!r} does not fit {metric}")
+            raise UsageError(f"bad {what} {part!r}: unit {unit!r} does not fit {metric}")
         workload = m["wl"] or "total"
         if workloads is not None and workload != "total" and workload not in workloads:
             raise UsageError(
-                f"bad SLO {part!r}: no workload {workload!r} in this run ({', '.join(sorted(workloads))})"
+                f"bad {what} {part!r}: no workload {workload!r} in this run ({', '.join(sorted(workloads))})"
             )
         objectives.append(Objective(workload, metric, m["op"], float(m["num"]) * _UNITS[unit], part))
     if not objectives:
-        raise UsageError("empty --slo: give at least one objective, e.g. ttft_p99<=800ms")
+        raise UsageError(f"empty {flag}: give at least one objective, e.g. ttft_p99<=800ms")
     return objectives
+
+
+def value_text(metric: str, v: float) -> str:
+    """A measured or threshold value of `metric` as the verdict lines print it."""
+    return _fmt(metric, v)
 
 
 def evaluate(objectives: list[Objective], summary: Mapping[str, Any]) -> list[Verdict]:

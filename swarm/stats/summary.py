@@ -257,6 +257,9 @@ class Summary(TypedDict):
     search: NotRequired[
         dict[str, Any]
     ]  # --search: probes, bracket, answer (swarm/stats/search.py `Bracket.answer`)
+    aborted: NotRequired[
+        dict[str, Any]
+    ]  # --abort-on tripped: reason, condition, value (stats/abort.py `Trip`)
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:
