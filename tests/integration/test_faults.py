@@ -295,7 +295,8 @@ def test_http_errors_recorded_with_the_servers_message_and_summarised_once(tmp_p
     assert p.returncode == 1, p.stdout + p.stderr  # requests failed
     records = pq.read_table(out / "requests.parquet").to_pylist()
     assert_each_traced_request_recorded_once(records, trace)
-    assert len(records) == len(trace) > 100
+    # (each failed request now pauses its closed-loop user 0.125 s or more: 85 in 3 s at -u 4)
+    assert len(records) == len(trace) > 60
     for r in records:
         t = trace[r["request_id"]]
         if t["fault"]:
