@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError
+from swarm.orchestrate.processes import die_with_parent
 from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, run_setup_script, stop, wait_ready
 
 SCRIPTS = Path(__file__).resolve().parent.parent.parent / "scripts"
@@ -169,7 +170,9 @@ def llamacpp_server(
     )
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
-        popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        popen = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent()
+        )
     try:
         url = f"http://{HOST}:{port}"
         startup = wait_ready(url, popen, log, start_timeout_s, name="llama-server")

@@ -1,9 +1,19 @@
 """The processes one command starts (simulator, master, workers, a real server): started in sessions
-of their own, logged to files, and all stopped on exit, whatever happens."""
+of their own, logged to files, stopped on exit whatever happens, and never outliving the command.
+
+A child is in a session of its own (a terminal's Ctrl-C reaches the command alone, which then stops
+its children in order), so a command killed outright (SIGKILL, the OOM killer) could leave them
+running: a master and workers loading the server for the rest of `-t`, a simulator up for good.
+Each child therefore asks the kernel for SIGTERM when its parent dies (`PR_SET_PDEATHSIG`, set
+between fork and exec): a Locust master or worker then stops as on any SIGTERM (no new requests,
+the ones in flight recorded), a simulator exits.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
@@ -11,8 +21,37 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once in the parent: the child, between fork and exec, only calls it."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: no parent-death signal; stop_all still runs on exit
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child sent SIGTERM when the process that started it dies; None
+    where the kernel has no such thing. Called in the child before exec: nothing but two syscalls."""
+    if _PRCTL is None:
+        return None
+    parent = os.getpid()
+    prctl = _PRCTL
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the line above: no signal will come
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def free_port() -> int:
@@ -22,36 +61,83 @@ def free_port() -> int:
 
 
 class Processes:
-    """The processes one run started; all of them are stopped on exit, whatever happens."""
+    """The processes one run started; all of them are stopped on exit, whatever happens.
+
+    Servers (the embedded simulator) are stopped after everything else has gone: a stop must not
+    cut the requests the load generator is still allowed to finish."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.servers: set[str] = set()
 
-    def start(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+    def start(
+        self, name: str, cmd: list[str], env: dict[str, str], *, server: bool = False
+    ) -> subprocess.Popen:
         log = open(self.out / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        p = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
         log.close()
         self.procs.append((name, p))
+        if server:
+            self.servers.add(name)
         return p
+
+    def get(self, name: str) -> subprocess.Popen | None:
+        return next((p for n, p in self.procs if n == name), None)
+
+    def named(self, prefix: str) -> list[tuple[str, subprocess.Popen]]:
+        return [(n, p) for n, p in self.procs if n.startswith(prefix)]
 
     def log_tail(self, name: str, chars: int = 2000) -> str:
         path = self.out / f"{name}.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
+    def wait_exit(self, names: list[str], timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for these processes to exit on their own; True if they all did."""
+        deadline = time.monotonic() + timeout_s
+        for n, p in self.procs:
+            if n in names:
+                try:
+                    p.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    return False
+        return True
+
+    def signal(self, name: str, sig: int) -> None:
+        p = self.get(name)
+        if p is not None and p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, sig)
+
     def stop_all(self, grace_s: float = 10.0) -> None:
-        for _, p in reversed(self.procs):
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        for _, p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=5)
+        """SIGTERM (then, after `grace_s`, SIGKILL) everything still running: the load generator
+        first, the servers once it has gone."""
+        clients = [(n, p) for n, p in self.procs if n not in self.servers]
+        servers = [(n, p) for n, p in self.procs if n in self.servers]
+        for wave in (clients, servers):
+            _stop(list(reversed(wave)), grace_s)
+
+
+def _stop(procs: list[tuple[str, subprocess.Popen]], grace_s: float) -> None:
+    for _, p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for _, p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=5)
 
 
 def wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError, UsageError
-from swarm.orchestrate.processes import sigterm_as_interrupt
+from swarm.orchestrate.processes import die_with_parent, sigterm_as_interrupt
 from swarm.orchestrate.serverproc import (
     HOST,
     SERVED_MODEL,
@@ -158,7 +158,12 @@ def vllm_cpu_server(
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
         popen = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=server_env(),
+            start_new_session=True,
+            preexec_fn=die_with_parent(),  # never outlives this command, even SIGKILLed
         )
     try:
         url = f"http://{HOST}:{port}"
