@@ -90,8 +90,9 @@ def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path):
     assert RUN[0] < expected < RUN[-1], curve
     sweep_s = len(FINE) * STAGE_S
 
-    answers = []
-    for run in ("search1", "search2"):
+    # one search: repeated searches agreeing is test_search_bracket_holds_the_steady_state_crossing's
+    # (two demos, each within 4% of the computed crossing), which keeps `make test` in its time
+    for run in ("search",):
         out = tmp_path / run
         search = ["--search", "concurrency", "--slo", SLO, "-u", "32", "--stage-time", f"{SEARCH_STAGE_S}s"]
         p = swarm_run(out, *search, "--min-stage-time", "3s")
@@ -115,10 +116,6 @@ def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path):
         assert s["probes"][-1]["bracket"] == [lo, hi]
         report = (out / "report.html").read_text()
         assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
-        answers.append(s)
-    a, b = (x["answer"] for x in answers)
-    # repeated searches agree within their stated precision: each within 5% of the boundary
-    assert abs(a - b) <= 2 * 0.05 * max(a, b), (answers[0]["bracket"], answers[1]["bracket"])
 
 
 @pytest.mark.slow
