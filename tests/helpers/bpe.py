@@ -38,3 +38,24 @@ def train_small_bpe(out: Path, vocab: int = VOCAB) -> Path:
     config.pop("added_tokens_decoder", None)
     (out / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     return out
+
+
+def tiny_model_with_small_bpe(out: Path) -> Path:
+    """A copy of the shipped tiny model whose tokenizer is the 1,000-token BPE (vocab_size and the
+    special token ids in config.json / generation_config.json set to the new tokenizer's)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for f in TINY.iterdir():
+        (out / f.name).write_bytes(f.read_bytes())
+    train_small_bpe(out)
+    ids = {t: i for i, t in enumerate(SPECIALS)}  # trained first: ids 0, 1, 2
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config.update(vocab_size=VOCAB, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"])
+    (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    gen = json.loads((out / "generation_config.json").read_text(encoding="utf-8"))
+    gen.update(
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    (out / "generation_config.json").write_text(json.dumps(gen, indent=2), encoding="utf-8")
+    return out
