@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarm.core.terminal import printable
 from swarm.stats.quantiles import (
     PERCENTILES,
     bucket_width,
@@ -482,6 +483,7 @@ class ServerPoller:
         return snap
 
     def _failed(self, reason: str) -> None:
+        reason = printable(reason)  # it may quote the target (a /metrics line, a status line)
         if self.error is None:
             self.error = reason
             self.log(

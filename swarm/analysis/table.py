@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from swarm.core.terminal import printable
 from swarm.core.units import seconds_text, stage_name
 from swarm.stats.summary import CI_KEYS, Block, Summary, workload_block
 
@@ -187,7 +188,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
     lines.extend(prompt_cache_lines(summary))
     if isinstance(aborted := summary.get("aborted"), Mapping) and aborted.get("reason"):
         lines.append(str(aborted["reason"]))  # --abort-on ended the run: "aborted: ..."
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # (model names come from the target)
 
 
 def render_ci(summary: Summary | Mapping[str, Any]) -> str | None:

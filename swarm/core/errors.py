@@ -15,6 +15,7 @@ lives in one function, swarm/client/transport.py `failure`; exit codes in `exit_
 from __future__ import annotations
 
 from swarm.core.records import Outcome
+from swarm.core.terminal import printable
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # an SLO failed, the target could not be reached, a search did not converge
@@ -76,9 +77,10 @@ def exit_code(exc: BaseException) -> int:
 
 
 def one_line(prog: str, exc: BaseException) -> str:
-    """What a command prints on stderr for `exc`: "prog: error: ..." for bad input, "prog: ..." else."""
+    """What a command prints on stderr for `exc`: "prog: error: ..." for bad input, "prog: ..." else.
+    Control characters are written out (swarm/core/terminal.py): messages may quote a target."""
     if isinstance(exc, UsageError):
-        return f"{prog}: error: {exc}"
+        return f"{prog}: error: {printable(str(exc), lines=True)}"
     if isinstance(exc, KeyboardInterrupt):
         return f"{prog}: interrupted"
-    return f"{prog}: {exc}"
+    return f"{prog}: {printable(str(exc), lines=True)}"

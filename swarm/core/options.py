@@ -30,6 +30,10 @@ flight at the stop). 30 s lets a typical streamed answer finish (the seeds' `mix
 up to ~23 s end to end) while a Ctrl-C still ends a run promptly; whatever is still running then
 is recorded as `cancelled`. An explicit --stop-timeout (flag, LOCUST_STOP_TIMEOUT, config file)
 rules, 0 included."""
+DEFAULT_WEB_HOST = "127.0.0.1"
+"""Locust's `--web-host` when none is given (Locust's own default, "", is every interface): the web
+UI starts runs and its start form picks the target, so by default only this machine reaches it.
+`--web-host 0.0.0.0` (or $LOCUST_WEB_HOST, a config file) opens it, as containers need."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,15 @@ OPTIONS: tuple[Option, ...] = (
         "workload",
         default="chat",
         choices=ENDPOINT_NAMES,
+    Option(
+        "--api-key-origin",
+        "the one origin (scheme://host:port) the API key is sent to (default: the --host given at "
+        "start); requests to any other host, e.g. one typed into the web UI, carry no key",
+        "workload",
+        env_var="SWARM_API_KEY_ORIGIN",
+        web_ui=False,
+        metavar="URL",
+    ),
     ),
     Option(
         "--dialect",

@@ -293,12 +293,18 @@ class MasterStats:
         gevent.spawn(self._stop_run)
 
     def _stop_run(self) -> None:
-        """End the test the way Locust ends one at -t (headless: quit; with a web UI: stop); the stop
-        goes on as any other: in-flight requests get --stop-timeout, then are recorded as cancelled."""
-        if option(self.environment, "headless"):
-            self.runner.quit()
-        else:
+        """End the test the way Locust ends one at -t; the stop goes on as any other: in-flight
+        requests get --stop-timeout, then are recorded as cancelled. Headless with a load shape,
+        Locust's main waits for the shape and then quits: ending the shape is the whole stop (a
+        quit of our own beside it would stop the users twice, which Locust 2.47 refuses with an
+        exception per user). Headless without one: quit; with a web UI: stop (the UI stays)."""
+        shape = getattr(self.runner, "shape_greenlet", None)
+        if not option(self.environment, "headless"):
             self.runner.stop()
+        elif shape is not None and not shape.dead:
+            shape.kill(block=False)
+        else:
+            self.runner.quit()
 
     def in_flight_total(self) -> int | None:
         """Requests in flight: the sum of every live worker's last count (None: none reported one)."""

@@ -21,6 +21,7 @@ from swarm.core.options import (
     DEFAULT_REQUEST_DEADLINE_S,
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_STOP_TIMEOUT_S,
+    DEFAULT_WEB_HOST,
     GROUP_TITLES,
     OPTIONS,
 )
@@ -46,7 +47,8 @@ def register(parser: Any) -> None:
         target.add_argument(opt.flag, **kw)
     # A graceful stop by default: in-flight requests get DEFAULT_STOP_TIMEOUT_S to finish (an
     # explicit --stop-timeout, LOCUST_STOP_TIMEOUT or config value still rules, 0 included).
-    parser.set_defaults(stop_timeout=str(DEFAULT_STOP_TIMEOUT_S))
+    # The web UI on loopback unless --web-host (flag, LOCUST_WEB_HOST, config) says otherwise.
+    parser.set_defaults(stop_timeout=str(DEFAULT_STOP_TIMEOUT_S), web_host=DEFAULT_WEB_HOST)
 
 
 def exit_on_usage_error(exc: UsageError, prog: str = "locust") -> None:

@@ -22,6 +22,7 @@ from swarm.client.discovery import discover, require_model_served
 from swarm.client.tokenize import Http, open_tokenizer
 from swarm.core.errors import UsageError
 from swarm.core.tokenizer import Tokenizer
+from swarm.live.keyorigin import key_for
 from swarm.live.state import swarm_state
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def check_models(environment: Any, user_classes: list[type]) -> None:
     origin, prefix = _target(host or "")
     if origin is None:
         return
-    http = Http(origin, opts.api_key)
+    http = Http(origin, key_for(environment, origin))
     if split is None:
         if opts.model:  # one model: vLLM must list it (swarm.client.discovery.require_model_served)
             try:
@@ -85,7 +86,7 @@ def prompt_tokenizer(environment: Any, class_host: str, wants_eos: bool, what: s
     base = origin + prefix if origin else None
     model, dialect = opts.model, opts.dialect
     if origin and opts.tokenizer in ("auto", "server"):
-        http = Http(origin, opts.api_key)
+        http = Http(origin, key_for(environment, origin))
         served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos)
         model, dialect = served.model, served.dialect.name
         if wants_eos and served.discovered and not served.dialect.ignore_eos:
@@ -93,7 +94,8 @@ def prompt_tokenizer(environment: Any, class_host: str, wants_eos: bool, what: s
                 f"the target speaks the {dialect} dialect, which cannot ignore EOS; {what} forces "
                 "output lengths with ignore_eos: add --no-ignore-eos to send max_tokens alone"
             )
-    return open_tokenizer(opts.tokenizer, base_url=base, model=model, dialect=dialect, api_key=opts.api_key)
+    key = key_for(environment, origin) if origin else None
+    return open_tokenizer(opts.tokenizer, base_url=base, model=model, dialect=dialect, api_key=key)
 
 
 def prepare_workloads(environment: Any, user_classes: list[type]) -> None:

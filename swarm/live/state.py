@@ -48,6 +48,7 @@ class SwarmState:
     stopping: bool = False  # the stop has begun (test_stopping): open-loop users send no new request
     replay: Any = None  # trace replay (swarm/live/replay.py `Replay`); None: not replaying
     search: dict[str, Any] | None = None  # --search: the result (summary.json `search`), set when it ends
+    key_origin: str | None = None  # the origin the API key is sent to (swarm/live/keyorigin.py)
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """The validated options (cached; `reset_options` before a new test)."""

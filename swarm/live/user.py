@@ -38,10 +38,13 @@ from swarm.client.clock import Clock
 from swarm.client.dialects import ENDPOINTS
 from swarm.client.discovery import ServedModel, discover
 from swarm.client.tally import StreamTally, TextTally
+from swarm.core.apikey import scrub
 from swarm.client.transport import MALFORMED, Transport, failure
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
+from swarm.core.terminal import printable
 from swarm.core.records import Outcome, RequestRecord
 from swarm.live.gc_tuning import relax_full_collections
+from swarm.live.keyorigin import bind, key_for
 from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
 from swarm.live.replay import prepare_replay, replay_task, trace_of
@@ -82,10 +85,12 @@ def _validate(environment: Any) -> None:
 
 
 @events.init.add_listener
-def _on_init(environment: Any, **_kwargs: Any) -> None:
+def _on_init(environment: Any, web_ui: Any = None, **_kwargs: Any) -> None:
     """Bad options: one line on stderr and exit code 2, before anything starts."""
     if getattr(environment, "parsed_options", None) is None:
         return
+        hosts = tuple(c.host for c in _llm_user_classes(environment) if c.host)
+        bind(environment, web_ui, hosts)  # the key's origin (swarm/live/keyorigin.py)
     try:
         _validate(environment)
     except UsageError as e:
@@ -119,8 +124,8 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
                 environment, classes[0].host or "" if classes else "", True, "trace replay"
             ),
         )
-    except SwarmError as e:
-        log.error("%s", e)
+    except SwarmError as e:  # (its text may quote the target: scrubbed, one printable line)
+        log.error("%s", printable(scrub(str(e), getattr(environment.parsed_options, "api_key", None))))
         environment.process_exit_code = 2
         runner = getattr(environment, "runner", None)
         if runner is not None:
@@ -167,14 +172,15 @@ class LLMUser(FastHttpUser):
         base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/"
         pool = self.client.client.clientpool.get_client(base)._connection_pool
         host_header = parts.netloc.rpartition("@")[2]
-        if self.opts.api_key:
-            auth = f"Authorization: Bearer {self.opts.api_key}\r\n"
+        key = key_for(environment, self.host)  # None at a host other than the key's origin
+        if key:
+            auth = f"Authorization: Bearer {key}\r\n"
         elif self.client.auth_header:  # user:password@ in --host
             auth = f"Authorization: {self.client.auth_header}\r\n"
         else:
             auth = ""
         common_headers = f"Host: {host_header}\r\nUser-Agent: llm-swarm\r\n{auth}"
-        self._secret = self.opts.api_key or None  # scrubbed from error messages a server echoes
+        self._secret = self.opts.api_key or None  # scrubbed from the error messages a server sends
         self._chat = self.opts.endpoint == "chat"
         path = prefix + ENDPOINTS[self.opts.endpoint]
         self._url = f"{parts.scheme}://{host_header}{path}"
@@ -376,8 +382,8 @@ class LLMUser(FastHttpUser):
                 type(e).__name__, "swarm.live.user: unexpected error while sending a request", exc_info=True
             )
             record.e2e_s = t_end - t0
-        if error and self._secret and self._secret in error:  # a server that echoes the key
-            error = error.replace(self._secret, "***")
+        if error:  # the target's words: the key scrubbed in any case or part, one printable line
+            error = printable(scrub(error, self._secret))
         record.outcome = outcome
         record.error = error
         if outcome is not Outcome.OK:

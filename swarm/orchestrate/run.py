@@ -27,6 +27,7 @@ from pathlib import Path
 from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S, add_run_options
 from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
+from swarm.core.apikey import key_for, origin
 from swarm.load.stages import StagePlan
 from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
 
@@ -553,11 +554,11 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 f"{plan.workload}, {plan.expected_s}s -> {plan.out}"
             )
             poller = ServerPoller(
-                plan.server_metrics or metrics_url(host),
+                metrics_at,
                 plan.out / "server_metrics.jsonl",
                 interval_s=1.0,
                 model=plan.model,
-                headers=auth,
+                headers=auth if key_for(api_key, origin(host), metrics_at) else None,  # the key's origin only
             ).start()
             gpu_pollers = start_gpu_pollers(plan.gpu_metrics, plan.out, interval_s=1.0)
             if annotator is not None:
@@ -626,6 +627,7 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         table = recorder.read_table(records_dir)
         import pyarrow.parquet as pq
 
+            metrics_at = plan.server_metrics or metrics_url(host)
         pq.write_table(table, plan.out / "requests.parquet")
         n = table.num_rows
     summary_path = plan.out / "summary.json"

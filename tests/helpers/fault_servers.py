@@ -8,15 +8,23 @@ list) and answers every other request (the completions) as MODE says:
 - `huge_stream`: HTTP 200, a valid stream of 50 MB (4 KB of text per chunk), then `[DONE]`;
 - `huge_error`: HTTP 500 with a 50 MB JSON body;
 - `slowloris`: a valid response written one byte a second, status line included;
-- `echo_auth`: HTTP 401 whose error message repeats the request's Authorization header.
+- `echo_auth`: HTTP 401 whose error message repeats the request's Authorization header;
+- `echo_key_mangled`: HTTP 500 whose error message repeats the bearer key upper-cased and its
+  first 10 characters (a scrub that looks for the key verbatim misses both);
+- `escapes`: terminal escape sequences everywhere a target's words can go: an HTTP 500 error
+  message, and a /metrics body that is not Prometheus text.
+
 
 Each completion request gets an `x-request-id` of `fault-N` and one line `REQ fault-N` on
-stdout (flushed) when it arrives, so a test can count what the server received.
+stdout (flushed) when it arrives, so a test can count what the server received. Every request
+also logs `AUTH <path> <digest>`: `auth_digest` of its Authorization header (`-` without one), so
+a test can tell which key a server got without the key being written anywhere.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import socket
 import socketserver
@@ -26,7 +34,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-MODES = ("ok", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth")
+MODES = (
+    "ok", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth", "echo_key_mangled",
+    "escapes",
+)  # fmt: skip
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\r\u202eevil"  # title, clear screen, colour, CR, bidi
 HUGE_BYTES = 50 * 1024 * 1024
 _counter = iter(range(1, 1 << 62))
 _counter_lock = threading.Lock()
@@ -86,6 +98,8 @@ class Handler(socketserver.BaseRequestHandler):
                     rest += data
                 buf = rest[length:]
                 request_line = lines[0].decode("latin-1")
+                path = request_line.split(" ")[1] if " " in request_line else ""
+                print(f"AUTH {path} {auth_digest(headers.get('authorization'))}", flush=True)
                 if request_line.startswith("GET /health"):
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                 elif request_line.startswith("GET /v1/models"):
@@ -93,6 +107,9 @@ class Handler(socketserver.BaseRequestHandler):
                         {"object": "list", "data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}
                     ).encode()
                     sock.sendall(_head("200 OK", "models", "application/json", len(body)) + body)
+                elif request_line.startswith("GET /metrics") and self.mode == "escapes":
+                    body = f"{ESCAPES} not prometheus text\n".encode()
+                    sock.sendall(_head("200 OK", "metrics", "text/plain", len(body)) + body)
                 else:
                     with _counter_lock:
                         rid = f"fault-{next(_counter)}"
@@ -119,6 +136,19 @@ class Handler(socketserver.BaseRequestHandler):
                 }
             ).encode()
             sock.sendall(_head("401 Unauthorized", rid, "application/json", len(body)) + body)
+            return True
+        if mode in ("echo_key_mangled", "escapes"):
+            key = headers.get("authorization", "").removeprefix("Bearer ")
+            message = (
+                f"upstream refused {key.upper()} (key {key[:10]}...)"
+                if mode == "echo_key_mangled"
+                else ESCAPES
+            )
+            body = json.dumps(
+                {"error": {"message": message, "type": "InternalServerError", "code": 500}},
+                ensure_ascii=False,
+            ).encode()
+            sock.sendall(_head("500 Internal Server Error", rid, "application/json", len(body)) + body)
             return True
         if mode == "huge_event":
             sock.sendall(
@@ -189,6 +219,16 @@ def fault_server(tmp_path: Path, mode: str) -> Iterator[tuple[str, Path]]:
         url = f"http://127.0.0.1:{port}"
         wait_http(url + "/health", timeout=30, proc=proc.popen, log=log)
         yield url, log
+
+
+def auth_digest(value: str | None) -> str:
+    """What the log shows of an Authorization header: a digest, `-` when there was none."""
+    return hashlib.sha256(value.encode()).hexdigest()[:16] if value else "-"
+
+
+def auths(log: Path) -> list[tuple[str, str]]:
+    """(path, auth_digest) of every request the server got, in order."""
+    return [tuple(line.split()[1:3]) for line in log.read_text().splitlines() if line.startswith("AUTH ")]
 
 
 def received(log: Path) -> list[str]:

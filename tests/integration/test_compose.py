@@ -40,6 +40,7 @@ def test_locust_accepts_the_master_and_worker_commands(name: str, tmp_path: Path
     assert opts["workload"] == "mixed" and opts["run_id"] == "compose"
     if name == "master":
         assert opts["master"] and opts["web_port"] == 8089 and opts["num_users"] == 16
+        assert opts["web_host"] == "0.0.0.0"  # the swarm's default is 127.0.0.1: a container says so
         assert opts["autostart"] is False
     else:
         assert opts["worker"] and opts["master_host"] == "master"

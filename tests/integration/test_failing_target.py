@@ -117,3 +117,22 @@ def test_abort_on_ends_a_run_against_a_failing_target_with_its_reason_and_exit_c
     assert sorted(r["request_id"] for r in records) == sorted(got)
     assert summary["total"]["requests"] == len(records) == len(got) > 0
     assert {r["outcome"] for r in records} <= {"http_error", "cancelled"}
+    for log in ("master.log", "worker-0.log"):
+        assert "Traceback" not in (out / log).read_text(), log
+
+
+def test_abort_on_in_plain_locust_ends_a_staged_run_once(tmp_path):
+    """The same breaker in plain `locust -f swarm/locustfile.py` (a local runner) during a --sweep:
+    the run ends in its first stage with exit code 3 and the reason, and the users are stopped
+    once (Locust refuses a second stop of a user with an exception each)."""
+    out = tmp_path / "run"
+    with fault_server(tmp_path, "echo_auth") as (url, log):
+        p = run_locust(out, url, "--sweep", "2,4", "--stage-time", "20s", "--abort-on", "error_rate>50%/4s")
+        got = received(log)
+    assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "Traceback" not in p.stdout + p.stderr, p.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["aborted"]["reason"].startswith("aborted: error_rate 100% > 50% over the last 4 s (")
+    assert summary["aborted"]["reason"] in p.stdout
+    assert [st["stage"] for st in summary["stages"]] == [0] and summary["duration_s"] < 15
+    assert sorted(r["request_id"] for r in records_of(out)) == sorted(got)

@@ -210,6 +210,7 @@ def test_locust_accepts_the_commands(overlay: str, role: str, tmp_path: Path) ->
     assert opts["enable_rebalancing"], "workers that join a running test get users"
     if not headless:
         assert not opts["headless"] and opts["web_port"] == 8089
+        assert opts["web_host"] == "0.0.0.0"  # the swarm's default is 127.0.0.1; probes use the pod IP
         return
     assert opts["headless"] and opts["prometheus_port"] == 8089 and opts["slo"]
     assert obj["spec"]["backoffLimit"] == 0 and obj["spec"]["template"]["spec"]["restartPolicy"] == "Never"
