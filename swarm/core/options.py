@@ -102,12 +102,6 @@ OPTIONS: tuple[Option, ...] = (
         run=True,
     ),
     Option(
-        "--endpoint",
-        "chat = /v1/chat/completions, completions = /v1/completions (default chat)",
-        "workload",
-        default="chat",
-        choices=ENDPOINT_NAMES,
-    Option(
         "--api-key-origin",
         "the one origin (scheme://host:port) the API key is sent to (default: the --host given at "
         "start); requests to any other host, e.g. one typed into the web UI, carry no key",
@@ -116,6 +110,12 @@ OPTIONS: tuple[Option, ...] = (
         web_ui=False,
         metavar="URL",
     ),
+    Option(
+        "--endpoint",
+        "chat = /v1/chat/completions, completions = /v1/completions (default chat)",
+        "workload",
+        default="chat",
+        choices=ENDPOINT_NAMES,
     ),
     Option(
         "--dialect",

@@ -553,6 +553,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                 f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
                 f"{plan.workload}, {plan.expected_s}s -> {plan.out}"
             )
+            metrics_at = plan.server_metrics or metrics_url(host)
             poller = ServerPoller(
                 metrics_at,
                 plan.out / "server_metrics.jsonl",
@@ -627,7 +628,6 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         table = recorder.read_table(records_dir)
         import pyarrow.parquet as pq
 
-            metrics_at = plan.server_metrics or metrics_url(host)
         pq.write_table(table, plan.out / "requests.parquet")
         n = table.num_rows
     summary_path = plan.out / "summary.json"
