@@ -38,11 +38,11 @@ from swarm.client.clock import Clock
 from swarm.client.dialects import ENDPOINTS
 from swarm.client.discovery import ServedModel, discover
 from swarm.client.tally import StreamTally, TextTally
-from swarm.core.apikey import scrub
 from swarm.client.transport import MALFORMED, Transport, failure
+from swarm.core.apikey import scrub
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
-from swarm.core.terminal import printable
 from swarm.core.records import Outcome, RequestRecord
+from swarm.core.terminal import printable
 from swarm.live.gc_tuning import relax_full_collections
 from swarm.live.keyorigin import bind, key_for
 from swarm.live.options import LLMOptions, exit_on_usage_error
@@ -89,10 +89,10 @@ def _on_init(environment: Any, web_ui: Any = None, **_kwargs: Any) -> None:
     """Bad options: one line on stderr and exit code 2, before anything starts."""
     if getattr(environment, "parsed_options", None) is None:
         return
-        hosts = tuple(c.host for c in _llm_user_classes(environment) if c.host)
-        bind(environment, web_ui, hosts)  # the key's origin (swarm/live/keyorigin.py)
     try:
         _validate(environment)
+        hosts = tuple(c.host for c in _llm_user_classes(environment) if c.host)
+        bind(environment, web_ui, hosts)  # the key's origin (swarm/live/keyorigin.py)
     except UsageError as e:
         exit_on_usage_error(e)
     if not getattr(environment.parsed_options, "master", False):  # this process sends the requests
