@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.core.errors import UsageError
+from swarm.core.terminal import printable
 from swarm.core.units import parse_duration, seconds_text
 from swarm.stats import slo, summary
 from swarm.stats.aggregate import Aggregate, Cell
@@ -134,13 +135,14 @@ def parse(text: str | None) -> list[Condition]:
 
 
 def top_error(cell: Cell) -> str | None:
-    """The most frequent failure kept in `cell`: "outcome: message" (or the outcome alone)."""
+    """The most frequent failure kept in `cell`: "outcome: message" (or the outcome alone); the
+    message is the target's words, so its control characters are written out (printable)."""
     best: tuple[int, str] | None = None
     for outcome, msgs in cell.errors.items():
         for msg, n in msgs.items():
             if best is None or n > best[0]:
                 best = (n, f"{outcome}: {msg}" if msg else outcome)
-    return best[1] if best is not None else None
+    return printable(best[1]) if best is not None else None
 
 
 class Breaker:

@@ -101,3 +101,17 @@ def test_latency_and_workload_conditions():
     assert trip is not None and trip.value == pytest.approx(4.0, rel=0.02)  # (the sketch's bins: 1%)
     assert trip.reason.startswith("aborted: b.ttft_p99 ")
     assert trip.reason.endswith("> 1.000s over the last 5 s (40 requests)")
+
+
+def test_the_reason_never_carries_a_targets_control_characters():
+    agg = Aggregate()
+    for _ in range(10):
+        agg.add(
+            RequestRecord(
+                "a", 100.0, outcome=Outcome.HTTP_ERROR, http_status=500, error="500 \x1b]0;pwned\x07"
+            )
+        )
+    breaker = abort.Breaker(abort.parse("error_rate>50%/5s"))
+    breaker.add(1000.0, agg)
+    trip = breaker.check(1001.0, 900.0)
+    assert trip is not None and "\x1b" not in trip.reason and trip.reason.endswith("500 \\x1b]0;pwned\\x07)")
