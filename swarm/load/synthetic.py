@@ -81,9 +81,15 @@ def token_pieces(tok: Tokenizer) -> tuple[tuple[str, int], ...]:
     counts = Counter(tok.encode(corpus_text()))
     top = sorted(counts, key=lambda i: -counts[i])[:DECODED_IDS]  # stable: ties in first-seen order
     sep = tok.encode("\n")[-1:]
-    parts = tok.decode([*sep, *(x for i in top for x in (i, *sep))]).split("\n") if sep else []
-    if len(parts) != len(top) + 2:  # the newline did not cut the text once per id: one id at a time
-        parts = ["", *(tok.decode([*sep, i]).removeprefix("\n") for i in top), ""]
+    try:
+        parts = tok.decode([*sep, *(x for i in top for x in (i, *sep))]).split("\n") if sep else []
+        if len(parts) != len(top) + 2:  # the newline did not cut the text once per id: one id at a time
+            parts = ["", *(tok.decode([*sep, i]).removeprefix("\n") for i in top), ""]
+    except TargetError as e:
+        raise TargetError(
+            f"tokenizer {tok.name}: synthetic prompts are built from its decoded token ids, and decoding "
+            f"failed ({e}); give --tokenizer PATH (the model's tokenizer.json) instead"
+        ) from None
     pieces: dict[str, int] = {}
     for text in parts[1:-1]:
         word, cost = (text[1:], 1) if text.startswith(" ") else (text, 2)

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from swarm.client.tokenize import LocalTokenizer
-from swarm.core.errors import UsageError
+from swarm.core.errors import TargetError, UsageError
 from swarm.core.tokenizer import PseudoTokenizer
 from swarm.load.workloads import Knobs, build
 from tests.helpers.bpe import train_small_bpe
@@ -109,3 +109,14 @@ def test_a_1000_token_bpe_without_one_token_words_gets_exact_prompts(small_bpe):
     # the shared prefix is exactly its tokens after the anchor
     anchor = w.prepared.fit.anchor
     assert all(len(tok.encode(p)) - len(tok.encode(anchor)) == 20 for p in prefixes)
+
+
+def test_a_tokenizer_that_cannot_decode_is_named_with_the_way_out():
+    class NoDecode(PseudoTokenizer):
+        name = "server:vllm:no-detokenize"
+
+        def decode(self, ids):
+            raise TargetError("POST /detokenize: HTTP 404 Not Found")
+
+    with pytest.raises(TargetError, match=r"no-detokenize: .*decoded token ids.*HTTP 404.*--tokenizer PATH"):
+        synthetic(NoDecode(), input_tokens="100")
