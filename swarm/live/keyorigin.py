@@ -85,7 +85,7 @@ def key_for(environment: Any, url: str | None) -> str | None:
     key = state.llm_options(environment).api_key
     if not key:
         return None
-    bound = getattr(state, "key_origin", None)
+    bound = state.key_origin
     if bound is None and isinstance(getattr(environment, "runner", None), WorkerRunner):
         bound = origin(getattr(environment.parsed_options, "api_key_origin", None))  # the master's
     sent = _key_for(key, bound, url)
@@ -93,12 +93,15 @@ def key_for(environment: Any, url: str | None) -> str | None:
         where = origin(url) or str(url)
         if where not in _said:
             _said.add(where)
-            why = (
-                f"the origin it was given for ({bound})"
-                if bound
-                else "given an origin (--host or SWARM_API_KEY_ORIGIN at start)"
-            )
-            log.warning("swarm: key not sent: host %s is not %s", where, why)
+            if bound:
+                log.warning(
+                    "swarm: key not sent: host %s is not the origin it was given for (%s)", where, bound
+                )
+            else:
+                log.warning(
+                    "swarm: key not sent to %s: it was given no origin (--host or SWARM_API_KEY_ORIGIN at start)",
+                    where,
+                )
     return sent
 
 
