@@ -21,7 +21,9 @@ import time
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from swarm.core.apikey import scrub
 from swarm.core.errors import SwarmError, UsageError
+from swarm.core.terminal import printable
 from swarm.core.units import stage_name
 from swarm.grafana.dashboards import build_all
 from swarm.grafana.names import ANNOTATION_TAG, DATASOURCE_NAME, DATASOURCE_UID, TOKEN_ENV, URL_ENV
@@ -75,10 +77,9 @@ def describe(exc: BaseException, token: str | None = None, timeout_s: float = TI
         text = f"not reachable ({_root_cause(exc)})"
     else:
         text = f"{type(exc).__name__}: {exc}"
-    text = " ".join(str(text).split())[:300]
-    if token:
-        text = text.replace(token, "***")
-    return text
+    # Grafana's words: the token scrubbed in any case or part (a cut at 300 characters included),
+    # control characters written out (swarm/core/apikey.py, terminal.py)
+    return printable(scrub(" ".join(str(text).split())[:300], token))
 
 
 def _message(response: Any) -> str:

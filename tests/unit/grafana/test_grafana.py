@@ -232,3 +232,14 @@ def test_datasource_model_matches_provisioning() -> None:
     for key in ("name", "uid", "type", "access", "url", "jsonData"):
         assert ds[key] == model[key], key
     assert json.dumps(model)  # plain JSON
+
+
+def test_a_grafana_message_repeating_the_token_changed_or_escaped_is_scrubbed() -> None:
+    """Grafana's words are untrusted too: the token upper-cased or cut to 10 characters is scrubbed,
+    terminal escapes are written out (swarm/core/apikey.py scrub, swarm/core/terminal.py)."""
+    from grafana_client.client import GrafanaClientError
+
+    token = "glsa_AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+    body = {"message": f"bad token {token.upper()} ({token[:10]}...) \x1b]0;pwned\x07"}
+    text = grafana.describe(GrafanaClientError(400, body, "bad"), token=token)
+    assert text == "HTTP 400: bad token *** (***...) \\x1b]0;pwned\\x07"
