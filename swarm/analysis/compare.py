@@ -256,12 +256,27 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", default=None, help="where to write the HTML (default: DIR_B/compare.html)")
 
 
+def _read_repeat(path: Path) -> dict:
+    """A `swarm run --repeat` directory's repeat.json; a cut or foreign one is bad input (one line)."""
+    from swarm.core.errors import UsageError
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path} is not a readable repeat.json ({e})") from None
+    if not isinstance(data, dict):
+        raise UsageError(
+            f"{path} is not a readable repeat.json (a JSON {type(data).__name__}, not an object)"
+        )
+    return data
+
+
 def main(args: argparse.Namespace) -> int:
     from swarm.analysis.repeat import REPEAT_JSON, compare_text
     from swarm.core.errors import UsageError
 
     if all((Path(d) / REPEAT_JSON).exists() for d in (args.a, args.b)):  # two `swarm run --repeat N` dirs
-        a_rep, b_rep = (json.loads((Path(d) / REPEAT_JSON).read_text()) for d in (args.a, args.b))
+        a_rep, b_rep = (_read_repeat(Path(d) / REPEAT_JSON) for d in (args.a, args.b))
         print(compare_text(a_rep, b_rep, (str(args.a), str(args.b))))
         return 0
     runs = []

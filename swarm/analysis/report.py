@@ -592,7 +592,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"{directory} is not a directory")
     if not any((directory / n).exists() for n in ("summary.json", "requests.parquet", "records")):
         raise UsageError(f"{directory} holds no run (no summary.json, requests.parquet or records/)")
-    if args.slo:
+    if args.slo is not None:  # --slo "" too: refused as empty, not ignored
         from swarm.stats import slo
 
         slo.parse(args.slo)

@@ -39,6 +39,7 @@ from swarm.analysis.server_metrics import (
     stage_stats,
     window_stats,
 )
+from swarm.core.errors import UsageError
 from swarm.stats import summary as summary_file
 from swarm.stats.cpu import ClientLoad
 from swarm.stats.quantiles import latency_stats
@@ -82,7 +83,10 @@ def _read_records(directory: Path) -> Any:
 
     path = directory / REQUESTS
     if path.exists():
-        return pd.read_parquet(path)
+        try:
+            return pd.read_parquet(path)
+        except (OSError, ValueError) as e:  # a cut or foreign file (pyarrow's ArrowInvalid is a ValueError)
+            raise UsageError(f"{path} cannot be read as request records: {_first_line(e)}") from None
     if (directory / RECORDS_DIR).is_dir():
         from swarm.core import recordfile
 
@@ -244,10 +248,31 @@ def _cpu_note(lines: list[dict[str, Any]], summary: Summary | Mapping[str, Any])
     return f"{what}: client saturation not checked"
 
 
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _load_summary(path: Path) -> Summary:
+    """summary.json, or {} without one; a cut or foreign file is bad input (one line, exit 2), with
+    the way out: without it the report is computed from the request records."""
+    if not path.exists():
+        return cast(Summary, {})
+    try:
+        summary = summary_file.load(path)
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        why = _first_line(e)
+    else:
+        if isinstance(summary, dict):
+            return summary
+        why = f"a JSON {type(summary).__name__}, not an object"
+    raise UsageError(
+        f"{path} is not a readable summary ({why}); move it away to report from the request records alone"
+    )
+
+
 def load_run(directory: Path) -> RunData:
     directory = Path(directory)
-    summary_path = directory / SUMMARY
-    summary = summary_file.load(summary_path) if summary_path.exists() else cast(Summary, {})
+    summary = _load_summary(directory / SUMMARY)
     cpu_lines = _read_jsonl(directory / CLIENT_CPU)
     data = RunData(
         directory,

@@ -33,7 +33,7 @@ import gevent
 from locust import log as locust_log
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 
-from swarm.core.errors import EXIT_ABORTED
+from swarm.core.errors import EXIT_ABORTED, UsageError
 from swarm.core.units import new_run_id, stage_name
 from swarm.live import webui
 from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
@@ -614,6 +614,8 @@ class MasterStats:
 
         try:
             start_http_server(port, registry=self._registry)
-            logger.info("swarm: serving /metrics on port %d", port)
-        except OSError as e:
-            logger.error("swarm: cannot serve /metrics on port %d: %s", port, e)
+        except OSError as e:  # a busy port: whoever reads it would read another server's numbers
+            raise UsageError(
+                f"--prometheus-port {port}: cannot serve /metrics there ({e.strerror or e}): give a free port"
+            ) from None
+        logger.info("swarm: serving /metrics on port %d", port)

@@ -118,6 +118,8 @@ class LLMOptions:
         timeout = number("request_timeout", float, "--request-timeout", DEFAULT_REQUEST_TIMEOUT_S)
         if not timeout > 0:
             raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
+        if timeout == float("inf"):  # a stalled server would hold the user forever
+            raise UsageError("--request-timeout must be a finite number of seconds (got inf)")
         deadline = number("request_deadline", float, "--request-deadline", DEFAULT_REQUEST_DEADLINE_S)
         if not deadline >= 0 or deadline == float("inf"):
             raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")

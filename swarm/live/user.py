@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import secrets
 import time
 from typing import Any
@@ -43,6 +42,7 @@ from swarm.core.apikey import scrub
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.core.terminal import printable
+from swarm.core.urls import check_url
 from swarm.live.gc_tuning import relax_full_collections
 from swarm.live.keyorigin import bind, key_for
 from swarm.live.options import LLMOptions, exit_on_usage_error
@@ -54,8 +54,6 @@ from swarm.load.sessions import Conversation
 from swarm.load.workloads import LLMRequest
 
 log = logging.getLogger(__name__)
-
-_URL = re.compile(r"^https?://[^\s/]+")
 
 
 def llm_options(environment: Any) -> LLMOptions:
@@ -80,8 +78,8 @@ def _validate(environment: Any) -> None:
         if isinstance(user_class, type) and issubclass(user_class, LLMUser):
             state.mix(environment, user_class.workload)
             host = getattr(environment, "host", None) or user_class.host
-            if host and not _URL.match(host):
-                raise UsageError(f"--host {host!r} is not a URL: use e.g. http://127.0.0.1:8000")
+            if host:
+                check_url(host, "--host")  # http://[::1 or a port past 65535 too, before anything starts
 
 
 @events.init.add_listener

@@ -9,6 +9,7 @@ summary.json's per-stage rates divide by.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -35,8 +36,10 @@ def parse_rates(text: str) -> list[float]:
         rates = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"bad --rate {text!r}: give requests per second, e.g. 5,10,20") from None
-    if not rates or any(not r > 0 for r in rates):
-        raise UsageError(f"bad --rate {text!r}: every rate must be > 0 requests/s, e.g. 5,10,20")
+    if not rates or any(not 0 < r < math.inf for r in rates):  # nan and inf too: no schedule has them
+        raise UsageError(
+            f"bad --rate {text!r}: every rate must be a finite number > 0 requests/s, e.g. 5,10,20"
+        )
     return rates
 
 

@@ -191,6 +191,8 @@ def load_trace(
         raise UsageError(f"--time-scale must be > 0 (got {time_scale})")
     if start_s < 0 or (duration_s is not None and duration_s <= 0):
         raise UsageError("--trace-start must be >= 0 and --trace-duration > 0")
+    if block_size is not None and block_size < 1:  # 0 read as "the default" before; below 0, nonsense
+        raise UsageError(f"--trace-block-size must be at least 1 token (got {block_size})")
     if not p.is_file():
         raise UsageError(f"--trace-replay {p}: no such file")
     reader = _read_csv if fmt in _CSV else _read_jsonl

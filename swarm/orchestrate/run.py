@@ -15,7 +15,8 @@ import argparse
 import json
 import math
 import os
-import re
+import resource
+import socket
 import subprocess
 import sys
 import time
@@ -24,10 +25,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from swarm.core.apikey import key_for, origin
 from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S, add_run_options
 from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
-from swarm.core.apikey import key_for, origin
+from swarm.core.urls import check_url
 from swarm.load.stages import StagePlan
 from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
 
@@ -195,33 +197,90 @@ def _check_sim_args(sim_args: list[str]) -> None:
     build_config(ns)
 
 
+# Locust raises a process's open-file limit to this when the hard limit allows (locust/main.py,
+# `minimum_open_file_limit`): a worker may hold at least this many sockets.
+LOCUST_OPEN_FILES = 10_000
+WORKERS_PER_CORE = 4
+
+
+def worker_open_files() -> int:
+    """How many files (sockets) one worker may hold open: this process's limit, which the workers
+    inherit, raised as Locust raises it at start-up."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return sys.maxsize
+    if soft < LOCUST_OPEN_FILES and (hard == resource.RLIM_INFINITY or hard >= LOCUST_OPEN_FILES):
+        return LOCUST_OPEN_FILES
+    return soft
+
+
+def _check_users(users: int, workers: int, option: str) -> None:
+    """Every user keeps one connection (a socket, a file descriptor) open on its worker: more users
+    than the workers can open files for can only fail, and an absurd count (-u 99999999999) would
+    keep Locust's master busy dispatching them for minutes. Refused, with the limit and its cause."""
+    per_worker = worker_open_files()
+    if users > per_worker * workers:
+        raise UsageError(
+            f"{option} {users}: each user holds a connection open, and {workers} worker(s) may open at "
+            f"most {per_worker} files each (ulimit -n): give at most {per_worker * workers} users, more "
+            "--workers, or raise ulimit -n"
+        )
+
+
+def _check_workers(workers: int) -> None:
+    """A worker is one Python process running its users on one core: past a few per core they only
+    take CPU from each other (and from the target when it shares the machine). --workers 100000
+    would fork a hundred thousand processes: refused above WORKERS_PER_CORE per core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if workers > WORKERS_PER_CORE * cores:
+        raise UsageError(
+            f"--workers {workers}: at most {WORKERS_PER_CORE * cores} here ({WORKERS_PER_CORE} per core, "
+            f"{cores} core(s)): each worker is a process running on one core, more only contend for it"
+        )
+
+
+def _check_port_free(port: int) -> None:
+    """--prometheus-port: the master serves /metrics there and the live line reads it; a port another
+    process holds would leave the live line reading that process. Bound (and let go) here, as the
+    master's server binds it (all interfaces, SO_REUSEADDR), so a busy port is one line up front."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError as e:
+            raise UsageError(
+                f"--prometheus-port {port}: cannot listen there ({e.strerror or e}): give a free port, "
+                "or leave it out for one chosen by swarm run"
+            ) from None
+
+
 def plan_from_args(args: argparse.Namespace) -> RunPlan:
     """Validate every option up front: one clear UsageError, before anything starts."""
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {args.workers})")
+    _check_workers(args.workers)
     if getattr(args, "repeat", 1) < 1:
         raise UsageError(f"--repeat must be at least 1 (got {args.repeat})")
     if args.users < 1:
         raise UsageError(f"-u/--users must be at least 1 (got {args.users})")
-    if args.spawn_rate is not None and args.spawn_rate <= 0:
-        raise UsageError(f"-r/--spawn-rate must be > 0 (got {args.spawn_rate})")
+    if args.spawn_rate is not None and not (math.isfinite(args.spawn_rate) and args.spawn_rate > 0):
+        raise UsageError(f"-r/--spawn-rate must be > 0 and finite (got {args.spawn_rate})")
     run_time = parse_timespan(args.run_time, "-t/--run-time")
     if run_time <= 0:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
-    if args.host is not None and not re.match(r"^https?://[^\s/]+", args.host):
-        raise UsageError(f"--host {args.host!r} is not a URL: use e.g. http://127.0.0.1:8000")
+    if args.host is not None:
+        check_url(args.host, "--host")
     from swarm.load.workloads import Knobs, parse_mix
 
     stages = StagePlan.parse(args.sweep, args.rate, args.stage_time, args.warmup)
-    if args.server_metrics is not None and not re.match(r"^https?://[^\s/]+", args.server_metrics):
-        raise UsageError(
-            f"--server-metrics {args.server_metrics!r} is not a URL: use e.g. http://127.0.0.1:8000/metrics"
-        )
+    _check_users(args.users, args.workers, "-u/--users")
+    _check_users(max(stages.levels, default=1), args.workers, "--sweep level")
+    if args.server_metrics is not None:
+        check_url(args.server_metrics, "--server-metrics", "http://127.0.0.1:8000/metrics")
 
     gpu_metrics = [u.strip() for arg in args.gpu_metrics for u in arg.split(",") if u.strip()]
     for url in gpu_metrics:
-        if not re.match(r"^https?://[^\s/]+", url):
-            raise UsageError(f"--gpu-metrics {url!r} is not a URL: use e.g. http://gpu-host:9400/metrics")
+        check_url(url, "--gpu-metrics", "http://gpu-host:9400/metrics")
 
     extra = list(args.locust_args)
     if extra and extra[0] == "--":
@@ -241,11 +300,11 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         from swarm.load.models import parse_models
 
         parse_models(args.model)  # NAME or a split a:3,b:1; UsageError on a:0, a:x, an empty one
-    if args.slo:
+    if args.slo is not None:  # --slo "" too: an empty objective list is refused, not ignored
         from swarm.stats import slo
 
         slo.parse(args.slo)
-    if args.goodput:
+    if args.goodput is not None:
         from swarm.stats.goodput import parse_goodput
 
         parse_goodput(args.goodput)
@@ -262,6 +321,8 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         _check_sim_args(["--profile", args.sim_profile, *args.sim_arg])
     if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
         raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
+    if args.prometheus_port is not None:
+        _check_port_free(args.prometheus_port)
     run_id = check_run_id(args.run_id) if args.run_id else new_run_id()
     trace_args, trace_span = _trace_plan(args, stages)
     return RunPlan(

@@ -97,8 +97,8 @@ def parse_goodput(text: str) -> GoodputSpec:
         if any(b.metric == metric for b in bounds):
             raise UsageError(f"--goodput: {metric} is given twice")
         threshold = float(m["num"]) * _UNITS[m["unit"] or ""]
-        if not threshold > 0:
-            raise UsageError(f"--goodput: {part.strip()!r}: the bound must be > 0")
+        if not 0 < threshold < float("inf"):  # 1e999 parses as inf: no bound at all
+            raise UsageError(f"--goodput: {part.strip()!r}: the bound must be a finite number > 0")
         bounds.append(Bound(metric, METRICS[metric], threshold, m["op"] == "<"))
     return GoodputSpec(text.strip(), tuple(bounds))
 

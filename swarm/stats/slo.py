@@ -10,6 +10,7 @@ The summary is the `summary.json` dict (see swarm/stats/summary.py).
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -112,10 +113,26 @@ def parse(
             raise UsageError(
                 f"bad {what} {part!r}: no workload {workload!r} in this run ({', '.join(sorted(workloads))})"
             )
-        objectives.append(Objective(workload, metric, m["op"], float(m["num"]) * _UNITS[unit], part))
+        threshold = float(m["num"]) * _UNITS[unit]
+        _check_threshold(part, what, metric, m["op"], threshold)
+        objectives.append(Objective(workload, metric, m["op"], threshold, part))
     if not objectives:
         raise UsageError(f"empty {flag}: give at least one objective, e.g. ttft_p99<=800ms")
     return objectives
+
+
+def _check_threshold(part: str, what: str, metric: str, op: str, threshold: float) -> None:
+    """A threshold no measurement can be compared with meaningfully: not finite (1e999), an error
+    rate outside 0-100% (a share of the requests), or `< 0` (every metric is >= 0: never holds)."""
+    if not math.isfinite(threshold):
+        raise UsageError(f"bad {what} {part!r}: the value must be a finite number")
+    if metric == "error_rate" and threshold > 1:
+        raise UsageError(
+            f"bad {what} {part!r}: an error rate is a share of the requests, 0-100% (or 0-1), "
+            f"not {percent_text(threshold, 2)}"
+        )
+    if op == "<" and threshold == 0:
+        raise UsageError(f"bad {what} {part!r}: {metric} is never below 0, so this can never hold")
 
 
 def value_text(metric: str, v: float) -> str:

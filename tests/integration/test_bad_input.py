@@ -11,6 +11,7 @@ Already covered elsewhere and not repeated: swarm run's --workers/-u/-t/--host/-
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,11 @@ NOT_UTF8 = b'{"prompt": "caf\xe9"}\n'
 def files(tmp_path: Path) -> dict[str, Path]:
     bad = tmp_path / "latin1.jsonl"
     bad.write_bytes(NOT_UTF8)
-    return {"latin1": bad, "missing": tmp_path / "nope.jsonl"}
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n')
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory\n")
+    return {"latin1": bad, "missing": tmp_path / "nope.jsonl", "trace": trace, "afile": afile}
 
 
 def one_line_exit_2(p: subprocess.CompletedProcess, words: str) -> None:
@@ -60,6 +65,22 @@ RUN_CASES = [
     (["--sim-profile", "nosuch"], "unknown profile 'nosuch'"),
     (["--sim-arg=--fault=bogus=0.1"], "expected KIND=RATE"),
     (["--sim-arg=--nope"], "unknown simulator option '--nope'"),
+    # issue 25 item 7: values that passed and crashed, hung or meant nothing
+    (["--rate", "inf"], "bad --rate 'inf': every rate must be a finite number > 0"),
+    (["--rate", "nan"], "bad --rate 'nan': every rate must be a finite number > 0"),
+    (["-r", "inf"], "-r/--spawn-rate must be > 0 and finite (got inf)"),
+    (["--slo="], "empty --slo: give at least one objective"),
+    (["--slo", "error_rate<=200%"], "an error rate is a share of the requests, 0-100%"),
+    (["--slo", "ttft_p99<=1e999"], "the value must be a finite number"),
+    (["--slo", "e2e_p99<0"], "e2e_p99 is never below 0, so this can never hold"),
+    (["--goodput", "ttft<=1e999"], "the bound must be a finite number > 0"),
+    (["-u", "99999999999"], "-u/--users 99999999999: each user holds a connection open"),
+    (["--sweep", "10,99999999999"], "--sweep level 99999999999: each user holds a connection open"),
+    (["--workers", "100000"], "--workers 100000: at most"),
+    (["--host", "http://[::1"], "--host 'http://[::1' is not a URL (Invalid IPv6 URL)"),
+    (["--host", "http://127.0.0.1:99999"], "is not a URL (Port out of range"),
+    (["--server-metrics", "http://[::1/metrics"], "--server-metrics 'http://[::1/metrics' is not a URL"),
+    (["--trace-replay", "{trace}", "--trace-block-size", "-1"], "--trace-block-size must be at least 1"),
 ]
 
 
@@ -111,6 +132,8 @@ LOCUST_CASES = [
     (["--thinking-ratio", "-0.5"], "--thinking-ratio must be between 0 and 1"),
     (["--rag-passages", "-1"], "--rag-passages must be 1-32"),
     (["--endpoint", "nope"], "invalid choice: 'nope'"),
+    (["--host", "http://[::1"], "--host 'http://[::1' is not a URL (Invalid IPv6 URL)"),
+    (["--request-timeout", "inf"], "--request-timeout must be a finite number of seconds"),
     (["--workload", "custom", "--prompt-file", "{missing}"], "no such file"),
     (["--workload", "custom", "--prompt-file", "{latin1}"], "cannot read it ('utf-8' codec"),
 ]
@@ -150,3 +173,71 @@ def test_swarm_report_on_a_directory_that_is_not_a_run(tmp_path):
         swarm_cmd("report", str(tmp_path)), capture_output=True, text=True, timeout=60, cwd=REPO
     )
     one_line_exit_2(p, "holds no run")
+
+
+def _listening() -> socket.socket:
+    """A socket holding a port, as another server would."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+def test_swarm_run_refuses_a_busy_prometheus_port(tmp_path):
+    """The master serves /metrics there and the live line reads it: a port another server holds
+    would have the live line read that server. One line naming the port, before anything starts."""
+    with _listening() as busy:
+        port = busy.getsockname()[1]
+        p = subprocess.run(
+            swarm_cmd("run", "--out", str(tmp_path / "o"), "--prometheus-port", str(port)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
+    one_line_exit_2(p, f"--prometheus-port {port}: cannot listen there")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.integration
+def test_plain_locust_master_refuses_a_busy_prometheus_port(tmp_path):
+    """Plain `locust -f` with --prometheus-port busy: exit 2 with one line, not a log line and a run."""
+    env = {**os.environ, "SWARM_TEST_RECORDS": str(tmp_path / "records.jsonl")}
+    with _listening() as busy:
+        port = busy.getsockname()[1]
+        p = subprocess.run([sys.executable, "-m", "locust", "-f", str(HELPERS / "locust_records.py"), "--headless",
+                            "-u", "1", "-t", "5s", "--host", "http://127.0.0.1:9", "--prometheus-port", str(port)],
+                           capture_output=True, text=True, timeout=60, cwd=REPO, env=env)  # fmt: skip
+    one_line_exit_2(p, f"--prometheus-port {port}: cannot serve /metrics there")
+    assert not (tmp_path / "records.jsonl").read_bytes()  # no request was sent
+
+
+CUT_SUMMARY = '{"run_id": "r1", "total": {"requests": 12, "qps": 3.'  # a write cut short
+
+
+@pytest.mark.parametrize(
+    "name, content, words",
+    [
+        ("summary.json", CUT_SUMMARY, "summary.json is not a readable summary"),
+        ("summary.json", "[1, 2]", "summary.json is not a readable summary (a JSON list, not an object)"),
+        ("requests.parquet", "PAR1 cut", "requests.parquet cannot be read as request records"),
+    ],
+    ids=["cut summary", "summary not an object", "cut parquet"],
+)
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_report_and_compare_on_a_damaged_run(tmp_path, command, name, content, words):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / name).write_text(content)
+    dirs = [str(run)] if command == "report" else [str(run), str(run)]
+    p = subprocess.run(swarm_cmd(command, *dirs), capture_output=True, text=True, timeout=60, cwd=REPO)
+    one_line_exit_2(p, words)
+
+
+def test_compare_on_a_cut_repeat_json(tmp_path):
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "repeat.json").write_text('{"stages": [')
+    p = subprocess.run(swarm_cmd("compare", str(tmp_path / "a"), str(tmp_path / "b")), capture_output=True,
+                       text=True, timeout=60, cwd=REPO)  # fmt: skip
+    one_line_exit_2(p, "repeat.json is not a readable repeat.json")

@@ -1,0 +1,36 @@
+"""URLs the user gives (--host, --server-metrics, --gpu-metrics, --grafana-url): checked once, here.
+
+`check_url` accepts what every later reader (urllib, geventhttpclient, the pollers) can use: an
+http(s) scheme, a host, a port in 1-65535 when one is given. Anything else, `http://[::1` and
+`http://h:99999` included (urllib raises ValueError on both only when it is first used), is a
+UsageError naming the option, before anything starts.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from swarm.core.errors import UsageError
+
+_SHAPE = re.compile(r"^https?://[^\s/]+")
+
+
+def check_url(url: str | None, option: str, example: str = "http://127.0.0.1:8000") -> str:
+    """`url` if usable, else UsageError "OPTION 'url' is not a URL: use e.g. EXAMPLE" (with why)."""
+    text = url or ""
+    why = ""
+    if _SHAPE.match(text):
+        try:
+            parts = urlsplit(text)
+            port = parts.port  # ValueError when out of 0-65535 or not a number
+            if not parts.hostname:
+                why = "no host"
+            elif port == 0:
+                why = "port 0"
+        except ValueError as e:
+            why = str(e)
+        if not why:
+            return text
+    detail = f" ({why})" if why else ""
+    raise UsageError(f"{option} {url!r} is not a URL{detail}: use e.g. {example}")
