@@ -275,6 +275,9 @@ def main(args: argparse.Namespace) -> int:
     from swarm.analysis.repeat import REPEAT_JSON, compare_text
     from swarm.core.errors import UsageError
 
+    if args.html and (Path(args.html).is_dir() or not Path(args.html).parent.is_dir()):  # before any work
+        where = "is a directory" if Path(args.html).is_dir() else "is in no existing folder"
+        raise UsageError(f"--html {args.html} {where}: give a file path, e.g. DIR_B/compare.html")
     if all((Path(d) / REPEAT_JSON).exists() for d in (args.a, args.b)):  # two `swarm run --repeat N` dirs
         a_rep, b_rep = (_read_repeat(Path(d) / REPEAT_JSON) for d in (args.a, args.b))
         print(compare_text(a_rep, b_rep, (str(args.a), str(args.b))))
@@ -293,6 +296,10 @@ def main(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     out = Path(args.html) if args.html else b.directory / "compare.html"
-    out.write_text(render_html(table, a, b, lines, _plots(table, a, b)), encoding="utf-8")
+    html = render_html(table, a, b, lines, _plots(table, a, b))
+    try:
+        out.write_text(html, encoding="utf-8")
+    except OSError as e:  # a directory, a missing or read-only folder
+        raise UsageError(f"--html {out} cannot be written: {e.strerror or e}") from None
     print(f"swarm compare: {out}")
     return 0

@@ -21,6 +21,7 @@ import time
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from swarm.core import urls
 from swarm.core.apikey import scrub
 from swarm.core.errors import SwarmError, UsageError
 from swarm.core.terminal import printable
@@ -42,9 +43,8 @@ def safe_url(url: str) -> str:
 
 
 def check_url(url: str, option: str = "--url") -> str:
-    if not re.match(r"^https?://[^\s/]+", url or ""):
-        raise UsageError(f"{option} {url!r} is not a URL: use e.g. http://localhost:3000")
-    return url.rstrip("/")
+    """`url` without its trailing slash; UsageError when it is not one (http://[::1, a bad port)."""
+    return urls.check_url(url, option, "http://localhost:3000").rstrip("/")
 
 
 def api_client(url: str, token: str | None, timeout_s: float = TIMEOUT_S):

@@ -80,6 +80,8 @@ RUN_CASES = [
     (["--host", "http://[::1"], "--host 'http://[::1' is not a URL (Invalid IPv6 URL)"),
     (["--host", "http://127.0.0.1:99999"], "is not a URL (Port out of range"),
     (["--server-metrics", "http://[::1/metrics"], "--server-metrics 'http://[::1/metrics' is not a URL"),
+    (["--gpu-metrics", "http://gpu:9400/metrics,http://[::1"], "--gpu-metrics 'http://[::1' is not a URL"),
+    (["--grafana-url", "http://[::1"], "--grafana-url 'http://[::1' is not a URL"),
     (["--trace-replay", "{trace}", "--trace-block-size", "-1"], "--trace-block-size must be at least 1"),
 ]
 
@@ -241,3 +243,15 @@ def test_compare_on_a_cut_repeat_json(tmp_path):
     p = subprocess.run(swarm_cmd("compare", str(tmp_path / "a"), str(tmp_path / "b")), capture_output=True,
                        text=True, timeout=60, cwd=REPO)  # fmt: skip
     one_line_exit_2(p, "repeat.json is not a readable repeat.json")
+
+
+@pytest.mark.parametrize("where", ["a directory", "no folder"])
+def test_compare_refuses_an_html_path_it_cannot_write_before_any_work(tmp_path, where):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text('{"run_id": "r1", "total": {"requests": 0}}')
+    html = tmp_path if where == "a directory" else tmp_path / "nope" / "x.html"
+    p = subprocess.run(swarm_cmd("compare", str(run), str(run), "--html", str(html)), capture_output=True,
+                       text=True, timeout=60, cwd=REPO)  # fmt: skip
+    one_line_exit_2(p, f"--html {html} is")
+    assert not p.stdout  # refused before the table
