@@ -191,6 +191,13 @@ def main(args: argparse.Namespace) -> int:
     from swarm.sim.server import serve
 
     cfg = build_config(args)
+    if cfg.trace_path:  # the server appends to it; a path it cannot write is said as such, not as a port
+        from swarm.sim.trace import TraceWriter
+
+        try:
+            TraceWriter(cfg.trace_path).close()
+        except OSError as e:
+            raise UsageError(f"--trace {cfg.trace_path}: cannot write it ({e.strerror or e})") from None
 
     async def run() -> None:
         loop = asyncio.get_running_loop()

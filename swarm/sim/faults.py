@@ -60,8 +60,8 @@ class FaultPlan:
             raise UsageError(
                 f"--fault rates add up to {sum(rates.values()):.3f}; they must add up to at most 1"
             )
-        if stall_s < 0:
-            raise UsageError("--stall-s must be >= 0")
+        if not 0 <= stall_s < float("inf"):  # nan too: a stall must end
+            raise UsageError(f"--stall-s must be >= 0 and finite (got {stall_s})")
         return cls({k: v for k, v in rates.items() if v > 0}, stall_s)
 
     def draw(self, rng: random.Random) -> str | None:
