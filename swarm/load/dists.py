@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from swarm.core.errors import UsageError
 
 DIST_HELP = "N, MIN-MAX (uniform), MEAN:SD (normal, clipped at 1) or lognormal:MEDIAN:SIGMA"
+MAX_TOKENS = 10_000_000
+"""The most a token DIST may be centred on or reach: the longest context window served today is
+10M tokens (Llama 4 Scout). A prompt longer than any server takes can only fail, and building one
+of 10^12 tokens (a typo) would hold a worker for hours and terabytes before the first request."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,10 @@ class Dist:
         return self.text
 
 
-def parse_dist(text: str, flag: str, *, real: bool = False) -> Dist:
+def parse_dist(text: str, flag: str, *, real: bool = False, most: int | None = None) -> Dist:
     """`text` in one of the DIST forms; UsageError naming `flag` otherwise. `real`: values are
-    real numbers >= 0 (think times in seconds: `Dist.draw_real`), else whole numbers >= 1."""
+    real numbers >= 0 (think times in seconds: `Dist.draw_real`), else whole numbers >= 1.
+    `most`: the largest value, mean or median allowed (token counts: MAX_TOKENS)."""
     s = str(text).strip().replace(" ", "")
     extra = " (seconds; 0 and fractions allowed)" if real else ""
     bad = UsageError(f"bad {flag} {text!r}: give {DIST_HELP}{extra}")
@@ -83,4 +88,8 @@ def parse_dist(text: str, flag: str, *, real: bool = False) -> Dist:
         raise bad from None
     if not ok or not all(math.isfinite(v) for v in (d.a, d.b)):
         raise bad
+    scale = d.b if d.kind == "uniform" else d.a  # the largest value, the mean or the median
+    if most is not None and scale > most:
+        why = " (the longest context window served today)" if most == MAX_TOKENS else ""
+        raise UsageError(f"bad {flag} {text!r}: at most {most:,}{why}")
     return d

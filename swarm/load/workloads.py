@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm.core.errors import UsageError
+from swarm.load.dists import MAX_TOKENS
 
 Messages = list[dict[str, Any]]
 
@@ -91,12 +92,18 @@ class Knobs:
             raise UsageError(f"--thinking-ratio must be between 0 and 1 (got {self.thinking_ratio})")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UsageError(f"--max-tokens must be at least 1 (got {self.max_tokens})")
+        if self.max_tokens is not None and self.max_tokens > MAX_TOKENS:
+            raise UsageError(f"--max-tokens must be at most {MAX_TOKENS:,} (got {self.max_tokens:,})")
         if not 1 <= self.rag_passages <= 32:
             raise UsageError(f"--rag-passages must be 1-32 (got {self.rag_passages})")
         if not 0.0 <= self.rag_prefix_share <= 0.9:
             raise UsageError(f"--rag-prefix-share must be between 0 and 0.9 (got {self.rag_prefix_share})")
         if self.shared_prefix_tokens < 0:
             raise UsageError(f"--shared-prefix-tokens must be >= 0 (got {self.shared_prefix_tokens})")
+        if self.shared_prefix_tokens > MAX_TOKENS:  # as --input-tokens: no server takes a longer prompt
+            raise UsageError(
+                f"--shared-prefix-tokens must be at most {MAX_TOKENS:,} (got {self.shared_prefix_tokens:,})"
+            )
         if not 1 <= self.prefix_groups <= 100_000:
             raise UsageError(f"--prefix-groups must be 1-100000 (got {self.prefix_groups})")
         lo, hi = self.rag_tokens
@@ -522,8 +529,8 @@ def _synthetic(k: Knobs) -> Workload:
     from swarm.load.synthetic import SyntheticWorkload
 
     return SyntheticWorkload(  # type: ignore[return-value]  (a Workload by duck type: no import cycle)
-        parse_dist(k.input_tokens, "--input-tokens"),
-        parse_dist(k.output_tokens, "--output-tokens"),
+        parse_dist(k.input_tokens, "--input-tokens", most=MAX_TOKENS),
+        parse_dist(k.output_tokens, "--output-tokens", most=MAX_TOKENS),
         seed=k.seed,
         ignore_eos=not k.no_ignore_eos,
         shared_prefix_tokens=k.shared_prefix_tokens,

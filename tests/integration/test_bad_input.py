@@ -83,6 +83,15 @@ RUN_CASES = [
     (["--gpu-metrics", "http://gpu:9400/metrics,http://[::1"], "--gpu-metrics 'http://[::1' is not a URL"),
     (["--grafana-url", "http://[::1"], "--grafana-url 'http://[::1' is not a URL"),
     (["--trace-replay", "{trace}", "--trace-block-size", "-1"], "--trace-block-size must be at least 1"),
+    (
+        ["--workload", "synthetic", "--", "--input-tokens", "999999999999"],
+        "bad --input-tokens '999999999999': at most",
+    ),
+    (
+        ["--workload", "synthetic", "--", "--shared-prefix-tokens", "99999999999"],
+        "--shared-prefix-tokens must be at most",
+    ),
+    (["--", "--max-tokens", "99999999999999999999"], "--max-tokens must be at most"),
 ]
 
 
