@@ -266,3 +266,14 @@ def test_compare_refuses_an_html_path_it_cannot_write_before_any_work(tmp_path, 
                        text=True, timeout=60, cwd=REPO)  # fmt: skip
     one_line_exit_2(p, f"--html {html} is")
     assert not p.stdout  # refused before the table
+
+
+def test_report_refuses_an_empty_slo(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text('{"run_id": "r1", "total": {"requests": 0}}')
+    p = subprocess.run(
+        swarm_cmd("report", str(run), "--slo="), capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    one_line_exit_2(p, "empty --slo")
+    assert not (run / "report.html").exists()
