@@ -3,7 +3,8 @@
 `check_url` accepts what every later reader (urllib, geventhttpclient, the pollers) can use: an
 http(s) scheme, a host, a port in 1-65535 when one is given. Anything else, `http://[::1` and
 `http://h:99999` included (urllib raises ValueError on both only when it is first used), is a
-UsageError naming the option, before anything starts.
+UsageError naming the option, before anything starts. `check_host` also refuses a target URL
+ending in /v1, which the swarm adds itself.
 """
 
 from __future__ import annotations
@@ -34,3 +35,13 @@ def check_url(url: str | None, option: str, example: str = "http://127.0.0.1:800
             return text
     detail = f" ({why})" if why else ""
     raise UsageError(f"{option} {url!r} is not a URL{detail}: use e.g. {example}")
+
+
+def check_host(url: str | None, option: str = "--host") -> str:
+    """A target's base URL: `check_url`, and not ending in /v1 (OpenAI clients' habit): the swarm adds
+    /v1/chat/completions and /v1/models itself, and .../v1/v1/models answers 404 to every request."""
+    text = check_url(url, option)
+    if urlsplit(text).path.rstrip("/").endswith("/v1"):
+        base = text.rstrip("/")[: -len("/v1")]
+        raise UsageError(f"{option} {url!r}: give the server's base URL without /v1, e.g. {base}")
+    return text

@@ -42,7 +42,7 @@ from swarm.core.apikey import scrub
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.core.terminal import printable
-from swarm.core.urls import check_url
+from swarm.core.urls import check_host
 from swarm.live.gc_tuning import relax_full_collections
 from swarm.live.keyorigin import bind, key_for
 from swarm.live.options import LLMOptions, exit_on_usage_error
@@ -79,7 +79,7 @@ def _validate(environment: Any) -> None:
             state.mix(environment, user_class.workload)
             host = getattr(environment, "host", None) or user_class.host
             if host:
-                check_url(host, "--host")  # http://[::1 or a port past 65535 too, before anything starts
+                check_host(host)  # http://[::1 or a port past 65535 too, before anything starts
 
 
 @events.init.add_listener

@@ -29,7 +29,7 @@ from swarm.core.apikey import key_for, origin
 from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S, add_run_options
 from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
-from swarm.core.urls import check_url
+from swarm.core.urls import check_host, check_url
 from swarm.load.stages import StagePlan
 from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
 
@@ -269,7 +269,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     if run_time <= 0:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
     if args.host is not None:
-        check_url(args.host, "--host")
+        check_host(args.host)
     from swarm.load.workloads import Knobs, parse_mix
 
     stages = StagePlan.parse(args.sweep, args.rate, args.stage_time, args.warmup)

@@ -79,6 +79,10 @@ RUN_CASES = [
     (["--workers", "100000"], "--workers 100000: at most"),
     (["--host", "http://[::1"], "--host 'http://[::1' is not a URL (Invalid IPv6 URL)"),
     (["--host", "http://127.0.0.1:99999"], "is not a URL (Port out of range"),
+    (
+        ["--host", "http://127.0.0.1:8000/v1"],
+        "give the server's base URL without /v1, e.g. http://127.0.0.1:8000",
+    ),
     (["--server-metrics", "http://[::1/metrics"], "--server-metrics 'http://[::1/metrics' is not a URL"),
     (["--gpu-metrics", "http://gpu:9400/metrics,http://[::1"], "--gpu-metrics 'http://[::1' is not a URL"),
     (["--grafana-url", "http://[::1"], "--grafana-url 'http://[::1' is not a URL"),
@@ -145,6 +149,7 @@ LOCUST_CASES = [
     (["--endpoint", "nope"], "invalid choice: 'nope'"),
     (["--host", "http://[::1"], "--host 'http://[::1' is not a URL (Invalid IPv6 URL)"),
     (["--request-timeout", "inf"], "--request-timeout must be a finite number of seconds"),
+    (["--host", "http://127.0.0.1:9/v1/"], "give the server's base URL without /v1"),
     (["--workload", "custom", "--prompt-file", "{missing}"], "no such file"),
     (["--workload", "custom", "--prompt-file", "{latin1}"], "cannot read it ('utf-8' codec"),
 ]
