@@ -7,11 +7,19 @@ fast path (measured: 19 µs a 64-token stream under a running usage); keep it al
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from swarm.client.dialects import THINK_CLOSE, THINK_OPEN, Dialect, error_message
 from swarm.core.errors import BadChunk
 from swarm.core.records import RequestRecord
+
+ITL_KEEP = 16384
+"""Gaps between token chunks kept exactly per request (the first ones). Beyond them a stream that
+does not end (a server that never stops, `--request-deadline` far off) only counts: how many, their
+sum and their largest (`RequestRecord.itl_dropped*`), so one request's memory stays bounded. The
+seeds' longest answers are a few thousand tokens; 16,384 is 128 KiB of floats in the record file.
+The cap is applied by `trim` (every PAUSE_BYTES of body, and at the end), never per chunk."""
 
 
 class StreamTally:
@@ -24,6 +32,8 @@ class StreamTally:
 
     __slots__ = (
         "_ct",
+        "_drop_max",
+        "_drop_sum",
         "_head",
         "_rfields",
         "_running",
@@ -59,7 +69,9 @@ class StreamTally:
         self.t_first: float | None = None
         self.t_first_answer: float | None = None
         self.t_last: float | None = None
-        self.itl: list[float] = []
+        self.itl: list[float] = []  # the first ITL_KEEP gaps; the rest only in _drop_sum, _drop_max
+        self._drop_sum = 0.0
+        self._drop_max = 0.0
         self.token_chunks = 0
         self.n_reasoning = 0  # reasoning tokens seen in chunks (exact with a running usage)
         self.usage: dict[str, Any] | None = None
@@ -242,6 +254,19 @@ class StreamTally:
             self._answer(self._und_t if self._und_t is not None else t)
             self._und_n, self._und_t, self._head = 0, None, ""
 
+    def trim(self) -> None:
+        """Keep the first ITL_KEEP gaps; those after them only add to the dropped sum and maximum.
+
+        Called by the transport every PAUSE_BYTES of body (swarm/client/transport.py) and by
+        `fill`, not per chunk: the per-chunk path stays as it was, and between two trims the list
+        holds at most the gaps of 256 KiB of events."""
+        itl = self.itl
+        if len(itl) > ITL_KEEP:
+            rest = itl[ITL_KEEP:]
+            del itl[ITL_KEEP:]
+            self._drop_sum += math.fsum(rest)
+            self._drop_max = max(self._drop_max, max(rest))
+
     # -- per request -----------------------------------------------------------------------
 
     def fill(self, record: RequestRecord, t0: float, t_end: float) -> None:
@@ -253,7 +278,13 @@ class StreamTally:
             self.t_first_answer = self._und_t
         if self.t_first_answer is not None:
             record.ttfa_s = self.t_first_answer - t0
+        self.trim()
         record.itl_s = self.itl
+        dropped = self.token_chunks - 1 - len(self.itl)
+        if dropped > 0:
+            record.itl_dropped = dropped
+            record.itl_dropped_sum_s = self._drop_sum
+            record.itl_dropped_max_s = self._drop_max
         record.finish_reason = self.finish_reason
         usage = self.usage
         timings = self.timings
@@ -296,16 +327,27 @@ def cached_tokens(usage: dict[str, Any]) -> int | None:
     return None if cached is None else int(cached)
 
 
+ANSWER_CHARS_MAX = 1 << 20
+"""Characters of a conversation turn's answer kept for the next turn's history (~250 k tokens:
+past every context an answer could be carried in). A longer answer is not kept at all (`text` is
+None) and its conversation ends (swarm/load/sessions.py `Conversation.answered`)."""
+
+
 class TextTally(StreamTally):
     """A `StreamTally` that also keeps the answer's text (chat: `delta.content`, not reasoning;
     completions: `text`), for a conversation's history (swarm/load/sessions.py). Only conversation
-    turns pay for it: every other request reads the stream with the plain tally."""
+    turns pay for it: every other request reads the stream with the plain tally. At each `trim`
+    the parts since the last one are joined into one string and counted: past ANSWER_CHARS_MAX
+    the text is dropped and `text_cut` set."""
 
-    __slots__ = ("parts",)
+    __slots__ = ("_joined", "chars", "parts", "text_cut")
 
     def __init__(self, dialect: Dialect, chat: bool = True) -> None:
         super().__init__(dialect, chat)
         self.parts: list[str] = []
+        self._joined = 0  # parts[:_joined] are joined blocks, counted in `chars`
+        self.chars = 0
+        self.text_cut = False
 
     def feed(self, obj: Any, t: float) -> bool:
         ok = StreamTally.feed(self, obj, t)
@@ -318,6 +360,24 @@ class TextTally(StreamTally):
             self.parts.append(text)
         return ok
 
+    def trim(self) -> None:
+        StreamTally.trim(self)
+        parts = self.parts
+        if self.text_cut:
+            parts.clear()
+            return
+        k = self._joined
+        if len(parts) > k:
+            block = "".join(parts[k:])
+            del parts[k:]
+            parts.append(block)
+            self._joined = k + 1
+            self.chars += len(block)
+            if self.chars > ANSWER_CHARS_MAX:
+                self.text_cut = True
+                parts.clear()
+
     @property
-    def text(self) -> str:
-        return "".join(self.parts)
+    def text(self) -> str | None:
+        """The answer's text; None when it ran past ANSWER_CHARS_MAX (after `fill`, which trims)."""
+        return None if self.text_cut else "".join(self.parts)

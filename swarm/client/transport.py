@@ -37,6 +37,12 @@ from swarm.client.tally import StreamTally
 from swarm.core.errors import BadChunk, RequestFailure
 from swarm.core.records import Outcome, RequestRecord
 
+PAUSE_BYTES = 256 * 1024
+"""Body bytes read between two turns of the event loop. A stream that is always readable (a server
+faster than the client parses) never waits in recv(), so without a pause nothing else runs: not the
+--request-deadline timer, not the stop, not the other users (measured: an endless stream ran past
+a 5 s deadline for as long as it was watched). 256 KiB is ~1,000 chunks; a 64-token answer is 16 KiB.
+At each pause the tally also drops the ITL gaps past its cap (swarm/client/tally.py ITL_KEEP)."""
 DRAIN_S = 1.0  # after [DONE]: wait at most this long for the end of the HTTP body (keep-alive)
 ERROR_BODY_MAX = 64 * 1024  # bytes of an HTTP error body read for its message
 HEAD_MAX = 64 * 1024  # bytes read by hand while looking for the end of the headers
@@ -281,9 +287,14 @@ class Transport:
         parse = SSEParser().feed
         loads = orjson.loads
         feed = tally.feed
+        pause_at = PAUSE_BYTES
         try:
             for buf in reads:
                 t = reads.t
+                if reads.n_bytes >= pause_at:  # a long stream: bound what it keeps, let the loop run
+                    tally.trim()
+                    gevent.sleep(0)  # (see PAUSE_BYTES: the deadline's and the stop's turn)
+                    pause_at = reads.n_bytes + PAUSE_BYTES
                 for payload in parse(buf):  # bytes: orjson reads them as is (and checks the UTF-8)
                     if payload == DONE_BYTES:
                         if not resp.message_complete:

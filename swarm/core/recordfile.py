@@ -29,6 +29,9 @@ SCHEMA = pa.schema(
         ("e2e_s", pa.float64()),
         ("tpot_s", pa.float64()),
         ("itl_s", pa.list_(pa.float64())),
+        ("itl_dropped", pa.int64()),
+        ("itl_dropped_sum_s", pa.float64()),
+        ("itl_dropped_max_s", pa.float64()),
         ("prompt_tokens", pa.int64()),
         ("cached_tokens", pa.int64()),
         ("output_tokens", pa.int64()),
@@ -73,6 +76,7 @@ def read_records(directory: Path) -> list[RequestRecord]:
         row["outcome"] = Outcome(row["outcome"])
         row["request_class"] = row["request_class"] or "direct"  # parts written before these columns
         row["model"] = row["model"] or ""
+        row["itl_dropped"] = row["itl_dropped"] or 0  # parts written before ITL was capped
         out.append(RequestRecord(**row))
     return out
 

@@ -50,7 +50,12 @@ class RequestRecord:
     ttfa_s: float | None = None  # first chunk carrying an answer (content) token
     e2e_s: float | None = None  # until `data: [DONE]` (or the failure)
     tpot_s: float | None = None  # (e2e - ttft) / (output_tokens - 1)
-    itl_s: list[float] = field(default_factory=list)  # gaps between token-carrying chunks
+    itl_s: list[float] = field(default_factory=list)  # gaps between token-carrying chunks (the first 16,384)
+    # gaps past the first 16,384 (swarm/client/tally.py ITL_KEEP): only counted, summed and their largest
+    # kept (len(itl_s) + itl_dropped = token chunks - 1); None / 0 when none were dropped
+    itl_dropped: int = 0
+    itl_dropped_sum_s: float | None = None
+    itl_dropped_max_s: float | None = None
     prompt_tokens: int | None = None
     # prompt tokens the server served from its prefix / prompt cache (usage.prompt_tokens_details
     # .cached_tokens; llama.cpp always, vLLM with --enable-prompt-tokens-details); None: not reported

@@ -99,8 +99,14 @@ class Conversation:
             return count_chat_tokens(request.messages)
         return self.context_tokens + CHAT_TOKENS_PER_MESSAGE + count_chat_tokens([new])
 
-    def answered(self, request: Any, answer: str, prompt_tokens: int | None, output_tokens: int) -> None:
-        """The turn `request` was answered with `answer` (content): it joins the history."""
+    def answered(
+        self, request: Any, answer: str | None, prompt_tokens: int | None, output_tokens: int
+    ) -> None:
+        """The turn `request` was answered with `answer` (content): it joins the history. None: an
+        answer too long to keep (swarm/client/tally.py ANSWER_CHARS_MAX), the conversation ends."""
+        if answer is None:
+            self.failed()
+            return
         self.history = [*request.messages, {"role": "assistant", "content": answer_content(answer)}]
         self.turn += 1
         if prompt_tokens is not None:

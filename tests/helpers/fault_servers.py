@@ -8,12 +8,13 @@ list) and answers every other request (the completions) as MODE says:
 - `huge_stream`: HTTP 200, a valid stream of 50 MB (4 KB of text per chunk), then `[DONE]`;
 - `huge_error`: HTTP 500 with a 50 MB JSON body;
 - `slowloris`: a valid response written one byte a second, status line included;
+- `endless`: HTTP 200 and a valid vLLM stream (one token a chunk, running usage) that never ends,
+  written as fast as the client reads it;
 - `echo_auth`: HTTP 401 whose error message repeats the request's Authorization header;
 - `echo_key_mangled`: HTTP 500 whose error message repeats the bearer key upper-cased and its
   first 10 characters (a scrub that looks for the key verbatim misses both);
 - `escapes`: terminal escape sequences everywhere a target's words can go: an HTTP 500 error
   message, and a /metrics body that is not Prometheus text.
-
 
 Each completion request gets an `x-request-id` of `fault-N` and one line `REQ fault-N` on
 stdout (flushed) when it arrives, so a test can count what the server received. Every request
@@ -35,8 +36,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 MODES = (
-    "ok", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth", "echo_key_mangled",
-    "escapes",
+    "ok", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth", "endless",
+    "echo_key_mangled", "escapes",
 )  # fmt: skip
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\r\u202eevil"  # title, clear screen, colour, CR, bidi
 HUGE_BYTES = 50 * 1024 * 1024
@@ -194,6 +195,17 @@ class Handler(socketserver.BaseRequestHandler):
                 sock.sendall(wire[i : i + 1])
                 time.sleep(1.0)
             return True
+        if mode == "endless":
+            sock.sendall(
+                _head("200 OK", rid) + _chunked(_chunk(rid, {"role": "assistant", "content": ""}, 0))
+            )
+            # _chunk's bytes with the token count as a hole (json.dumps per chunk would be the bottleneck)
+            template = _chunk(rid, {"content": "x"}, 999_999_999).replace(b"999999999", b"%d")
+            template = template.replace(str(5 + 999_999_999).encode(), b"%d")
+            i = 0
+            while True:  # until the client hangs up (OSError, caught in handle)
+                sock.sendall(_chunked(b"".join(template % (i + k, 5 + i + k) for k in range(1, 257))))
+                i += 256
         raise ValueError(mode)
 
 
