@@ -34,6 +34,12 @@ DEFAULT_WEB_HOST = "127.0.0.1"
 """Locust's `--web-host` when none is given (Locust's own default, "", is every interface): the web
 UI starts runs and its start form picks the target, so by default only this machine reaches it.
 `--web-host 0.0.0.0` (or $LOCUST_WEB_HOST, a config file) opens it, as containers need."""
+FINAL_REPORT_WAIT_S = 5.0
+"""At a stop, the master waits this long after --stop-timeout for the workers' last reports (a worker
+that sends none by then is marked degraded); `swarm run` waits for the master accordingly."""
+CUT_NOW_SIGNAL = "SIGUSR1"
+"""The signal that ends a stop's grace on a worker (or a local runner): its requests in flight are cut
+at once, each recorded as `cancelled`. `swarm run` sends it to its workers on a second Ctrl-C."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from locust.runners import MasterRunner, WorkerRunner
 
 import swarm.live.shape  # noqa: F401  (registers the stage messages)
 from swarm.core.errors import UsageError
-from swarm.live.master import FINAL_REPORT_WAIT_S, MasterStats
+from swarm.core.options import FINAL_REPORT_WAIT_S
+from swarm.live.master import MasterStats
 from swarm.live.options import exit_on_usage_error, option
 from swarm.live.state import swarm_state
 from swarm.live.worker import WorkerStats

@@ -15,12 +15,14 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
 from pathlib import Path
 from typing import Any
 
 import gevent
 from locust import log as locust_log
 
+from swarm.core.options import CUT_NOW_SIGNAL
 from swarm.core.records import RequestRecord
 from swarm.live.options import option
 from swarm.live.recorder import RecordWriter
@@ -66,6 +68,7 @@ class WorkerStats:
         if role == "worker":
             ev.report_to_master.add_listener(self._on_report_to_master)
         self._ticker = gevent.spawn(self._cpu_forever)
+        self._cut_handler = gevent.signal_handler(getattr(signal, CUT_NOW_SIGNAL), self.cut_now)
         if self.out_dir is not None:  # --swarm-out known now: pay the writer's one-off set-up at start-up,
             self._ensure_writer()  # not at test start, when every worker pays it at once and heartbeats wait
 
@@ -142,6 +145,15 @@ class WorkerStats:
             self.cpu.sample(self.running_stage())
 
     # ---- the end ---------------------------------------------------------------------------
+    def cut_now(self) -> None:
+        """CUT_NOW_SIGNAL (a second Ctrl-C on `swarm run`): the stop's grace is over. Every user is
+        killed at once; a request in flight is recorded as `cancelled` with what it measured up to
+        the cut (swarm/client/transport.py), then the stop in progress finds no user left and the
+        last report goes to the master as usual."""
+        logger.info("swarm: %s: cutting the requests in flight now", CUT_NOW_SIGNAL)
+        self.environment.stop_timeout = 0  # a stop that has not begun yet: no grace either
+        gevent.spawn(self.runner.user_greenlets.kill, block=True)
+
     def hand_over_last_delta(self) -> None:
         """Worker quitting on its own (SIGTERM, Ctrl-C) rather than on the master's quit: stop the
         users and send what they produced since the last report, so an interrupted run loses nothing.

@@ -14,7 +14,6 @@ Options are those of `swarm run`, with these defaults.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from swarm.orchestrate import run
 
@@ -30,6 +29,7 @@ DEFAULTS = {
     "min_stage_time": "4s",
     "stop_timeout": "5s",
     "out": "runs/demo",
+    "overwrite": True,  # each demo replaces the last one's runs/demo
     "sim_profile": run.DEFAULT_SIM_PROFILE,
 }
 
@@ -39,17 +39,5 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.set_defaults(**DEFAULTS)
 
 
-def clear_records(out: Path) -> int:
-    """The record parts an earlier demo left in `out`/records (`swarm run` merges every part it
-    finds there into requests.parquet): removed, so the report holds this run's requests only."""
-    from swarm.core import recordfile
-
-    parts = recordfile.part_files(out / "records")
-    for part in parts:
-        part.unlink()
-    return len(parts)
-
-
 def main(args: argparse.Namespace) -> int:
-    clear_records(Path(args.out))
     return run.main(args)

@@ -24,6 +24,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from swarm.core.terminal import printable
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -96,8 +98,10 @@ class Processes:
         return [(n, p) for n, p in self.procs if n.startswith(prefix)]
 
     def log_tail(self, name: str, chars: int = 2000) -> str:
+        """The end of a process's log, for the operator's terminal: a log holds what a target said
+        (error bodies, model names), so its control characters are written out (core/terminal.py)."""
         path = self.out / f"{name}.log"
-        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+        return printable(path.read_text(errors="replace")[-chars:], lines=True) if path.exists() else ""
 
     def wait_exit(self, names: list[str], timeout_s: float) -> bool:
         """Wait up to `timeout_s` for these processes to exit on their own; True if they all did."""

@@ -15,7 +15,9 @@ import argparse
 import json
 import math
 import os
+import re
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -27,15 +29,18 @@ from pathlib import Path
 
 from swarm.core.apikey import key_for, origin
 from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
-from swarm.core.options import DEFAULT_STOP_TIMEOUT_S, add_run_options
+from swarm.core.options import CUT_NOW_SIGNAL, DEFAULT_STOP_TIMEOUT_S, FINAL_REPORT_WAIT_S, add_run_options
 from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
 from swarm.core.urls import check_host, check_url
 from swarm.load.stages import StagePlan
+from swarm.orchestrate import outdir
 from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfile.py"
 DEFAULT_SIM_PROFILE = "rtx5090x4-qwen3.6-27b"
 START_TIMEOUT_S = 30.0
+STOP_MARGIN_S = 15.0  # beyond those, for the master to write the summary on a busy machine
+WORKER_EXIT_S = 10.0  # for the workers to leave once the master has ended
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -51,6 +56,11 @@ def configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
     p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the earlier run that --out holds (refused by default: runs never mix)",
+    )
     add_run_options(
         p, WORKLOADS
     )  # --workload, --model, --api-key, stages, --slo, --prometheus-port, --run-id
@@ -137,6 +147,7 @@ class RunPlan:
     search_args: list[str] = field(default_factory=list)  # the search's options, for the master
     search_budget_s: int = 0
     abort_on: str | None = None  # --abort-on: the master's circuit breaker (swarm/stats/abort.py)
+    overwrite: bool = False  # --overwrite: replace the earlier run --out holds
 
     @property
     def expected_s(self) -> int:
@@ -356,6 +367,7 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
         search=args.search,
         search_args=search_args,
         search_budget_s=budget_s,
+        overwrite=bool(getattr(args, "overwrite", False)),
     )
 
 
@@ -481,7 +493,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     from swarm.grafana.api import Annotator
     from swarm.orchestrate.progress import Progress
 
-    plan.out.mkdir(parents=True, exist_ok=True)
+    outdir.claim(plan.out, plan.run_id, overwrite=plan.overwrite)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if api_key:
         env["OPENAI_API_KEY"] = api_key  # children read it from the environment, never argv
@@ -492,6 +504,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
     annotator = Annotator.from_env(plan.grafana_url) if plan.grafana_url else None
     master_code = 1
+    quit_early: set[str] = set()  # workers that exited while the master still ran
     try:
         with sigterm_as_interrupt():
             host = plan.host
@@ -514,7 +527,7 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
                     _sim_models(plan.model),
                     *plan.sim_args,
                 ]
-                sim = procs.start("sim", sim_cmd, env)
+                sim = procs.start("sim", sim_cmd, env, server=True)
                 host = f"http://127.0.0.1:{port}"
                 if not wait_http(host + "/health", sim, START_TIMEOUT_S):
                     raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
@@ -638,17 +651,33 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
             ).start()
             deadline = time.monotonic() + plan.expected_s + plan.stop_timeout_s + 2 * START_TIMEOUT_S
             while master.poll() is None:
+                quit_early.update(n for n, p in procs.named("worker-") if p.poll() is not None)
                 if time.monotonic() > deadline:
                     print("swarm: master did not finish in time; stopping it", file=sys.stderr)
+                    stop_gracefully(plan, procs)
+                    break
+                if workers_gone(procs):
+                    print("swarm: every worker has quit; ending the run", file=sys.stderr)
+                    stop_gracefully(plan, procs)
                     break
                 time.sleep(0.5)
             master_code = master.poll() if master.poll() is not None else 1
     except KeyboardInterrupt:
-        print("swarm: interrupted; stopping every process and writing what there is", file=sys.stderr)
         master_code = 130
+        if procs.get("master") is None:
+            print("swarm: interrupted before the run began; stopping", file=sys.stderr)
+        else:
+            print(
+                f"swarm: interrupted: stopping the run; requests in flight may finish for up to "
+                f"{plan.stop_timeout_s} s (Ctrl-C again cuts them now, recorded as cancelled)",
+                file=sys.stderr,
+            )
+            stop_gracefully(plan, procs)
     finally:
         if progress is not None:
             progress.stop()
+        # the workers leave once the master has their last reports; then the server may go
+        procs.wait_exit([n for n, _ in procs.named("worker-")], WORKER_EXIT_S)
         if poller is not None:
             poller.stop()  # a last scrape, so server counters cover the run's end
         for gpu_poller in gpu_pollers:
@@ -656,7 +685,63 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
         procs.stop_all()
         if annotator is not None:
             annotator.run_finished(plan.run_id, detail=f"exit {master_code}")
-    return finish(plan, master_code, procs)
+    return finish(plan, master_code, procs, quit_early)
+
+
+def workers_gone(procs: Processes) -> bool:
+    """Every worker has exited while the master still runs, one at least with an error (e.g. each
+    refused its options at start: exit 2 with one line): nothing is left to load the server. (At a
+    run's normal end the workers leave first too, with exit code 0, on the master's quit.)"""
+    codes = [p.poll() for _, p in procs.named("worker-")]
+    return bool(codes) and None not in codes and any(code != 0 for code in codes)
+
+
+def stop_gracefully(plan: RunPlan, procs: Processes) -> None:
+    """End the run the way Locust ends it: SIGTERM to the master, which stops its workers; they let
+    their requests in flight finish for up to --stop-timeout, send their last reports, and the
+    master writes the summary. The server stays up meanwhile. A second Ctrl-C (or SIGTERM) cuts
+    the requests still in flight now (each recorded as `cancelled`), a third stops waiting."""
+    procs.signal("master", signal.SIGTERM)
+    budget = plan.stop_timeout_s + FINAL_REPORT_WAIT_S + STOP_MARGIN_S
+    try:
+        with sigterm_as_interrupt():
+            if procs.wait_exit(["master"], budget):
+                return
+            print(f"swarm: the master did not end within {budget} s of the stop", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("swarm: cutting the requests in flight now", file=sys.stderr)
+    for name, _ in procs.named("worker-"):
+        procs.signal(name, getattr(signal, CUT_NOW_SIGNAL))
+    try:
+        with sigterm_as_interrupt():
+            procs.wait_exit(["master"], FINAL_REPORT_WAIT_S + STOP_MARGIN_S)
+    except KeyboardInterrupt:
+        print("swarm: stopping every process now", file=sys.stderr)
+
+
+def worker_failures(procs: Processes, quit_early: set[str]) -> list[tuple[str, int, str]]:
+    """Workers that exited with an error while the master still ran (not at the run's end, where a
+    worker's exit code reflects its requests' failures): name, exit code and the last line of its
+    log (its one-line reason)."""
+    failed = []
+    for name, p in procs.named("worker-"):
+        code = p.poll()
+        if code is not None and code > 0 and name in quit_early:  # (killed by a signal: "degraded")
+            failed.append((name, code, reason_in_log(procs.log_tail(name))))
+    return failed
+
+
+LOG_PREFIX = re.compile(r"^\[[^\]]*\] [^/\s]+/(?:ERROR|CRITICAL)/[\w.]+: ")
+
+
+def reason_in_log(text: str) -> str:
+    """A process's one-line reason for quitting: its last error line (Locust's log prefix cut off),
+    else its last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if LOG_PREFIX.match(line) or " error: " in line or line.startswith("Traceback"):
+            return LOG_PREFIX.sub("", line)
+    return lines[-1] if lines else "no output"
 
 
 def check_locust_args(extra: list[str], common: list[str]) -> None:
@@ -678,11 +763,16 @@ def check_locust_args(extra: list[str], common: list[str]) -> None:
         raise UsageError(f"the options after -- could not be checked: {(proc.stderr or proc.stdout)[-300:]}")
 
 
-def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
+def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[str] | None = None) -> int:
     """Merge record parts, print the table and SLO lines, say where everything is."""
     from swarm.analysis.table import render, render_ci
     from swarm.core import recordfile as recorder
 
+    failed = worker_failures(procs, quit_early or set())
+    for name, code, line in failed:
+        print(f"swarm: {name} exited {code}: {line}", file=sys.stderr)
+    if failed and master_code == 0:  # a run some worker could not take part in is not a success
+        master_code = 2 if all(code == 2 for _, code, _ in failed) else 1
     records_dir = plan.out / "records"
     n = 0
     if recorder.part_files(records_dir):
@@ -692,8 +782,8 @@ def finish(plan: RunPlan, master_code: int, procs: Processes) -> int:
         pq.write_table(table, plan.out / "requests.parquet")
         n = table.num_rows
     summary_path = plan.out / "summary.json"
-    if summary_path.exists():
-        summary = json.loads(summary_path.read_text())
+    summary = outdir.summary_of(plan.out, plan.run_id)  # this run's, never an earlier one's
+    if summary is not None:
         print(render(summary))
         if (intervals := render_ci(summary)) is not None:
             print(intervals)
@@ -762,6 +852,8 @@ def repeat(plan: RunPlan, api_key: str | None, n: int) -> int:
 
     from swarm.analysis.repeat import REPEAT_JSON, across_runs, render
 
+    # the series' directory; each run claims its own below it
+    outdir.claim(plan.out, plan.run_id, overwrite=plan.overwrite)
     summaries, code = [], 0
     for i in range(1, n + 1):
         print(f"swarm: repeat {i} of {n}")

@@ -545,7 +545,8 @@ def test_master_sigterm_stops_the_workers_and_loses_nothing(tmp_path):
 def test_ctrl_c_on_swarm_run_stops_everything_and_writes_what_it_has(tmp_path):
     """SIGINT to `swarm run` alone (its children are in their own sessions): exit code 130, every
     process it started (embedded simulator, master, workers) gone within seconds, and DIR holds
-    the summary and the records of what was done, each request the simulator traced once."""
+    the summary and the records of what was done, each request the simulator traced once (the
+    simulator stopped only after the workers: no request failed for want of a server)."""
     out = tmp_path / "run"
     cmd = swarm_cmd(
         "run",
@@ -586,7 +587,7 @@ def test_ctrl_c_on_swarm_run_stops_everything_and_writes_what_it_has(tmp_path):
     text = log.read_text()
     assert not alive, [(a.pid, a.cmdline()) for a in alive]
     assert code == 130, text[-3000:]
-    assert "interrupted; stopping every process" in text and "Traceback" not in text, text[-3000:]
+    assert "interrupted: stopping the run" in text and "Traceback" not in text, text[-3000:]
     assert stopped < 20, stopped
     s = json.loads((out / "summary.json").read_text())
     records = pq.read_table(out / "requests.parquet").to_pylist()
@@ -596,5 +597,6 @@ def test_ctrl_c_on_swarm_run_stops_everything_and_writes_what_it_has(tmp_path):
         f"{dict(Counter(r['outcome'] for r in records))}"
     )
     assert s["total"]["requests"] == len(records) > 0
-    assert_each_traced_request_recorded_once(records, trace, untraced_ok=("truncated", "connect_error"))
+    assert_each_traced_request_recorded_once(records, trace)  # the simulator outlived the requests
+    assert {r["outcome"] for r in records} <= {"ok", "cancelled"}
     assert (out / "report.html").exists()

@@ -1,5 +1,5 @@
-"""`swarm demo`: its defaults are the search the README promises, and a second demo into the same
-directory does not merge the first one's request records into its own."""
+"""`swarm demo`: its defaults are the search the README promises, and a second demo replaces the
+first one's directory (swarm/orchestrate/outdir.py) rather than merging its records."""
 
 from __future__ import annotations
 
@@ -19,12 +19,7 @@ def test_defaults_are_the_slo_search_on_the_calibrated_simulator():
     assert "--search" in plan.search_args and "--slo" not in plan.search_args
 
 
-def test_an_earlier_demos_record_parts_are_cleared(tmp_path):
-    records = tmp_path / "records"
-    records.mkdir()
-    for i in range(3):
-        (records / f"worker-1-abc-{i:05d}.parquet").write_bytes(b"old")
-    (tmp_path / "summary.json").write_text("{}")
-    assert demo.clear_records(tmp_path) == 3
-    assert not list(records.iterdir()) and (tmp_path / "summary.json").exists()
-    assert demo.clear_records(tmp_path / "nothing-yet") == 0
+def test_each_demo_replaces_the_last_ones_directory():
+    p = argparse.ArgumentParser()
+    demo.configure(p)
+    assert run.plan_from_args(p.parse_args([])).overwrite  # runs/demo: never refused, never mixed
