@@ -96,6 +96,8 @@ RUN_CASES = [
         "--shared-prefix-tokens must be at most",
     ),
     (["--", "--max-tokens", "99999999999999999999"], "--max-tokens must be at most"),
+    (["--out", "{afile}"], "is a file, not a directory"),
+    (["--out", "/proc/swarm-test/o"], "cannot be written"),
 ]
 
 
