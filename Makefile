@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-deps llama-server demo test test-fast lint bench bench-scale k8s-dashboards webui clean
+.PHONY: setup system-deps llama-server demo test test-fast lint docs cli-reference bench bench-scale k8s-dashboards webui clean
 
 setup: $(STAMP) system-deps
 
@@ -39,6 +39,14 @@ test-fast: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The docs site (mkdocs.yml, pages under docs/) into site/; --strict: a broken link or anchor fails (CI runs it).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
+
+# docs/cli.md from the parsers and the option table (tests/unit/test_cli_reference.py fails when it is stale).
+cli-reference: setup
+	$(PY) scripts/cli_reference.py
 
 # The request path's CPU cost without a server (~10 s), then the load benchmark against the simulator.
 bench: setup

@@ -140,7 +140,7 @@ def test_the_objects_refer_to_each_other(overlay: str) -> None:
             where = f"{obj['metadata']['name']}/{c['name']}"
             assert c["image"] == "llm-swarm:local", (
                 where
-            )  # the repo's Dockerfile (README: set your registry's)
+            )  # the repo's Dockerfile (docs/distributed.md "Kubernetes": set your registry's)
             assert {"cpu", "memory"} <= c["resources"]["requests"].keys() & c["resources"]["limits"].keys(), (
                 where
             )

@@ -1,5 +1,5 @@
 """Nothing lost when users stop: every request the simulator received is one record, whatever
-stopped it (REFERENCE.md §9; README "Reliability").
+stopped it (REFERENCE.md §9; docs/reliability.md).
 
 Each test runs real Locust processes against `swarm sim --trace` with a slow-decode profile
 (tests/helpers/data/slow-decode.toml: 20 ms a step, 100 tokens an answer, so about 2 s each) and

@@ -69,7 +69,7 @@ def test_mooncake_sample_replayed_by_three_workers_is_exact(tmp_path):
     df = pq.read_table(out / "requests.parquet").to_pandas()
     assert sorted(df.trace_row) == sorted(rows) and (df.outcome == "ok").all()
     # arrivals at the trace's times: the server received row r at t0 + its time in the trace
-    # (p99 <= 10 ms on a quiet machine, README; 5 helpers' tests on 2 cores made 37 ms: bound 50 ms here)
+    # (p99 <= 10 ms on a quiet machine, docs/workloads.md "Trace replay"; 5 helpers' tests on 2 cores made 37 ms: bound 50 ms here)
     lag = summary["total"]["send_lag_s"]
     assert lag["p50"] <= 0.010 and lag["p99"] <= 0.050, lag
     late = sorted(t["arrival_time"] - replay["t0_wall_s"] - rows[int(t["user"][10:])].at_s for t in sim_trace)

@@ -1,5 +1,5 @@
 """Full collections made rare on the processes that send requests (swarm/live/gc_tuning.py); the
-send-lag figures before and after are in its docstring and the README (benchmarks/streams_10k.py)."""
+send-lag figures before and after are in its docstring and docs/performance.md (benchmarks/streams_10k.py)."""
 
 from __future__ import annotations
 
