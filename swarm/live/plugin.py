@@ -2,8 +2,8 @@
 
 Importing it registers, Locust style, the swarm's options (swarm/live/options.py, from the one
 table in swarm/core/options.py), the load shape's stage messages (swarm/live/shape.py) and, on
-`init`, the statistics side of this process, by role, kept on the environment
-(`environment.swarm.stats`):
+`init`, the statistics side of this process, by role, with narrow handles on it kept on the
+environment (`environment.swarm.stats`, a `StatsHandles`):
 - worker: a `WorkerStats` (swarm/live/worker.py): records -> a delta shipped with every report;
 - master: a `MasterStats` (swarm/live/master.py): merges the deltas, watches the workers, serves
   /metrics and the LLM tab, writes summary.json, judges the SLOs;
@@ -25,8 +25,9 @@ from swarm.core.errors import UsageError
 from swarm.core.options import FINAL_REPORT_WAIT_S
 from swarm.live.master import MasterStats
 from swarm.live.options import exit_on_usage_error, option
-from swarm.live.state import swarm_state
+from swarm.live.state import StatsHandles, swarm_state
 from swarm.live.worker import WorkerStats
+from swarm.stats.aggregate import Aggregate
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,24 @@ class StatsPlugin:
             if port:
                 self.master.start_prometheus_server(int(port))
 
+    def handles(self) -> StatsHandles:
+        """What the users and the search reach of this side (swarm/live/state.py)."""
+        master, worker = self.master, self.worker
+
+        def merged() -> Aggregate:
+            assert master is not None
+            master._pull_local()  # a local runner: its own latest records
+            return master.aggregate
+
+        def count_cut() -> None:
+            assert worker is not None
+            worker.aggregate.turns.cut += 1
+
+        return StatsHandles(
+            merged=merged if master is not None else None,
+            count_cut=count_cut if worker is not None else None,
+        )
+
     def _on_quitting(self, **_: Any) -> None:
         """Once. A second call waits for the first to finish: Locust can shut a worker down twice at
         the same time (its SIGTERM handler, and the master's quit message ending its main
@@ -83,9 +102,6 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any)
     if runner is None:
         return
     try:
-        swarm_state(environment).stats = StatsPlugin(environment, runner, web_ui)
+        swarm_state(environment).stats = StatsPlugin(environment, runner, web_ui).handles()
     except UsageError as e:
         exit_on_usage_error(e, prog="swarm")
-
-
-SwarmPlugin = StatsPlugin  # the 0.1 name (swarm.plugin.SwarmPlugin), kept for one release

@@ -2,7 +2,7 @@
 
 `SwarmShape` (swarm/live/shape.py) hands its ticks to a `SearchController` when `--search` is
 given. Each tick the controller reads the running stage from the master's merged aggregate
-(`environment.swarm.stats.master.aggregate`, the workers' deltas as they arrive). A new stage's
+(`environment.swarm.stats.merged()`, the workers' deltas as they arrive). A new stage's
 requests are warm-up until it has settled (`stats.search.Settling`: a full turnover of the users
 and no trend in the answered requests' TTFT, at least `--warmup`, at most `SETTLE_MAX_S`); then
 the master opens its measurement window (the shape tells the workers) and asks
@@ -78,11 +78,9 @@ class Shape(Protocol):
 
 def _aggregate(environment: Any) -> Aggregate | None:
     stats = swarm_state(environment).stats
-    master = getattr(stats, "master", None)
-    if master is None:
+    if stats is None or stats.merged is None:
         return None
-    master._pull_local()  # a local runner: its own latest records
-    return master.aggregate
+    return stats.merged()
 
 
 class StageMeter:

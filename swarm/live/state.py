@@ -3,15 +3,21 @@
 Everything the user, the load shape and the statistics plugin share lives here instead of in
 loose `environment.swarm_*` attributes: the current stage (set by the shape, copied into each
 record at send), open-loop arrivals, the validated options and workload mixes, the model and
-dialect the users discovered, the statistics side of this process, and the `llm_request` hook.
+dialect the users discovered, narrow handles on the statistics side of this process, the trace
+replay's side, and the `llm_request` hook.
+
+It holds handles, not the modules that own them: swarm/live/plugin.py imports this module, so
+the state names no type of the plugin's (`StatsHandles` is what the others need of it), and the
+replay's types come from swarm/live/replay_schedule.py, which imports nothing else of live/.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 import gevent.lock
@@ -20,14 +26,24 @@ from locust.event import EventHook
 from swarm.client.discovery import ServedModel
 from swarm.core.events import llm_request
 from swarm.live.options import LLMOptions
+from swarm.live.replay_schedule import Replay
 from swarm.load.arrivals import ArrivalSchedule
 from swarm.load.stages import StageState
+from swarm.load.trace import Trace
 from swarm.load.workloads import Mix
-
-if TYPE_CHECKING:  # (the plugin imports this module)
-    from swarm.live.plugin import StatsPlugin
+from swarm.stats.aggregate import Aggregate
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StatsHandles:
+    """What the rest of the process reaches of its statistics side (swarm/live/plugin.py
+    `StatsPlugin`, which fills this in at `init`): no more than that."""
+
+    # master side: the merged aggregate, a local runner's latest records pulled in first
+    merged: Callable[[], Aggregate] | None = None
+    count_cut: Callable[[], None] | None = None  # worker side: one conversation cut at max_model_len
 
 
 @dataclass
@@ -41,12 +57,14 @@ class SwarmState:
     mixes: dict[str, Mix] = field(default_factory=dict)  # workload spec -> its mix
     served: ServedModel | None = None  # model and dialect, from the options or /v1/models
     served_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
-    stats: StatsPlugin | None = None  # this process's statistics side (swarm/live/plugin.py)
+    stats: StatsHandles | None = None  # this process's statistics side (set at init: swarm/live/plugin.py)
     llm_request: EventHook = llm_request  # fired once per finished request with record=
     seed_given: bool | None = None  # --seed given by the user (None: not known yet); see live/prepare.py
     in_flight: int = 0  # this process's requests sent and not yet recorded (LLMUser.send)
     stopping: bool = False  # the stop has begun (test_stopping): open-loop users send no new request
-    replay: Any = None  # trace replay (swarm/live/replay.py `Replay`); None: not replaying
+    replay: Replay | None = None  # trace replay (swarm/live/replay.py); None: not replaying
+    # --trace-replay's trace, loaded once per process: (the options it was loaded with, it)
+    trace: tuple[tuple[str, ...], Trace] | None = None
     search: dict[str, Any] | None = None  # --search: the result (summary.json `search`), set when it ends
     key_origin: str | None = None  # the origin the API key is sent to (swarm/live/keyorigin.py)
 

@@ -274,8 +274,8 @@ class LLMUser(FastHttpUser):
             and conv.prompt_estimate(req) + req.max_tokens > limit
         ):  # the history no longer fits the context: a new conversation, the cut counted
             stats = self.state.stats
-            if stats is not None and stats.worker is not None:
-                stats.worker.aggregate.turns.cut += 1
+            if stats is not None and stats.count_cut is not None:
+                stats.count_cut()
             conv = self._new_conversation(self._session_workload)
             req = conv.next_request()
         if req is None:  # a dataset conversation without user messages
@@ -429,8 +429,6 @@ class LLMUser(FastHttpUser):
         )
 
 
-Target = ServedModel  # the 0.1 name (swarm.user.Target), kept for one release
-
 _logged: set[str] = set()
 
 
@@ -440,4 +438,4 @@ def _log_once(key: str, msg: str, **kwargs: Any) -> None:
         log.error(msg, **kwargs)
 
 
-__all__ = ["LLMOptions", "LLMRequestFailure", "LLMUser", "ServedModel", "Target", "llm_options"]
+__all__ = ["LLMUser", "llm_options"]

@@ -1,10 +1,10 @@
 """The import rule of docs/ARCHITECTURE.md, checked over the AST of every module under swarm/.
 
 Layers, bottom up: core; client, stats, load, sim; live, analysis, grafana; orchestrate; and the
-top-level entry points (swarm/__init__.py, cli.py, __main__.py, locustfile.py, _compat.py).
-A subpackage imports only the subpackages its row allows (every import counts: module level,
-inside functions, and under `if TYPE_CHECKING:`), and no two modules reach each other through
-runtime imports (no cycle, `TYPE_CHECKING` imports aside: they never run).
+top-level entry points (swarm/__init__.py, cli.py, __main__.py, locustfile.py).
+A subpackage imports only the subpackages its row allows, and no module reaches itself again
+through imports (no cycle). Every import counts for both: module level, inside functions, and
+under `if TYPE_CHECKING:` (a type that needs a cycle to be named is a design that needs one).
 """
 
 from __future__ import annotations
@@ -30,15 +30,19 @@ ALLOWED: dict[str, set[str]] = {
 TOP = "(top)"
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(SWARM.parent).with_suffix("")
+def module_name(path: Path, root: Path = SWARM) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-MODULES: dict[str, Path] = {module_name(p): p for p in SWARM.rglob("*.py")}
+def modules(root: Path) -> dict[str, Path]:
+    return {module_name(p, root): p for p in root.rglob("*.py")}
+
+
+MODULES: dict[str, Path] = modules(SWARM)
 
 
 def layer(module: str) -> str:
@@ -53,15 +57,15 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imports(module: str) -> list[tuple[str, bool]]:
+def imports(module: str, known: dict[str, Path] = MODULES) -> list[tuple[str, bool]]:
     """(imported swarm module, runtime?) for every import statement of `module`."""
-    path = MODULES[module]
+    path = known[module]
     tree = ast.parse(path.read_text(), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out: list[tuple[str, bool]] = []
 
     def resolve(name: str) -> str:
-        while name and name not in MODULES:  # `from swarm.x import y`: y a name in swarm.x
+        while name and name not in known:  # `from swarm.x import y`: y a name in swarm.x
             name = name.rpartition(".")[0]
         return name
 
@@ -96,7 +100,13 @@ def imports(module: str) -> list[tuple[str, bool]]:
     return [(m, rt) for m, rt in out if m and m != module]
 
 
-GRAPH = {m: imports(m) for m in MODULES}
+def import_graph(root: Path) -> dict[str, list[tuple[str, bool]]]:
+    """module -> (imported swarm module, runtime?) for every module of the package at `root`."""
+    known = modules(root)
+    return {m: imports(m, known) for m in known}
+
+
+GRAPH = import_graph(SWARM)
 
 
 def test_every_subpackage_is_a_known_layer() -> None:
@@ -125,8 +135,8 @@ def find_cycle(graph: dict[str, list[tuple[str, bool]]]) -> list[str] | None:
     def dfs(m: str) -> list[str] | None:
         state[m] = 1
         stack.append(m)
-        for n, runtime in graph.get(m, []):
-            if not runtime or n not in graph:
+        for n, _runtime in graph.get(m, []):  # TYPE_CHECKING imports count too
+            if n not in graph:
                 continue
             if state.get(n) == 1:
                 return [*stack[stack.index(n) :], n]
@@ -142,16 +152,63 @@ def find_cycle(graph: dict[str, list[tuple[str, bool]]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycle() -> None:
-    # a package's __init__ importing its own submodules is not a cycle of the architecture
-    graph = {m: [(n, rt) for n, rt in deps if not m.startswith(n + ".")] for m, deps in GRAPH.items()}
-    cycle = find_cycle(graph)
+def package_graph(graph: dict[str, list[tuple[str, bool]]]) -> dict[str, list[tuple[str, bool]]]:
+    """`graph` less a module's imports of its own package (a package's __init__ importing its
+    submodules is not a cycle of the architecture)."""
+    return {m: [(n, rt) for n, rt in deps if not m.startswith(n + ".")] for m, deps in graph.items()}
+
+
+def check_no_cycle(graph: dict[str, list[tuple[str, bool]]]) -> None:
+    cycle = find_cycle(package_graph(graph))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_import_cycle() -> None:
+    check_no_cycle(GRAPH)
 
 
 def test_the_checker_sees_violations() -> None:
     """The checker itself: a made-up graph with an upward import and a cycle is caught."""
     assert layer("swarm.core.records") == "core" and layer("swarm.cli") == TOP
     assert find_cycle({"a": [("b", True)], "b": [("a", True)]}) == ["a", "b", "a"]
-    assert find_cycle({"a": [("b", False)], "b": [("a", True)]}) is None
+    assert find_cycle({"a": [("b", False)], "b": [("a", True)]}) == ["a", "b", "a"]
+    assert find_cycle({"a": [("b", False)], "b": []}) is None
     assert ("swarm.core.records", True) in GRAPH["swarm.stats.aggregate"]
+
+
+def test_a_cycle_through_a_type_checking_import_is_found(tmp_path: Path) -> None:
+    """A real package whose one cycle runs through an `if TYPE_CHECKING:` import (the shape of
+    live/state.py typing its `stats` as the plugin that imports it) fails the structure test."""
+    pkg = tmp_path / "swarm"
+    (pkg / "live").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "live" / "__init__.py").write_text("")
+    (pkg / "live" / "state.py").write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from swarm.live.plugin import StatsPlugin\n"
+    )
+    (pkg / "live" / "plugin.py").write_text("from swarm.live.state import swarm_state\n")
+    graph = import_graph(pkg)
+    assert ("swarm.live.plugin", False) in graph["swarm.live.state"]  # seen, as not run
+    cycle = find_cycle(package_graph(graph))
+    assert cycle is not None and set(cycle) == {"swarm.live.state", "swarm.live.plugin"}
+    with pytest.raises(AssertionError, match="import cycle"):
+        check_no_cycle(graph)
+
+
+def test_the_folder_tree_is_the_only_import_path() -> None:
+    """No alias finder and no module `__getattr__` hands out a module or name from another place
+    (swarm 0.1's flat paths, `swarm.user` and the like, went in 0.2.0: CHANGELOG.md). The one
+    `__getattr__` is the top level's, loading `LLMUser` lazily (importing Locust patches gevent in)."""
+    import importlib.util
+
+    import swarm  # noqa: F401  (what used to install the finder)
+
+    for old in ("swarm.user", "swarm.plugin", "swarm.aggregate", "swarm.report"):
+        assert importlib.util.find_spec(old) is None, f"{old} still imports"
+    for module, path in MODULES.items():
+        body = ast.parse(path.read_text(), str(path)).body
+        hooks = [n for n in body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
+        assert module == "swarm" or not hooks, f"{module} hands out names through a module __getattr__"

@@ -84,3 +84,23 @@ def test_master_side_merge_of_a_worker_report(tmp_path):
         assert plugin.model_name == "from-worker" and plugin.worker_stopped["w-1"] is True
     finally:
         env.events.quitting.fire(environment=env)
+
+
+def test_the_state_s_handles_reach_a_local_runner_s_two_sides(tmp_path):
+    """`environment.swarm.stats` (swarm/live/state.py `StatsHandles`): `merged()` is the master
+    side's aggregate with the local records pulled in (what the search reads), `count_cut()`
+    counts a conversation cut on the worker side's turn table (what the user does)."""
+    env = _env(tmp_path, swarm_out=None)
+    plugin = StatsPlugin(env, env.runner)
+    handles = plugin.handles()
+    try:
+        env.events.test_start.fire(environment=env)
+        for r in synthetic_records(30):
+            swarm_events.llm_request.fire(record=r)
+        assert handles.merged is not None and handles.count_cut is not None
+        assert handles.merged().combined().requests == 30  # pulled from the local worker side
+        assert handles.merged() is plugin.master.aggregate
+        handles.count_cut()
+        assert plugin.worker.aggregate.turns.cut == 1
+    finally:
+        env.events.quitting.fire(environment=env)

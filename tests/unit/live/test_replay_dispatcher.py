@@ -1,4 +1,4 @@
-"""The master's side of trace replay (swarm/live/replay.py `Dispatcher`), in-process with a stand-in
+"""The master's side of trace replay (swarm/live/replay_schedule.py `Dispatcher`), in-process with a stand-in
 for Locust's master runner (its `clients` and `send_message`): leases balanced over ready workers,
 a lost worker's unsent rows leased again exactly once, a worker that comes back taking rows again,
 a row claimed twice counted. The same in real processes: tests/integration/test_trace_replay.py."""
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 from locust.runners import STATE_MISSING, STATE_RUNNING
 
-from swarm.live import replay
-from swarm.live.replay import LEASE, REVOKE, Dispatcher
+from swarm.live import replay_schedule
+from swarm.live.replay_schedule import LEASE, REVOKE, Dispatcher
 from swarm.load.trace import Trace, TraceRow
 
 
@@ -70,7 +70,7 @@ def test_a_lost_worker_s_rows_go_to_the_others_once_and_it_takes_rows_when_back(
     assert sorted(set(a)) == sorted(a) and set(first_b[3:]) <= set(a) and not set(first_b[:3]) & set(a)
     # b comes back (heartbeats again): it takes new rows, none it had before
     m.clients["b"].state = STATE_RUNNING
-    monkeypatch.setattr(replay.time, "time", lambda: d.t0 + 3.0)  # later rows come due
+    monkeypatch.setattr(replay_schedule.time, "time", lambda: d.t0 + 3.0)  # later rows come due
     d.tick()
     assert "b" not in d.lost
     again = [r for r in m.leased("b") if r not in first_b]

@@ -12,7 +12,7 @@ import locust.log as locust_log
 import pytest
 
 from swarm.live import state, user
-from swarm.live.state import swarm_state, wait_for_init
+from swarm.live.state import StatsHandles, swarm_state, wait_for_init
 
 
 class Runner:
@@ -29,7 +29,7 @@ def joining_worker() -> SimpleNamespace:
 
 def connect(env: SimpleNamespace, runner: Runner) -> None:
     env.runner = runner
-    swarm_state(env).stats = object()  # what `init` sets up
+    swarm_state(env).stats = StatsHandles()  # what `init` sets up
 
 
 @pytest.fixture(autouse=True)
