@@ -13,19 +13,14 @@ The public API, for locustfiles and scripts:
 Importing `swarm` is cheap and does not import Locust; `swarm.LLMUser` does (lazily), because
 Locust monkey-patches the standard library with gevent on import. The subpackages, bottom up
 (docs/ARCHITECTURE.md): core; client, stats, load, sim; live, analysis, grafana; orchestrate.
-Old flat import paths (`swarm.live.user`, `swarm.live.plugin`, ...) still work for one release with a
-DeprecationWarning (swarm/_compat.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from swarm import _compat
 from swarm.core.errors import SwarmError, TargetError, UsageError
 from swarm.core.records import Outcome, RequestRecord
-
-_compat.install()
 
 __all__ = ["LLMUser", "Outcome", "RequestRecord", "SwarmError", "TargetError", "UsageError", "llm_request"]
 

@@ -38,7 +38,6 @@ from typing import Any
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.server_metrics import StageServerStats
 from swarm.core.units import percent_text, seconds_text, stage_name
-from swarm.stats.cpu import CLIENT_CPU_MAX as CLIENT_CPU_MAX  # re-exported: the default bar
 from swarm.stats.cpu import ClientLoad
 from swarm.stats.summary import Block, ClientBound, StageEntry
 

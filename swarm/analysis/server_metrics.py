@@ -40,7 +40,6 @@ from swarm.stats.quantiles import (
     PERCENTILES,
     bucket_width,
     histogram_quantile,
-    quantile_bucket,  # noqa: F401 - re-exported for old importers
 )
 
 # normalised field -> source sample names, preferred first (the first one present wins)

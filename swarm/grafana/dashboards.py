@@ -32,8 +32,6 @@ from grafana_foundation_sdk.models import common as mcommon
 from grafana_foundation_sdk.models import dashboard as mdash
 
 from swarm.grafana.names import ANNOTATION_TAG, DATASOURCE_UID
-from swarm.grafana.names import DATASOURCE_NAME as DATASOURCE_NAME  # re-exported (provisioning, tests)
-from swarm.grafana.names import FOLDER_TITLE as FOLDER_TITLE  # re-exported (provisioning, tests)
 
 DASHBOARD_DIR = Path("dashboards/grafana/dashboards")
 

@@ -48,7 +48,7 @@ from collections.abc import Iterator
 
 from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.goodput import GoodputSpec
-from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys  # noqa: F401
+from swarm.stats.sketch import REL_ACCURACY, LatencyStats
 from swarm.stats.turns import TurnStats
 from swarm.stats.wire import AggregateWire, CellWire
 

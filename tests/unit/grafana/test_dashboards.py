@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from swarm.grafana import cli as dashboards_cli
-from swarm.grafana import dashboards
+from swarm.grafana import dashboards, names
 from swarm.grafana.api import ANNOTATION_TAG
 from swarm.live.exporter import ExportState, render
 from swarm.stats.aggregate import Aggregate
@@ -98,12 +98,12 @@ def test_provisioning_points_at_the_dashboards_and_datasource() -> None:
     prov = yaml.safe_load((REPO / "dashboards/grafana/provisioning/datasources/prometheus.yml").read_text())
     (ds,) = prov["datasources"]
     assert ds["uid"] == dashboards.DATASOURCE_UID and ds["type"] == "prometheus"
-    assert ds["name"] == dashboards.DATASOURCE_NAME
+    assert ds["name"] == names.DATASOURCE_NAME
     providers = yaml.safe_load(
         (REPO / "dashboards/grafana/provisioning/dashboards/llm-swarm.yml").read_text()
     )
     (prov_d,) = providers["providers"]
-    assert prov_d["type"] == "file" and prov_d["folder"] == dashboards.FOLDER_TITLE
+    assert prov_d["type"] == "file" and prov_d["folder"] == names.FOLDER_TITLE
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     mounts = dict(v.split(":")[:2] for v in compose["services"]["grafana"]["volumes"] if v.startswith("./"))
     assert mounts[f"./{dashboards.DASHBOARD_DIR}"] == prov_d["options"]["path"]

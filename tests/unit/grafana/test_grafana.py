@@ -11,7 +11,7 @@ import pytest
 
 from swarm.core.errors import SwarmError, UsageError
 from swarm.grafana import api as grafana
-from swarm.grafana import dashboards
+from swarm.grafana import dashboards, names
 from tests.helpers.grafana_standin import grafana_standin
 from tests.helpers.support import REPO, free_port
 
@@ -30,7 +30,7 @@ def test_push_creates_datasource_and_imports_every_dashboard() -> None:
         results, out = _push(g.url)
         ds = g.datasources[dashboards.DATASOURCE_UID]
         assert ds["type"] == "prometheus" and ds["url"] == PROM_URL and ds["access"] == "proxy"
-        assert ds["name"] == dashboards.DATASOURCE_NAME
+        assert ds["name"] == names.DATASOURCE_NAME
         built = dashboards.build_all()
         assert set(g.dashboards) == {m["uid"] for m in built.values()}
         for model in built.values():

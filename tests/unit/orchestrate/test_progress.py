@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
-from swarm.analysis.server_metrics import quantile_bucket
 from swarm.core.records import Outcome, RequestRecord
 from swarm.live.exporter import ExportState, render
 from swarm.orchestrate.progress import MasterSample, parse_master_metrics, window_line
-from swarm.stats.aggregate import BUCKETS, Aggregate
+from swarm.stats.aggregate import Aggregate
+from swarm.stats.quantiles import quantile_bucket
+from swarm.stats.sketch import BUCKETS
 
 INF = math.inf
 

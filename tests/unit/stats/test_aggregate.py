@@ -12,15 +12,8 @@ import pytest
 
 from swarm.core.records import OUTCOMES, Outcome, RequestRecord
 from swarm.stats import quantiles as metrics
-from swarm.stats.aggregate import (
-    _MAPPING,
-    BUCKETS,
-    LATENCIES,
-    REL_ACCURACY,
-    Aggregate,
-    LatencyStats,
-    bucket_keys,
-)
+from swarm.stats.aggregate import LATENCIES, Aggregate
+from swarm.stats.sketch import _MAPPING, BUCKETS, REL_ACCURACY, LatencyStats, bucket_keys
 from tests.helpers.synthetic import exact_values, synthetic_records
 
 QS = (0.0, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0)
