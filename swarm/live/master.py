@@ -34,6 +34,7 @@ from locust import log as locust_log
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 
 from swarm.core.errors import EXIT_ABORTED, UsageError
+from swarm.core.options import FINAL_REPORT_WAIT_S
 from swarm.core.units import new_run_id, stage_name
 from swarm.live import webui
 from swarm.live.exporter import CONTENT_TYPE, ExportState, registry_for
@@ -54,7 +55,6 @@ logger = logging.getLogger(__name__)
 
 TICK_S = 1.0  # bookkeeping: users, workers, degraded workers, rates, a local runner's delta
 RATE_WINDOW_S = 10.0  # web UI "current" QPS and tok/s
-FINAL_REPORT_WAIT_S = 5.0  # at quit: wait this long (after --stop-timeout) for the workers' last deltas
 SUMMARY_AFTER_STOP_S = 4.0  # write summary.json this long after a test stops, too
 CLIENT_CPU_FILE = "client_cpu.jsonl"
 
