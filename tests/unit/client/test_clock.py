@@ -1,5 +1,5 @@
-"""swarm.live.user's read clock: a chunk's time is when the kernel received it (SO_TIMESTAMPNS), not
-when a busy worker got round to reading it; perf_counter() where the kernel gives no arrival
+"""swarm.client.clock, the user's read clock: a chunk's time is when the kernel received it
+(SO_TIMESTAMPNS), not when a busy worker got round to reading it; perf_counter() where the kernel gives no arrival
 timestamp (not Linux, or a sandboxed kernel that stamps bytes when they are read)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from swarm.client import clock as user
+from swarm.client import clock
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS: Linux")
 
@@ -44,8 +44,8 @@ def _first_read_stamp(gap: float) -> float | None:
 
 @linux
 def test_the_probe_says_what_the_kernel_does():
-    probed = user.Clock.probe()
-    assert user._probe_arrival_stamps() == probed  # a second look agrees
+    probed = clock.Clock.probe()
+    assert clock._probe_arrival_stamps() == probed  # a second look agrees
     lags = [_first_read_stamp(0.1) for _ in range(5)]
     if probed:
         # and, the probe holding stamping on, every new connection's first bytes are stamped
@@ -59,15 +59,15 @@ def test_the_probe_says_what_the_kernel_does():
 def test_a_read_is_timed_at_its_arrival_not_when_it_is_read():
     client, server = _pair()
     with client, server:
-        enabled = user.Clock.enable(client)
-        assert enabled == user.Clock.probe()
-        clock = user.Clock(time.perf_counter())
+        enabled = clock.Clock.enable(client)
+        assert enabled == clock.Clock.probe()
+        timer = clock.Clock(time.perf_counter())
         sent = time.perf_counter()
         server.sendall(b"data: first\n\n")
         after = time.perf_counter()
         time.sleep(0.2)  # the worker is busy elsewhere
         if enabled:
-            data, t = clock.recv(client)
+            data, t = timer.recv(client)
         else:  # the user's own path on such a kernel: recv() and perf_counter()
             data, t = client.recv(1024), time.perf_counter()
         read = time.perf_counter()
@@ -86,21 +86,21 @@ def test_a_timestamp_outside_the_request_falls_back_to_the_read_time():
         client.setsockopt(socket.SOL_SOCKET, 35, 1)  # whatever the kernel stamps, if anything
         server.sendall(b"x")
         time.sleep(0.02)
-        clock = user.Clock(time.perf_counter())  # "sent" after the bytes arrived: a clock step
-        data, t = clock.recv(client)
-        assert data == b"x" and t >= clock.t0
+        timer = clock.Clock(time.perf_counter())  # "sent" after the bytes arrived: a clock step
+        data, t = timer.recv(client)
+        assert data == b"x" and t >= timer.t0
 
 
 def test_without_kernel_timestamps_the_read_time_is_used(monkeypatch):
-    monkeypatch.setattr(user, "_SO_TIMESTAMPNS", None)
+    monkeypatch.setattr(clock, "_SO_TIMESTAMPNS", None)
     client, server = _pair()
     with client, server:
-        assert not user.Clock.enable(client)
-        assert not user._probe_arrival_stamps()
+        assert not clock.Clock.enable(client)
+        assert not clock._probe_arrival_stamps()
 
 
 def test_a_kernel_that_stamps_at_read_time_is_not_trusted(monkeypatch):
-    monkeypatch.setattr(user.Clock, "_arrival", False)
+    monkeypatch.setattr(clock.Clock, "_arrival", False)
     client, server = _pair()
     with client, server:
-        assert not user.Clock.enable(client)
+        assert not clock.Clock.enable(client)
