@@ -5,7 +5,7 @@ and workload options passed after --), a plain `locust -f` with the swarm's user
 Already covered elsewhere and not repeated: swarm run's --workers/-u/-t/--host/--workload/--slo/
 -r/--run-id (test_run_options), Locust's --workload/weights/--rag-*/custom without a file/
 --ignore-eos and a bad prompt-file line (test_user_sim), a malformed --slo on a Locust master
-(test_plugin_distributed), the simulator's option units (test_sim_units).
+(test_plugin_distributed), the simulator's option units (tests/unit/sim/: test_profile, test_faults, test_cli).
 """
 
 from __future__ import annotations

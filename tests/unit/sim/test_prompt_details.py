@@ -7,7 +7,7 @@ import orjson
 
 from swarm.sim.engine import FINISHED, Engine, Sequence, prompt_block_hashes
 from swarm.sim.render import Output, PromptDetails, StreamRenderer, Tape, full_body
-from tests.unit.sim.test_sim_units import _drain, _profile
+from tests.unit.sim.helpers import drain, small_profile
 
 
 def _out(prompt: int = 100) -> Output:
@@ -23,7 +23,7 @@ def _usage_event(renderer: StreamRenderer, seq: Sequence | None) -> dict:
 def test_first_hit_once_per_request_even_when_preempted():
     # 8 blocks of 16: three 40-token prompts sharing two blocks, growing to 40 + 60 = 100 tokens
     # (7 blocks) each, so the engine preempts and re-admits; a re-admission's lookup is not counted
-    eng = Engine(_profile(kv_cache_tokens=128, max_model_len=112, max_num_batched_tokens=512))
+    eng = Engine(small_profile(kv_cache_tokens=128, max_model_len=112, max_num_batched_tokens=512))
     shared = [f"s{i}" for i in range(32)]
     seqs = [
         Sequence(f"r{k}", 40, 60, prompt_block_hashes(shared + [f"{k}-{i}" for i in range(8)], 16), 0.0)
@@ -33,7 +33,7 @@ def test_first_hit_once_per_request_even_when_preempted():
     eng.complete(eng.schedule(0.0), 0.0)  # r0's prefill publishes its blocks
     for s in seqs[1:]:
         eng.add(s)
-    _drain(eng)
+    drain(eng)
     assert eng.counters.preemptions > 0
     assert all(s.state == FINISHED for s in seqs)
     assert eng.counters.prefix_hits == sum(s.cached_tokens for s in seqs) > 0
