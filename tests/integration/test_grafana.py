@@ -1,5 +1,5 @@
 """swarm/grafana/api.py's annotator in a gevent-patched Locust process (a child Python) against the
-Grafana stand-in; the rest of the Grafana API tests are in tests/unit/grafana/test_grafana.py."""
+Grafana stand-in; the rest of the Grafana API tests are in tests/unit/grafana/test_api.py."""
 
 from __future__ import annotations
 

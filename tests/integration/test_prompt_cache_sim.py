@@ -25,7 +25,7 @@ def counter(samples: dict, name: str) -> float:
 def run_rag(url: str, out, stage_time: str = "3s"):
     """Two open-loop stages of rag and short_qa. Few enough prompt tokens (~300k) that llama.cpp's
     counters stay under 1,000,000, which it prints exactly (6 significant digits: above, the
-    diagnosis allows for the printing; tests/unit/analysis/test_prompt_cache_reconcile.py)."""
+    diagnosis allows for the printing; tests/unit/analysis/test_diagnosis_prompt_cache.py)."""
     cmd = swarm_cmd("run", "--host", url, "--workers", "2", "-u", "8", "--rate", "30,60", "--stage-time",
                     stage_time, "--out", str(out), "--workload", "rag,short_qa", "--",
                     "--max-tokens", "8")  # fmt: skip

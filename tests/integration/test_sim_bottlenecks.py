@@ -2,7 +2,7 @@
 what the client sees is late, the engine's own clocks (trace first_token_time, /metrics TTFT) are
 not. The bounds asserted are the lanes' and the delay's arithmetic (lower bounds a slow machine
 cannot break), or ratios between runs on the same machine. Without sockets:
-tests/unit/sim/test_injected_causes.py; the diagnosis held to them: test_diagnosis_matrix.py."""
+tests/unit/sim/test_delivery.py; the diagnosis held to them: test_diagnosis_matrix.py."""
 
 from __future__ import annotations
 
