@@ -27,7 +27,6 @@ NO_UNIT_TEST: dict[str, str] = {
     "core/buckets.py": "constants (vLLM's bucket bounds); used by stats/test_aggregate.py, live/test_exporter.py",
     "core/events.py": "one Locust event hook; fired in client/test_transport_fuzz.py, live/test_plugin_local.py",
     "core/options.py": "the option table (data); test_cli_reference.py and orchestrate/test_run_options.py",
-    "core/records.py": "the record dataclass; every stats/ test builds records",
     "core/recordfile.py": "Parquet parts; live/test_recorder.py writes and reads them back",
     "core/tokenizer.py": "client/test_tokenize.py and load/test_synthetic.py count with it",
     "client/discovery.py": "needs a server: client/test_transport_fuzz.py, integration/test_sim_http.py",

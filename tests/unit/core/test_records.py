@@ -1,0 +1,36 @@
+"""swarm/core/records.py: outcomes (cancelled is neither ok nor failed), the record's dict form,
+and the bounded turn labels."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+import pytest
+
+from swarm.core.records import FAILURES, LATENCIES, OUTCOMES, Outcome, RequestRecord, turn_bucket
+
+
+def test_every_outcome_is_ok_failed_or_cancelled_exactly_once():
+    assert Outcome.OK not in FAILURES and Outcome.CANCELLED not in FAILURES
+    assert set(FAILURES) | {Outcome.OK, Outcome.CANCELLED} == set(OUTCOMES)
+    assert all(o.failed for o in FAILURES) and not Outcome.CANCELLED.failed
+    assert RequestRecord("w", 0.0).ok and not RequestRecord("w", 0.0, Outcome.CANCELLED).ok
+
+
+def test_each_latency_name_is_a_seconds_field_of_the_record():
+    fields = {f.name for f in dataclasses.fields(RequestRecord)}
+    assert {f"{name}_s" for name in LATENCIES} <= fields
+
+
+def test_the_dict_form_has_the_outcome_as_text_and_survives_json():
+    r = RequestRecord("chat", 1700000000.5, Outcome.TRUNCATED, itl_s=[0.01, 0.02], turn=2)
+    d = r.to_dict()
+    assert d["outcome"] == "truncated" and type(d["outcome"]) is str
+    assert orjson.loads(orjson.dumps(d)) == d
+    assert RequestRecord(**{**d, "outcome": Outcome(d["outcome"])}) == r
+
+
+@pytest.mark.parametrize(("turn", "label"), [(1, "1"), (2, "2"), (3, "3"), (4, "4+"), (40, "4+")])
+def test_turns_fall_in_four_bounded_labels(turn, label):
+    assert turn_bucket(turn) == label
