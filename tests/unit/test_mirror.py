@@ -39,7 +39,6 @@ NO_UNIT_TEST: dict[str, str] = {
     "sim/trace.py": "the simulator's trace record; sim/test_delivery.py",
     "grafana/cli.py": "`swarm grafana` argument wiring; grafana/test_dashboards.py",
     "grafana/names.py": "metric names (data); grafana/test_dashboards.py, grafana/test_api.py",
-    "analysis/conversations.py": "report tables of conversation turns; integration/test_chat_session_sim.py",
     "analysis/gpu_diagnosis.py": "analysis/test_gpu_metrics.py",
     "analysis/rundir.py": "loads a run directory: analysis/test_plots.py, test_search_report.py, integration",
     "live/argcheck.py": "a subprocess entry point: integration/test_bad_input.py",
