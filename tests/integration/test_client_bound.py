@@ -86,7 +86,7 @@ def _run(tmp_path, wait_s: str, users: int, cpu_max: str = "") -> tuple[list[dic
 @pytest.mark.integration
 def test_a_cpu_bound_worker_is_flagged_in_the_web_ui_the_log_and_the_summary(tmp_path):
     # Users that never wait take all the CPU they get; on a shared 2-core machine that may be less
-    # than 90% of a core, so the bar is 50% here (the 90% rule itself: tests/unit/live/test_webui_client_bound.py).
+    # than 90% of a core, so the bar is 50% here (the 90% rule itself: tests/unit/stats/test_cpu.py).
     rows_seen, summary, log = _run(tmp_path, wait_s="0", users=2, cpu_max="50")
     assert rows_seen and all(r["client"].startswith(CLIENT_BOUND) for r in rows_seen), rows_seen
     assert [b["stage"] for b in summary["client_bound"]] == [0], summary.get("client_bound")

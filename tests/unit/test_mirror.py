@@ -30,7 +30,6 @@ NO_UNIT_TEST: dict[str, str] = {
     "core/recordfile.py": "Parquet parts; live/test_recorder.py writes and reads them back",
     "core/tokenizer.py": "client/test_tokenize.py and load/test_synthetic.py count with it",
     "client/discovery.py": "needs a server: client/test_transport_fuzz.py, integration/test_sim_http.py",
-    "stats/cpu.py": "live/test_webui_client_bound.py (CpuMeter, ClientLoad's 90% rule)",
     "stats/wire.py": "TypedDicts of the wire format; live/test_plugin_local.py, stats/test_aggregate.py",
     "load/prompts/make_corpus.py": "a maintainer's script that regenerated the bundled prompt files",
     "load/trace_prompts.py": "load/test_trace.py (a trace row's prompt)",
