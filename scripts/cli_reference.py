@@ -28,9 +28,10 @@ HEADER = """\
 swarm/core/options.py: do not edit. -->
 
 Every `swarm` command's `--help`, then the options that every locustfile gets from the swarm's
-option table (`locust -f locustfiles/... --help` lists them among Locust's own). The options of
-`swarm run` marked "yes" in the table's last column are the same options, handed on to its Locust
-processes; the others go after `--` (see [Getting started](getting-started.md)).
+option table (`locust -f locustfiles/... --help` lists them among Locust's own). `swarm run` takes every one of
+them but `--swarm-out` (it sets that itself, from `--out`) and hands them on to its Locust processes:
+those marked "reads it" it also uses itself; the others it hands on as given, before `--` or after
+it (not both). After `--` go Locust's own options (see [Getting started](getting-started.md)).
 """
 
 
@@ -85,7 +86,9 @@ def render() -> str:
                         _default(o),
                         f"`{o.env_var}`" if o.env_var else "",
                         "yes" if o.web_ui and not o.secret else "no",
-                        "yes" if o.run else "after `--`",
+                        "reads it"
+                        if o.run
+                        else ("no: sets it" if o.flag == "--swarm-out" else "hands it on"),
                         _cell(o.argparse_kwargs(workloads)["help"]),
                     ]
                 )

@@ -1,7 +1,8 @@
 """Units: time spans in and durations out, and run ids. Pure; every layer formats through here.
 
-- `parse_timespan("1h20m")`: Locust's time format, to whole seconds;
-- `parse_duration("250ms")`: the same with fractions and milliseconds, to seconds (a float);
+- `parse_duration("250ms")`: the one duration syntax (250ms, 1.5s, 2m, 1h30m; a bare number is
+  seconds), to seconds (a float);
+- `parse_timespan("1h20m")`: the same where only whole seconds count (Locust's -t, stage times);
 - `seconds_text(0.085)` -> "85ms" (below `switch_s`, milliseconds; above, seconds), with the
   separator and digits each caller's context wants ("85 ms" in prose, "85.0ms" in SLO lines);
 - `seconds_span(0.08, 0.1)` -> "80-100ms": a histogram bucket, the most a bucket can say;
@@ -22,7 +23,6 @@ import time
 
 from swarm.core.errors import UsageError
 
-_TIMESPAN = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:h|ms|m|s))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
 _DURATION_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3}
@@ -30,16 +30,19 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 def parse_timespan(text: str | int, option: str | None = None) -> int:
-    """Locust's time format: 20, 20s, 3m, 1h20m, 3h30m10s -> seconds. Raises UsageError
-    (prefixed with `option` when given)."""
+    """A span in whole seconds, written as every duration is (`parse_duration`: 20, 20s, 3m, 1h20m,
+    1.5m, 2000ms) -> seconds. Raises UsageError (prefixed with `option` when given), also on a span
+    that is not a whole number of seconds (1500ms) where only seconds count."""
+    where = f"{option}: " if option else ""
     text = str(text).strip()
     if text.isdigit():
         return int(text)
-    m = _TIMESPAN.match(text)
-    if not text or not m or not any(m.groupdict().values()):
-        where = f"{option}: " if option else ""
+    if not re.fullmatch(r"\d+(?:\.\d+)?", text) and not _DURATION.match(text):
         raise UsageError(f"{where}bad time {text!r}: use e.g. 30s, 5m, 1h30m")
-    return int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0)
+    seconds = parse_duration(text, option)
+    if abs(seconds - round(seconds)) > 1e-9:
+        raise UsageError(f"{where}{text!r} is not a whole number of seconds: use e.g. 30s, 5m, 1h30m")
+    return round(seconds)
 
 
 def parse_duration(text: str | float, option: str | None = None) -> float:

@@ -8,7 +8,8 @@ bracket, why the server stops there (from its own /metrics: KV cache, scheduler 
 and writes the report with every probed point to runs/demo/. Each stage is measured once it has
 settled, and only a measured verdict moves the bracket (swarm/stats/search.py), which costs
 time: the budget keeps the search within three and a half minutes (it ended in ~160 s here).
-Options are those of `swarm run`, with these defaults.
+Options are those of `swarm run`, with these defaults; `swarm demo --help` lists only these (every
+other `swarm run` option is accepted too, as `swarm run --help` describes it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ DEFAULTS = {
 def configure(p: argparse.ArgumentParser) -> None:
     run.configure(p)
     p.set_defaults(**DEFAULTS)
+    for action in p._actions:  # argparse has no public way to walk them
+        if action.dest in DEFAULTS:
+            action.help = f"{action.help} [demo: {str(DEFAULTS[action.dest]).replace('%', '%%')}]"
+        elif action.dest != "help":
+            action.help = argparse.SUPPRESS
+    p.epilog = (
+        "Also every other swarm run option (see swarm run --help): the demo only changes the defaults above."
+    )
 
 
 def main(args: argparse.Namespace) -> int:

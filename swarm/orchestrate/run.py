@@ -29,7 +29,16 @@ from pathlib import Path
 
 from swarm.core.apikey import key_for, origin
 from swarm.core.errors import EXIT_USAGE, TargetError, UsageError
-from swarm.core.options import CUT_NOW_SIGNAL, DEFAULT_STOP_TIMEOUT_S, FINAL_REPORT_WAIT_S, add_run_options
+from swarm.core.options import (
+    BY_FLAG,
+    CUT_NOW_SIGNAL,
+    DEFAULT_STOP_TIMEOUT_S,
+    FINAL_REPORT_WAIT_S,
+    RUN_GROUPS,
+    add_run_options,
+    passed_on,
+    passed_on_args,
+)
 from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
 from swarm.core.urls import check_host, check_url
 from swarm.load.stages import StagePlan
@@ -44,63 +53,41 @@ WORKER_EXIT_S = 10.0  # for the workers to leave once the master has ended
 
 
 def configure(p: argparse.ArgumentParser) -> None:
+    """swarm run's options, in the sections of RUN_GROUPS (target, load, workload, search/SLO, outputs,
+    observability): its own, then the option table's, every workload option included."""
     from swarm.load.workloads import WORKLOADS
 
-    p.add_argument(
+    g = {name: p.add_argument_group(title) for name, title in RUN_GROUPS.items()}
+    g["target"].add_argument(
         "--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator"
     )
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    p.add_argument("-u", "--users", type=int, default=16, help="concurrent users in total (default 16)")
-    p.add_argument(
-        "-r", "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)"
-    )
-    p.add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
-    p.add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the earlier run that --out holds (refused by default: runs never mix)",
-    )
-    add_run_options(
-        p, WORKLOADS
-    )  # --workload, --model, --api-key, stages, --slo, --prometheus-port, --run-id
-    p.add_argument(
-        "--server-metrics",
-        default=None,
-        help="target /metrics URL to poll during the run (default: the target's own /metrics)",
-    )
-    p.add_argument(
-        "--gpu-metrics",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="dcgm-exporter /metrics URL to poll with the server metrics (repeatable or comma-separated: "
-        "one per GPU host), e.g. http://gpu-host:9400/metrics",
-    )
-    p.add_argument(
-        "--grafana-url",
-        default=os.environ.get("GRAFANA_URL"),
-        help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)",
-    )
-    p.add_argument(
+    g["target"].add_argument(
         "--sim-profile",
         default=DEFAULT_SIM_PROFILE,
         help=f"simulator profile when no --host is given (default {DEFAULT_SIM_PROFILE})",
     )
-    p.add_argument(
+    g["target"].add_argument(
         "--sim-arg",
         action="append",
         default=[],
         metavar="ARG",
         help="extra argument for the embedded simulator (repeatable), e.g. --sim-arg=--max-num-seqs=64",
     )
-    p.add_argument(
+    g["load"].add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    g["load"].add_argument(
+        "-u", "--users", type=int, default=16, help="concurrent users in total (default 16)"
+    )
+    g["load"].add_argument(
+        "-r", "--spawn-rate", type=float, default=None, help="users started per second (default: all at once)"
+    )
+    g["load"].add_argument("-t", "--run-time", default="30s", help="run time, e.g. 30s, 5m (default 30s)")
+    g["load"].add_argument(
         "--stop-timeout",
         default=f"{DEFAULT_STOP_TIMEOUT_S}s",
         help=f"at the end, let in-flight requests finish for this long (default {DEFAULT_STOP_TIMEOUT_S}s); "
         "those still running then are recorded as cancelled",
     )
-    p.add_argument(
+    g["load"].add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -108,10 +95,36 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="run the whole plan N times (DIR/repeat-1 ... DIR/repeat-N) and report, per stage, the mean "
         "and its 95%% interval across the runs (DIR/repeat.json)",
     )
+    g["outputs"].add_argument("--out", default=None, help="output directory (default: runs/<run id>)")
+    g["outputs"].add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the earlier run that --out holds (refused by default: runs never mix)",
+    )
+    add_run_options(g, WORKLOADS)  # the option table's, each in its section
+    g["observability"].add_argument(
+        "--server-metrics",
+        default=None,
+        help="target /metrics URL to poll during the run (default: the target's own /metrics)",
+    )
+    g["observability"].add_argument(
+        "--gpu-metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="dcgm-exporter /metrics URL to poll with the server metrics (repeatable or comma-separated: "
+        "one per GPU host), e.g. http://gpu-host:9400/metrics",
+    )
+    g["observability"].add_argument(
+        "--grafana-url",
+        default=os.environ.get("GRAFANA_URL"),
+        help="post run start/stop and stage annotations to this Grafana (token from $GRAFANA_TOKEN)",
+    )
     p.add_argument(
         "locust_args",
         nargs=argparse.REMAINDER,
-        help="after --: extra Locust options passed to master and workers (e.g. -- --max-tokens 64)",
+        help="after --: Locust's own options, passed to master and workers (e.g. -- --loglevel DEBUG); "
+        "the workload options above work there too, but not both before and after --",
     )
 
 
@@ -176,14 +189,21 @@ LOCUST_OPTIONS_SET_BY_RUN = ("-f", "--locustfile", "--master", "--worker", "--ma
                              "--expect-workers-max-wait", "--processes", "--csv", "--html", "--swarm-out")  # fmt: skip
 
 
-def _refuse_options_swarm_run_sets(extra: list[str]) -> None:
+def _refuse_options_swarm_run_sets(extra: list[str], before: list[str]) -> None:
     """An option after -- that swarm run sets itself would be silently overridden by swarm run's own
-    value (or override it on the master only): refused, naming where it belongs."""
+    value (or override it on the master only): refused, naming where it belongs. The passed-on ones
+    (the workload options, ...) are welcome after -- as before it, but not both ways at once (which
+    one was meant?): refused too. `before`: the passed-on options given before --."""
     parser = argparse.ArgumentParser(add_help=False)
     configure(parser)
     own = {o for a in parser._actions for o in a.option_strings}
     for arg in extra:
         name = arg.split("=", 1)[0]
+        opt = BY_FLAG.get(name)
+        if opt is not None and passed_on(opt):
+            if name in before:
+                raise UsageError(f"{name} is given both before and after --: give it once")
+            continue
         if name in own:
             raise UsageError(
                 f"{name} after --: it is a swarm run option, give it before -- (swarm run {name} ...)"
@@ -296,9 +316,11 @@ def plan_from_args(args: argparse.Namespace) -> RunPlan:
     extra = list(args.locust_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
-    _refuse_options_swarm_run_sets(extra)
-    # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file given after --,
-    # `dataset` its --dataset (and --dataset-columns)
+    before = passed_on_args(args)
+    _refuse_options_swarm_run_sets(extra, before)
+    extra = before + extra  # handed on to master and workers alike, wherever they were given
+    # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file, `dataset`
+    # its --dataset (and --dataset-columns)
     parse_mix(
         args.workload,
         Knobs(
@@ -745,7 +767,7 @@ def reason_in_log(text: str) -> str:
 
 
 def check_locust_args(extra: list[str], common: list[str]) -> None:
-    """The options given after `--`, checked by Locust's own parser with the swarm's options, in a
+    """The options handed on to Locust (the workload options, before `--` or after it), checked by Locust's own parser with the swarm's options, in a
     process of its own (swarm/live/argcheck.py): one line and exit 2 before anything starts."""
     if not extra:
         return
@@ -758,9 +780,11 @@ def check_locust_args(extra: list[str], common: list[str]) -> None:
     )
     if proc.returncode == EXIT_USAGE:
         why = (proc.stdout.strip().splitlines() or ["refused"])[-1]
-        raise UsageError(f"{why} (an option given after --, for Locust)")
+        raise UsageError(f"{why} (an option handed on to Locust)")
     if proc.returncode != 0:
-        raise UsageError(f"the options after -- could not be checked: {(proc.stderr or proc.stdout)[-300:]}")
+        raise UsageError(
+            f"the options handed on to Locust could not be checked: {(proc.stderr or proc.stdout)[-300:]}"
+        )
 
 
 def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[str] | None = None) -> int:

@@ -57,6 +57,8 @@ RUN_CASES = [
     (["--workload", "custom"], "needs --prompt-file"),
     (["--workload", "custom", "--", "--prompt-file", "{missing}"], "no such file"),
     (["--workload", "custom", "--", "--prompt-file", "{latin1}"], "cannot read it ('utf-8' codec"),
+    (["--workload", "custom", "--prompt-file", "{missing}"], "no such file"),  # before -- too
+    (["--workload", "custom", "--prompt-file", "{latin1}"], "cannot read it ('utf-8' codec"),
     # after --, an option swarm run sets itself would be overridden by its value: refused, named
     (["--", "--max-tokens", "8", "--trace-max-lag=5s"], "--trace-max-lag after --: it is a swarm run option"),
     (["--", "-u", "4"], "-u after --: it is a swarm run option, give it before --"),
@@ -131,6 +133,29 @@ def test_swarm_run_says_what_locust_refused(tmp_path, args, words):
     stops what it started and passes the master's one line on."""
     p = subprocess.run(
         swarm_cmd("run", "--out", str(tmp_path / "o"), "-t", "2s", "--sim-profile", "instant", "--", *args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    one_line_exit_2(p, words)
+    assert p.stderr.startswith("swarm run: error: ")
+
+
+BEFORE_DASHDASH = [
+    (["--max-tokens", "-5"], "--max-tokens must be at least 1 (got -5)"),
+    (["--max-tokens", "x"], "argument --max-tokens: invalid int value: 'x'"),
+    (["--endpoint", "nosuch"], "argument --endpoint: invalid choice: 'nosuch'"),
+    (["--max-tokens", "8", "--", "--max-tokens", "9"], "--max-tokens is given both before and after --"),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("args, words", BEFORE_DASHDASH, ids=[" ".join(a) for a, _ in BEFORE_DASHDASH])
+def test_workload_options_before_dashdash_are_checked_as_after_it(tmp_path, args, words):
+    """The workload options work before -- too: a bad value there is one line and exit 2 all the same."""
+    p = subprocess.run(
+        swarm_cmd("run", "--out", str(tmp_path / "o"), "-t", "2s", "--sim-profile", "instant", *args),
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,7 +1,9 @@
 """`swarm run` validates every option before starting anything: one line, exit 2, no traceback."""
 
+import json
 import subprocess
 
+import pandas as pd
 import pytest
 
 from tests.helpers.support import free_port, swarm_cmd
@@ -47,3 +49,20 @@ def test_unreachable_host_fails_fast_with_one_line(tmp_path):
     assert p.returncode == 1
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and f"target http://127.0.0.1:{port} is unreachable" in lines[0], p.stderr
+
+
+@pytest.mark.integration
+def test_custom_prompt_file_works_before_dashdash(tmp_path):
+    """`swarm run --workload custom --prompt-file F` without `--`: every request is F's one prompt
+    (thousands of tokens, where every built-in prompt is far shorter) with F's max_tokens."""
+    f = tmp_path / "prompts.jsonl"
+    f.write_text(json.dumps({"prompt": " ".join(["alpha beta gamma delta"] * 500), "max_tokens": 3}) + "\n")
+    out = tmp_path / "o"
+    cmd = swarm_cmd("run", "--workload", "custom", "--prompt-file", str(f), "-u", "2", "-t", "4s",
+                    "--sim-profile", "instant", "--out", str(out))  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    df = pd.read_parquet(out / "requests.parquet")
+    assert len(df) > 0 and set(df.workload) == {"custom"} and set(df.outcome) == {"ok"}
+    assert df.prompt_tokens.nunique() == 1 and df.prompt_tokens.min() > 2000, df.prompt_tokens.describe()
+    assert df.output_tokens.max() <= 3

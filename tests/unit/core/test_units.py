@@ -28,6 +28,19 @@ def test_parse_duration_refuses_with_the_option_named(text):
         parse_duration(text, "--trace-max-lag")
 
 
+@pytest.mark.parametrize(
+    "text, seconds", [("1.5m", 90), ("2000ms", 2), ("1m30s", 90), ("0.5m", 30), ("7", 7)]
+)
+def test_parse_timespan_reads_the_one_duration_syntax(text, seconds):
+    """Whole-second spans (-t, --stage-time, --search-budget) take what every duration takes."""
+    assert parse_timespan(text) == seconds
+
+
+def test_parse_timespan_refuses_a_fraction_of_a_second_where_seconds_count():
+    with pytest.raises(UsageError, match=r"^--stage-time: '1500ms' is not a whole number of seconds"):
+        parse_timespan("1500ms", "--stage-time")
+
+
 def test_stages_are_named_from_one():
     """The one numbering of every label: index 0 (records, summary.json `stage`) is "stage 1"."""
     assert [stage_number(i) for i in (0, 1, 9)] == [1, 2, 10]
