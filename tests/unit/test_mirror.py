@@ -29,7 +29,6 @@ NO_UNIT_TEST: dict[str, str] = {
     "core/options.py": "the option table (data); test_cli_reference.py and orchestrate/test_run_options.py",
     "core/recordfile.py": "Parquet parts; live/test_recorder.py writes and reads them back",
     "core/tokenizer.py": "client/test_tokenize.py and load/test_synthetic.py count with it",
-    "client/discovery.py": "needs a server: client/test_transport_fuzz.py, integration/test_sim_http.py",
     "stats/wire.py": "TypedDicts of the wire format; live/test_plugin_local.py, stats/test_aggregate.py",
     "load/prompts/make_corpus.py": "a maintainer's script that regenerated the bundled prompt files",
     "load/trace_prompts.py": "load/test_trace.py (a trace row's prompt)",
@@ -49,7 +48,6 @@ NO_UNIT_TEST: dict[str, str] = {
     "live/state.py": "live/test_plugin_local.py, live/test_worker_init_wait.py",
     "live/user.py": "client/test_transport_fuzz.py drives LLMUser.send; integration/test_user_*.py",
     "live/webauth.py": "Locust's web login: integration/test_secrets.py",
-    "orchestrate/processes.py": "orchestrate/test_outdir.py and every `swarm run` integration test",
     "orchestrate/serverproc.py": "starting a server process: integration/test_swarm_target.py",
 }
 
