@@ -10,6 +10,7 @@ import argparse
 import math
 
 from swarm.core.errors import UsageError
+from swarm.core.units import parse_duration
 from swarm.sim.profile import REASONING_FIELDS, bundled_profiles
 
 
@@ -98,8 +99,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="inject a fault (repeatable): http_400 http_429 http_500 http_503 stream_error cut stall bad_chunk",
     )
     f.add_argument(
-        "--stall-s", type=float, default=5.0, metavar="S", help="length of a stall fault (default: 5)"
+        "--stall",
+        default="5s",
+        metavar="DURATION",
+        help="length of a stall fault, e.g. 5s, 500ms (a bare number: seconds; default: 5s)",
     )
+    f.add_argument("--stall-s", dest="stall", help=argparse.SUPPRESS)  # the old spelling, kept working
     f.add_argument("--api-key", help="answer 401 to /v1 requests without 'Authorization: Bearer KEY'")
     f.add_argument("--trace", metavar="FILE", help="write one JSON line per request (ground truth)")
     f.add_argument("--seed", type=int, default=0, help="seed for lengths, text and faults (default: 0)")
@@ -173,7 +178,7 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         host=args.host,
         port=args.port,
         api_key=args.api_key,
-        faults=FaultPlan.from_specs(args.fault, args.stall_s),
+        faults=FaultPlan.from_specs(args.fault, parse_duration(args.stall, "--stall")),
         trace_path=args.trace,
         seed=args.seed,
         server=args.server,

@@ -6,7 +6,7 @@ most one kind, so the rates must add up to at most 1.
 - http_400/429/500/503: answered up front with vLLM's error JSON and that status.
 - stream_error: after some tokens, `data: {"error": {...,"code": 500}}` then `data: [DONE]`.
 - cut: after some tokens the connection is closed without `[DONE]`.
-- stall: after some tokens, nothing is written for `--stall-s` seconds; then the stream goes on.
+- stall: after some tokens, nothing is written for `--stall` (e.g. 5s); then the stream goes on.
 - bad_chunk: one extra event whose JSON is cut short, between two token chunks (no token lost).
 
 Without streaming, stream_error answers HTTP 500, cut closes the connection without a response,
@@ -61,7 +61,7 @@ class FaultPlan:
                 f"--fault rates add up to {sum(rates.values()):.3f}; they must add up to at most 1"
             )
         if not 0 <= stall_s < float("inf"):  # nan too: a stall must end
-            raise UsageError(f"--stall-s must be >= 0 and finite (got {stall_s})")
+            raise UsageError(f"--stall must be >= 0 and finite (got {stall_s})")
         return cls({k: v for k, v in rates.items() if v > 0}, stall_s)
 
     def draw(self, rng: random.Random) -> str | None:

@@ -198,8 +198,9 @@ def test_plain_locust_with_the_swarm_user_refuses_at_start(tmp_path, files, args
 SIM_CASES = [
     (["--fault", "cut=2"], "RATE must be in [0, 1]"),
     (["--fault", "cut=0.6", "--fault", "stall=0.6"], "must add up to at most 1"),
-    (["--stall-s", "-1"], "--stall-s must be >= 0"),
-    (["--stall-s", "nan"], "--stall-s must be >= 0 and finite (got nan)"),
+    (["--stall=-1s"], "--stall: bad time '-1s'"),
+    (["--stall", "5 s"], "--stall: bad time '5 s'"),
+    (["--stall-s", "nan"], "--stall: bad time 'nan'"),  # the old spelling, checked as the new
     (["--trace", "/proc/swarm-test/trace.jsonl"], "--trace /proc/swarm-test/trace.jsonl: cannot write it"),
     (["--utf8-split", "1.5"], "--utf8-split 1.5: must be in [0, 1)"),
     (["--port", "70000"], "--port 70000: must be in 0..65535"),

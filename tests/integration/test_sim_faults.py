@@ -98,7 +98,7 @@ def _check_whole(r, fault: str | None, trace: dict) -> None:
 
 def test_every_fault_has_its_exact_shape(tmp_path):
     faults = [arg for kind in FAULT_KINDS for arg in ("--fault", f"{kind}=0.1")]  # 80% of requests faulted
-    with sim_server(tmp_path, *faults, "--stall-s", str(STALL_S), "--seed", "7") as s:
+    with sim_server(tmp_path, *faults, "--stall", f"{STALL_S * 1e3:g}ms", "--seed", "7") as s:
         before = scrape(s.url)
         stream = [call(s.url, "/v1/chat/completions", chat_body(TOKENS, ignore_eos=True)) for _ in range(90)]
         whole = [
