@@ -42,11 +42,11 @@ NO_UNIT_TEST: dict[str, str] = {
     "live/argcheck.py": "a subprocess entry point: integration/test_bad_input.py",
     "live/keyorigin.py": "integration/test_secrets.py (the key goes to its origin only)",
     "live/master.py": "in a Locust master: live/test_plugin_local.py, integration/test_distributed.py",
-    "live/prepare.py": "a user's start-up: live/test_worker_init_wait.py, integration tests",
+    "live/prepare.py": "a user's start-up: live/test_state_init_wait.py, integration tests",
     "live/replay.py": "the replay's Locust hooks and worker queue: integration/test_trace_replay.py",
     "live/shape.py": "the load shape in Locust: integration/test_rate_rebalance.py and the sweep tests",
-    "live/state.py": "live/test_plugin_local.py, live/test_worker_init_wait.py",
     "live/user.py": "client/test_transport_fuzz.py drives LLMUser.send; integration/test_user_*.py",
+    "live/worker.py": "the worker's statistics in Locust: live/test_plugin_local.py, integration/test_distributed.py",
     "live/webauth.py": "Locust's web login: integration/test_secrets.py",
     "orchestrate/serverproc.py": "starting a server process: integration/test_swarm_target.py",
 }
