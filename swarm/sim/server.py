@@ -1,4 +1,5 @@
-"""HTTP face of the simulator: vLLM's OpenAI endpoints, /health and /metrics on aiohttp.
+"""HTTP side of the simulator: the OpenAI endpoints, /health and /metrics on aiohttp, in the
+shapes of the server it speaks as (its face: swarm/sim/faces.py, vLLM or llama.cpp).
 
 A generation handler parses the request, draws its fault and lengths (one seeded RNG, in
 arrival order), hands a `Sequence` to the engine and then writes whatever tokens the engine
@@ -14,42 +15,25 @@ import contextlib
 import itertools
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from swarm.core.tokens import count_tokens
-from swarm.sim import llamacpp
 from swarm.sim.delivery import Delivery, FrontEnd, delivery
 from swarm.sim.engine import ABORTED, Engine, Sequence, prompt_block_hashes
+from swarm.sim.faces import Renderer, get_face
 from swarm.sim.faults import HTTP_FAULTS, FaultPlan, fault_position
-from swarm.sim.metrics import CONTENT_TYPE, SimMetrics
+from swarm.sim.metrics import CONTENT_TYPE
 from swarm.sim.profile import Profile
-from swarm.sim.protocol import (
-    ApiError,
-    GenRequest,
-    check_model,
-    detokenize_answer,
-    load_body,
-    parse_chat,
-    parse_completion,
-    tokenize_answer,
-)
-from swarm.sim.render import (
-    DONE,
-    TAPE_BITS,
-    Output,
-    PromptDetails,
-    StreamRenderer,
-    Tape,
-    full_body,
-    token_texts,
-)
+from swarm.sim.protocol import ApiError, GenRequest
+from swarm.sim.render import DONE, TAPE_BITS, Output, PromptDetails, Tape, token_texts
 from swarm.sim.trace import SESSION_HEADER, TraceRecord, TraceWriter
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
-_SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 
 
 @dataclass
@@ -63,7 +47,7 @@ class SimConfig:
     faults: FaultPlan = field(default_factory=FaultPlan)
     trace_path: str | None = None
     seed: int = 0
-    server: str = "vllm"  # the server it speaks as: vllm | llamacpp (swarm/sim/llamacpp.py)
+    server: str = "vllm"  # the server it speaks as: a name in swarm/sim/faces.py FACES
     frontend_s_per_chunk: float = 0.0  # API server time per streamed event (swarm/sim/delivery.py)
     api_server_count: int = 1  # lanes that front-end time is spread over
     network_delay_s: float = 0.0  # one-way delay of every streamed write
@@ -91,10 +75,6 @@ class SimServer:
         self.profile = p = cfg.profile
         self.engine = Engine(p)
         self.served = cfg.models or (cfg.model,)
-        self.llama = cfg.server == llamacpp.SERVER
-        self.metrics = (
-            llamacpp.LlamaMetrics(self.engine) if self.llama else SimMetrics(self.engine, self.served)
-        )
         self.tape = Tape.build(cfg.seed, p.utf8_split, p.reasoning_field)
         self.rng = random.Random(cfg.seed)
         self.trace = TraceWriter(cfg.trace_path) if cfg.trace_path else None
@@ -102,6 +82,8 @@ class SimServer:
         self.prompt_details = (
             PromptDetails(p.block_size, p.prefix_caching) if cfg.prompt_tokens_details else None
         )
+        self.face = get_face(cfg.server)(p, self.served, self.prompt_details)
+        self.metrics = self.face.metrics(self.engine)
         self._other_ids = itertools.count(1)  # ids of non-generation responses (keeps self.rng seeded-only)
         self.frontend = (
             FrontEnd(cfg.api_server_count, cfg.frontend_s_per_chunk) if cfg.frontend_s_per_chunk > 0 else None
@@ -117,26 +99,18 @@ class SimServer:
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/detokenize", self.detokenize)
-        if self.llama:
-            app.router.add_post("/apply-template", self.apply_template)
-            app.router.add_route("*", "/{tail:.*}", self.no_route)
-            return app
-        app.router.add_route("*", "/v1/{tail:.*}", self.no_route)  # last: unknown /v1 paths and methods
+        for path, answer in self.face.extra_posts().items():
+            app.router.add_post(path, self._extra_post(answer))
+        app.router.add_route("*", self.face.fallback_path, self.no_route)  # last: unknown paths and methods
         return app
 
     async def no_route(self, request: web.Request) -> web.Response:
-        """FastAPI's answers (vLLM runs on it), with an x-request-id like every /v1 response."""
-        rid = f"req-{next(self._other_ids)}"
-        if self.llama:
-            return _json(llamacpp.NOT_FOUND_BODY, 404, rid)
-        if request.path in ("/v1/chat/completions", "/v1/completions", "/v1/models"):
-            return _json(b'{"detail":"Method Not Allowed"}', 405, rid)
-        return _json(b'{"detail":"Not Found"}', 404, rid)
+        """The face's answer to an unknown path or method, with an x-request-id like every /v1 response."""
+        body, status = self.face.not_found(request.path)
+        return _json(body, status, f"req-{next(self._other_ids)}")
 
     async def health(self, request: web.Request) -> web.Response:
-        if self.llama:
-            return web.json_response({"status": "ok"})
-        return web.Response(status=200)
+        return web.Response(status=200, **self.face.health)
 
     async def metrics_page(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
@@ -145,42 +119,15 @@ class SimServer:
         rid = f"req-{next(self._other_ids)}"
         if self._auth and request.headers.get("Authorization") != self._auth:
             return self._unauthorized(rid)
-        created = int(time.time())
-        base = self.served[0]
-        if self.llama:
-            return _json(
-                orjson.dumps(llamacpp.models_body(base, self.profile.max_model_len, created)), 200, rid
-            )
-        body = {
-            "object": "list",
-            "data": [
-                {  # vLLM lists its base model, then each LoRA adapter with the base as its parent
-                    "id": model,
-                    "object": "model",
-                    "created": created,
-                    "owned_by": "vllm",
-                    "root": model,
-                    "parent": None if model == base else base,
-                    "max_model_len": self.profile.max_model_len,
-                    "permission": [],
-                }
-                for model in self.served
-            ],
-        }
-        return _json(orjson.dumps(body), 200, rid)
+        return _json(self.face.models_body(int(time.time())), 200, rid)
 
     async def tokenize(self, request: web.Request) -> web.Response:
-        """vLLM's `/tokenize` (prompt or chat form), counted with the pseudo-tokenizer the engine uses."""
+        """`/tokenize` in the face's shape, counted with the pseudo-tokenizer the engine uses."""
         rid = f"req-{next(self._other_ids)}"
         if self._auth and request.headers.get("Authorization") != self._auth:
             return self._unauthorized(rid)
         try:
-            if self.llama:
-                answer = llamacpp.tokenize_answer(llamacpp.load_body(await request.read()))
-                return _json(orjson.dumps(answer), 200, rid)
-            body = load_body(await request.read())
-            check_model(body, self.served)
-            answer = tokenize_answer(body, self.profile.max_model_len)
+            answer = self.face.tokenize(await request.read())
         except ApiError as e:
             return _json(e.body(), e.status, rid)
         return _json(orjson.dumps(answer), 200, rid)
@@ -191,24 +138,25 @@ class SimServer:
         if self._auth and request.headers.get("Authorization") != self._auth:
             return self._unauthorized(rid)
         try:
-            if self.llama:
-                answer = llamacpp.detokenize_answer(llamacpp.load_body(await request.read()))
-            else:
-                body = load_body(await request.read())
-                check_model(body, self.served)
-                answer = detokenize_answer(body)
+            answer = self.face.detokenize(await request.read())
         except ApiError as e:
             return _json(e.body(), e.status, rid)
         return _json(orjson.dumps(answer), 200, rid)
 
-    async def apply_template(self, request: web.Request) -> web.Response:
-        """llama.cpp's `/apply-template`: the chat prompt as text (its /tokenize counts usage's tokens)."""
-        rid = f"req-{next(self._other_ids)}"
-        try:
-            messages = llamacpp.messages_of(llamacpp.load_body(await request.read()))
-        except ApiError as e:
-            return _json(e.body(), e.status, rid)
-        return _json(orjson.dumps({"prompt": llamacpp.apply_template(messages)}), 200, rid)
+    def _extra_post(
+        self, answer: Callable[[bytes], dict[str, Any]]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        """The handler of one of the face's own POST routes (llama.cpp's /apply-template)."""
+
+        async def handle(request: web.Request) -> web.Response:
+            rid = f"req-{next(self._other_ids)}"
+            try:
+                body = answer(await request.read())
+            except ApiError as e:
+                return _json(e.body(), e.status, rid)
+            return _json(orjson.dumps(body), 200, rid)
+
+        return handle
 
     @staticmethod
     def _unauthorized(rid: str) -> web.Response:
@@ -236,8 +184,7 @@ class SimServer:
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         arrival = time.time()
         rng = self.rng
-        prefix = "chatcmpl-" if endpoint == "chat" or self.llama else "cmpl-"  # llama.cpp: chatcmpl- for both
-        rid = f"{prefix}{rng.getrandbits(128):032x}"
+        rid = f"{self.face.id_prefixes[endpoint]}{rng.getrandbits(128):032x}"
         rec = TraceRecord(id=rid, arrival_time=arrival, endpoint=endpoint)
         rec.session = request.headers.get(SESSION_HEADER)
         if self._auth and request.headers.get("Authorization") != self._auth:
@@ -251,15 +198,7 @@ class SimServer:
                 raise ApiError(
                     413, f"Request body larger than {MAX_BODY_BYTES} bytes.", "BadRequestError"
                 ) from None
-            max_len = self.profile.max_model_len
-            if self.llama:  # llama-server answers any model name with its one model
-                body = llamacpp.load_body(raw)
-                model = self.served[0]
-                req = llamacpp.parse_request(body, endpoint, max_len)
-            else:
-                body = load_body(raw)
-                model = check_model(body, self.served)
-                req = parse_chat(body, max_len) if endpoint == "chat" else parse_completion(body, max_len)
+            body, model, req = self.face.parse(raw, endpoint)
             user = body.get("user")
             rec.user = user if isinstance(user, str) else None
             stream = body.get("stream", False)
@@ -273,7 +212,7 @@ class SimServer:
         rec.fault = fault
         if fault in HTTP_FAULTS:
             status, err_type = HTTP_FAULTS[fault]
-            err = self._error(status, f"Simulated fault ({fault}).", err_type)
+            err = self.face.error(status, f"Simulated fault ({fault}).", err_type)
             rec.status = status
             self._write_trace(rec)
             return _json(err.body(), status, rid)
@@ -316,13 +255,6 @@ class SimServer:
         )
         return out, thinking
 
-    def _error(self, status: int, message: str, err_type: str) -> ApiError:
-        if self.llama:
-            return llamacpp.LlamaError(
-                status, message, "server_error" if status >= 500 else "invalid_request_error"
-            )
-        return ApiError(status, message, err_type)
-
     async def _until(self, seq: Sequence, tokens: int) -> None:
         """Wait until the engine has produced `tokens` tokens for `seq` (or dropped it)."""
         loop = asyncio.get_running_loop()
@@ -332,27 +264,9 @@ class SimServer:
             await fut
 
     async def _stream(self, request: web.Request, call: _Call) -> web.StreamResponse:
-        req, out = call.req, call.out
-        p = self.profile
-        renderer: StreamRenderer | llamacpp.LlamaStreamRenderer
-        if self.llama:
-            renderer = llamacpp.LlamaStreamRenderer(
-                self.tape, out, call.model, req.endpoint, req.include_usage
-            )
-            headers = {**llamacpp.SSE_HEADERS, "x-request-id": out.id}
-        else:
-            renderer = StreamRenderer(
-                self.tape,
-                out,
-                call.model,
-                req.endpoint,
-                req.continuous_usage,
-                p.merge_reasoning,
-                p.reports_reasoning_tokens,
-                req.include_usage,
-                self.prompt_details,
-            )
-            headers = {**_SSE_HEADERS, "x-request-id": out.id}
+        out = call.out
+        renderer = self.face.renderer(self.tape, out, call.model, call.req)
+        headers = {**self.face.sse_headers, "x-request-id": out.id}
         resp = web.StreamResponse(status=200, headers=headers)
         sink = delivery(resp, call.rec, self.frontend, self.cfg.network_delay_s)
         try:
@@ -370,7 +284,7 @@ class SimServer:
         request: web.Request,
         resp: web.StreamResponse,
         sink: Delivery,
-        renderer: StreamRenderer | llamacpp.LlamaStreamRenderer,
+        renderer: Renderer,
         call: _Call,
     ) -> None:
         out, seq, rec, fault, fault_at = (
@@ -439,10 +353,8 @@ class SimServer:
         await sink.write(b"".join(parts), len(parts), before=lambda: self._write_trace(rec))
         await sink.flush()
         await resp.write_eof()
-        if self.llama and request.transport is not None:
-            # llama-server closes the connection after a streamed answer, though its headers said
-            # Keep-Alive (tests/e2e/test_llamacpp_real.py): a client must not reuse it
-            request.transport.close()
+        if self.face.closes_after_stream and request.transport is not None:
+            request.transport.close()  # the face's server does (llama-server): a client must not reuse it
 
     async def _whole(self, request: web.Request, call: _Call) -> web.StreamResponse:
         req, out, seq, rec, fault, fault_at = (
@@ -475,19 +387,7 @@ class SimServer:
             return web.Response(status=500)
         if fault == "stall":
             await asyncio.sleep(self.cfg.faults.stall_s)
-        if self.llama:
-            body = llamacpp.full_body(self.tape, out, call.model, req.endpoint, seq, call.thinking)
-        else:
-            body = full_body(
-                self.tape,
-                out,
-                call.model,
-                req.endpoint,
-                self.profile.reasoning_field,
-                call.thinking,
-                self.profile.reports_reasoning_tokens,
-                None if self.prompt_details is None else self.prompt_details.of(seq, req.endpoint == "chat"),
-            )
+        body = self.face.full_body(self.tape, out, call.model, req, seq, call.thinking)
         if fault == "bad_chunk":
             body = body[: len(body) // 2].decode("utf-8", "ignore").encode()  # JSON cut short, UTF-8 intact
         now = time.time()

@@ -1,0 +1,276 @@
+"""The simulator's server faces: what the simulator says as vLLM or as llama.cpp, one registry entry each.
+
+The engine, the faults, the delivery and the trace are the same for every server; a face holds
+what differs on the wire (vLLM bench style, like `swarm/client/dialects.py` on the client side):
+
+| face     | request checks, errors              | stream events, bodies     | /metrics            | extra routes      |
+|----------|-------------------------------------|---------------------------|---------------------|-------------------|
+| vllm     | `protocol.py` (FastAPI/vLLM shapes) | `render.py`               | `metrics.py` vllm:  | -                 |
+| llamacpp | `llamacpp.py` (nlohmann/llama.cpp)  | `llamacpp.py`             | `llamacpp:` gauges  | /apply-template   |
+
+`swarm/sim/server.py` asks the face and never branches on the server. A face is chosen by name
+(`swarm sim --server NAME`); another server family is one more `Face` subclass in `FACES`.
+Only the per-request objects (the parsed request, the renderer) are built per request: the
+token loop runs the renderer's own code, so a face adds no per-token cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol
+
+import orjson
+
+from swarm.core.errors import UsageError
+from swarm.sim import llamacpp
+from swarm.sim.engine import Engine
+from swarm.sim.engine import Sequence as EngineSequence
+from swarm.sim.metrics import SimMetrics
+from swarm.sim.profile import Profile
+from swarm.sim.protocol import (
+    ApiError,
+    GenRequest,
+    check_model,
+    detokenize_answer,
+    load_body,
+    parse_chat,
+    parse_completion,
+    tokenize_answer,
+)
+from swarm.sim.render import Output, PromptDetails, StreamRenderer, Tape, full_body
+
+
+class Renderer(Protocol):
+    """One streamed response's SSE events (render.StreamRenderer, llamacpp.LlamaStreamRenderer)."""
+
+    chat: bool
+
+    def role_chunk(self) -> bytes: ...
+    def tokens(self, start: int, end: int, parts: list[bytes]) -> None: ...
+    def closing(self, completion: int, seq: EngineSequence) -> bytes: ...
+    def bad_chunk(self) -> bytes: ...
+    def error_event(self, message: str, code: int = 500) -> bytes: ...
+
+
+class FaceMetrics(Protocol):
+    """The server's /metrics page, fed by the engine and by each successful request."""
+
+    def counters(self, model: str) -> Any: ...
+    def observe_success(self, seq: EngineSequence, finish_reason: str, model: str | None = None) -> None: ...
+    def render(self) -> bytes: ...
+
+
+class Face:
+    """What one server family answers; built once per simulator with its served models and profile."""
+
+    name: ClassVar[str]
+    fallback_path: ClassVar[str]  # the aiohttp route pattern whose requests `not_found` answers
+    sse_headers: ClassVar[dict[str, str]]  # a streamed answer's headers (x-request-id added)
+    health: ClassVar[dict[str, str]]  # GET /health: the aiohttp `web.Response` keyword arguments
+    id_prefixes: ClassVar[dict[str, str]]  # endpoint -> the response id's prefix
+    closes_after_stream: ClassVar[bool]  # closes the connection after a streamed answer
+    reasoning_field: ClassVar[str | None]  # the delta field of reasoning unless the profile says
+    one_model: ClassVar[str | None]  # why it serves one model only (None: several, LoRA adapters)
+
+    def __init__(self, profile: Profile, served: Sequence[str], prompt_details: PromptDetails | None) -> None:
+        self.profile = profile
+        self.served = tuple(served)
+        self.prompt_details = prompt_details
+
+    def metrics(self, engine: Engine) -> FaceMetrics:
+        raise NotImplementedError
+
+    def extra_posts(self) -> dict[str, Callable[[bytes], dict[str, Any]]]:
+        """POST routes of this server only: path -> the JSON answer of a body (raises ApiError)."""
+        return {}
+
+    def not_found(self, path: str) -> tuple[bytes, int]:
+        """The body and status of a request to an unknown path or with an unknown method."""
+        raise NotImplementedError
+
+    def models_body(self, created: int) -> bytes:
+        raise NotImplementedError
+
+    def tokenize(self, raw: bytes) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def detokenize(self, raw: bytes) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
+        """A generation request: (its JSON body, the served model it gets, the parsed request)."""
+        raise NotImplementedError
+
+    def error(self, status: int, message: str, err_type: str) -> ApiError:
+        """An injected HTTP fault's error (`err_type`: vLLM's name for it)."""
+        raise NotImplementedError
+
+    def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
+        raise NotImplementedError
+
+    def full_body(
+        self, tape: Tape, out: Output, model: str, req: GenRequest, seq: EngineSequence, thinking: bool
+    ) -> bytes:
+        """The non-streamed answer."""
+        raise NotImplementedError
+
+
+class VllmFace(Face):
+    """vLLM's OpenAI server (FastAPI): swarm/sim/protocol.py, render.py, metrics.py."""
+
+    name = "vllm"
+    fallback_path = "/v1/{tail:.*}"  # only unknown /v1 paths and methods: FastAPI's answers
+    sse_headers: ClassVar[dict[str, str]] = {
+        "Content-Type": "text/event-stream; charset=utf-8",
+        "Cache-Control": "no-cache",
+    }
+    health: ClassVar[dict[str, str]] = {}  # 200, empty body
+    id_prefixes: ClassVar[dict[str, str]] = {"chat": "chatcmpl-", "completions": "cmpl-"}
+    closes_after_stream = False
+    reasoning_field = None
+    one_model = None
+
+    def metrics(self, engine: Engine) -> FaceMetrics:
+        return SimMetrics(engine, self.served)
+
+    def not_found(self, path: str) -> tuple[bytes, int]:
+        if path in ("/v1/chat/completions", "/v1/completions", "/v1/models"):
+            return b'{"detail":"Method Not Allowed"}', 405
+        return b'{"detail":"Not Found"}', 404
+
+    def models_body(self, created: int) -> bytes:
+        base = self.served[0]
+        body = {
+            "object": "list",
+            "data": [
+                {  # vLLM lists its base model, then each LoRA adapter with the base as its parent
+                    "id": model,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "vllm",
+                    "root": model,
+                    "parent": None if model == base else base,
+                    "max_model_len": self.profile.max_model_len,
+                    "permission": [],
+                }
+                for model in self.served
+            ],
+        }
+        return orjson.dumps(body)
+
+    def tokenize(self, raw: bytes) -> dict[str, Any]:
+        body = load_body(raw)
+        check_model(body, self.served)
+        return tokenize_answer(body, self.profile.max_model_len)
+
+    def detokenize(self, raw: bytes) -> dict[str, Any]:
+        body = load_body(raw)
+        check_model(body, self.served)
+        return detokenize_answer(body)
+
+    def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
+        body = load_body(raw)
+        model = check_model(body, self.served)
+        max_len = self.profile.max_model_len
+        req = parse_chat(body, max_len) if endpoint == "chat" else parse_completion(body, max_len)
+        return body, model, req
+
+    def error(self, status: int, message: str, err_type: str) -> ApiError:
+        return ApiError(status, message, err_type)
+
+    def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
+        p = self.profile
+        return StreamRenderer(
+            tape,
+            out,
+            model,
+            req.endpoint,
+            req.continuous_usage,
+            p.merge_reasoning,
+            p.reports_reasoning_tokens,
+            req.include_usage,
+            self.prompt_details,
+        )
+
+    def full_body(
+        self, tape: Tape, out: Output, model: str, req: GenRequest, seq: EngineSequence, thinking: bool
+    ) -> bytes:
+        p, details = self.profile, self.prompt_details
+        return full_body(
+            tape,
+            out,
+            model,
+            req.endpoint,
+            p.reasoning_field,
+            thinking,
+            p.reports_reasoning_tokens,
+            None if details is None else details.of(seq, req.endpoint == "chat"),
+        )
+
+
+class LlamaCppFace(Face):
+    """llama.cpp's llama-server: swarm/sim/llamacpp.py."""
+
+    name = llamacpp.SERVER
+    fallback_path = "/{tail:.*}"  # every unknown path and method
+    sse_headers = llamacpp.SSE_HEADERS
+    health: ClassVar[dict[str, str]] = {"text": '{"status": "ok"}', "content_type": "application/json"}
+    id_prefixes: ClassVar[dict[str, str]] = {
+        "chat": "chatcmpl-",
+        "completions": "chatcmpl-",
+    }  # chatcmpl- for both
+    # llama-server closes the connection after a streamed answer, though its headers said
+    # Keep-Alive (tests/e2e/test_llamacpp_real.py): a client must not reuse it
+    closes_after_stream = True
+    reasoning_field = "reasoning_content"
+    one_model = "llama-server's one model"
+
+    def metrics(self, engine: Engine) -> FaceMetrics:
+        return llamacpp.LlamaMetrics(engine)
+
+    def extra_posts(self) -> dict[str, Callable[[bytes], dict[str, Any]]]:
+        return {"/apply-template": _apply_template}
+
+    def not_found(self, path: str) -> tuple[bytes, int]:
+        return llamacpp.NOT_FOUND_BODY, 404
+
+    def models_body(self, created: int) -> bytes:
+        return orjson.dumps(llamacpp.models_body(self.served[0], self.profile.max_model_len, created))
+
+    def tokenize(self, raw: bytes) -> dict[str, Any]:
+        return llamacpp.tokenize_answer(llamacpp.load_body(raw))
+
+    def detokenize(self, raw: bytes) -> dict[str, Any]:
+        return llamacpp.detokenize_answer(llamacpp.load_body(raw))
+
+    def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
+        body = llamacpp.load_body(raw)  # llama-server answers any model name with its one model
+        return body, self.served[0], llamacpp.parse_request(body, endpoint, self.profile.max_model_len)
+
+    def error(self, status: int, message: str, err_type: str) -> ApiError:
+        return llamacpp.LlamaError(
+            status, message, "server_error" if status >= 500 else "invalid_request_error"
+        )
+
+    def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
+        return llamacpp.LlamaStreamRenderer(tape, out, model, req.endpoint, req.include_usage)
+
+    def full_body(
+        self, tape: Tape, out: Output, model: str, req: GenRequest, seq: EngineSequence, thinking: bool
+    ) -> bytes:
+        return llamacpp.full_body(tape, out, model, req.endpoint, seq, thinking)
+
+
+def _apply_template(raw: bytes) -> dict[str, Any]:
+    """llama.cpp's `/apply-template`: the chat prompt as text (its /tokenize counts usage's tokens)."""
+    return {"prompt": llamacpp.apply_template(llamacpp.messages_of(llamacpp.load_body(raw)))}
+
+
+FACES: dict[str, type[Face]] = {face.name: face for face in (VllmFace, LlamaCppFace)}
+
+
+def get_face(name: str) -> type[Face]:
+    try:
+        return FACES[name]
+    except KeyError:
+        raise UsageError(f"unknown server {name!r}; choose one of {', '.join(FACES)}") from None

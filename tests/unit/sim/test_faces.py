@@ -1,0 +1,47 @@
+"""swarm/sim/faces.py: the simulator's server faces are a registry that `swarm sim` and the server read."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
+
+from swarm.sim.faces import FACES, Face, LlamaCppFace, VllmFace, get_face
+from swarm.sim.profile import load_profile
+from swarm.sim.server import SimConfig, SimServer
+
+
+def test_the_registry_lists_vllm_and_llamacpp_by_name():
+    assert {"vllm": VllmFace, "llamacpp": LlamaCppFace} == FACES
+    for name, face in FACES.items():
+        assert issubclass(face, Face) and face.name == name and get_face(name) is face
+
+
+class _OtherFace(VllmFace):
+    """One more server family: a registry entry, nothing else to change."""
+
+    name = "other"
+    health = {"text": "other server", "content_type": "text/plain"}  # noqa: RUF012
+    one_model = "its one model"
+
+    def not_found(self, path: str) -> tuple[bytes, int]:
+        return b'{"missing":true}', 404
+
+
+def test_the_server_answers_as_its_face_says(monkeypatch):
+    monkeypatch.setitem(FACES, "other", _OtherFace)
+    server = SimServer(SimConfig(profile=load_profile("instant"), server="other"))
+    assert isinstance(server.face, _OtherFace)
+
+    async def ask() -> tuple[str, int, bytes]:
+        async with TestServer(server.app()) as ts, ClientSession() as http:
+            async with http.get(ts.make_url("/health")) as r:
+                health = await r.text()
+            async with http.get(ts.make_url("/v1/nope")) as r:
+                return health, r.status, await r.read()
+
+    try:
+        assert asyncio.run(ask()) == ("other server", 404, b'{"missing":true}')
+    finally:
+        server.close()
