@@ -28,7 +28,6 @@ NO_UNIT_TEST: dict[str, str] = {
     "core/events.py": "one Locust event hook; fired in client/test_transport_fuzz.py, live/test_plugin_local.py",
     "core/options.py": "the option table (data); test_cli_reference.py and orchestrate/test_run_options.py",
     "core/recordfile.py": "Parquet parts; live/test_recorder.py writes and reads them back",
-    "core/tokenizer.py": "client/test_tokenize.py and load/test_synthetic.py count with it",
     "stats/wire.py": "TypedDicts of the wire format; live/test_plugin_local.py, stats/test_aggregate.py",
     "load/prompts/make_corpus.py": "a maintainer's script that regenerated the bundled prompt files",
     "load/trace_prompts.py": "load/test_trace.py (a trace row's prompt)",
