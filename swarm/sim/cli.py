@@ -31,11 +31,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--server",
-        choices=("vllm", "llamacpp"),
         default="vllm",
-        help="the server it speaks as: vllm (default) or llamacpp (llama-server's events, errors, "
-        "/metrics, /tokenize, /detokenize and /apply-template; --max-num-seqs is its --parallel slot count and "
-        "--max-model-len each slot's context)",
+        metavar="NAME",
+        help="the server it speaks as (a face of swarm/sim/faces.py): vllm (default) or llamacpp "
+        "(llama-server's events, errors, /metrics, /tokenize, /detokenize and /apply-template; "
+        "--max-num-seqs is its --parallel slot count and --max-model-len each slot's context)",
     )
     g = parser.add_argument_group("engine (override the profile)")
     g.add_argument("--max-num-seqs", type=int, help="most sequences running at once")
@@ -128,6 +128,7 @@ def served_models(given: list[str] | None) -> tuple[str, ...]:
 
 
 def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
+    from swarm.sim.faces import get_face
     from swarm.sim.faults import FaultPlan
     from swarm.sim.profile import load_profile
     from swarm.sim.server import SimConfig
@@ -150,8 +151,8 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
             raise UsageError(f"--{flag.replace('_', '-')} {v}: must be >= 0 ({unit})")
     if args.api_server_count < 1:
         raise UsageError(f"--api-server-count {args.api_server_count}: must be a positive integer")
-    llama = args.server == "llamacpp"
-    reasoning_field = args.reasoning_field or ("reasoning_content" if llama else None)
+    face = get_face(args.server)  # the registry's names are checked here: faces.py is not light to import
+    reasoning_field = args.reasoning_field or face.reasoning_field
     profile = load_profile(args.profile).with_overrides(
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
@@ -167,8 +168,8 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
     if args.token_cost_scale is not None:
         profile = profile.with_overrides(step=profile.step.token_costs_scaled(args.token_cost_scale))
     models = served_models(args.model)
-    if llama and len(models) > 1:
-        raise UsageError("--server llamacpp serves one model (llama-server's one model); give one --model")
+    if face.one_model and len(models) > 1:
+        raise UsageError(f"--server {face.name} serves one model ({face.one_model}); give one --model")
     if args.api_key is not None and not args.api_key:
         raise UsageError("--api-key: must not be empty")
     return SimConfig(

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
+from swarm.cli import build_parser
+from swarm.cli import main as swarm_main
+from swarm.core.errors import UsageError
+from swarm.sim.cli import build_config
 from swarm.sim.faces import FACES, Face, LlamaCppFace, VllmFace, get_face
 from swarm.sim.profile import load_profile
 from swarm.sim.server import SimConfig, SimServer
@@ -45,3 +50,27 @@ def test_the_server_answers_as_its_face_says(monkeypatch):
         assert asyncio.run(ask()) == ("other server", 404, b'{"missing":true}')
     finally:
         server.close()
+
+
+def test_an_unknown_face_is_one_line_and_exit_2(capsys):
+    assert swarm_main(["sim", "--server", "bogus", "--port", "0"]) == 2
+    assert (
+        capsys.readouterr().err == "swarm sim: error: unknown server 'bogus'; choose one of vllm, llamacpp\n"
+    )
+
+
+def test_swarm_sim_help_names_every_face(capsys):
+    with pytest.raises(SystemExit):
+        swarm_main(["sim", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for name in FACES:
+        assert f"{name} (" in help_text
+
+
+def test_swarm_sim_takes_a_registered_face_and_its_one_model_rule(monkeypatch):
+    monkeypatch.setitem(FACES, "other", _OtherFace)
+    assert build_config(build_parser().parse_args(["sim", "--server", "other"])).server == "other"
+    with pytest.raises(
+        UsageError, match=r"--server other serves one model \(its one model\); give one --model"
+    ):
+        build_config(build_parser().parse_args(["sim", "--server", "other", "--model", "a,b"]))
