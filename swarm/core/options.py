@@ -134,18 +134,19 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--request-timeout",
-        "seconds without a byte from the server before a request ends as 'timeout' (default 60)",
+        "how long without a byte from the server before a request ends as 'timeout', e.g. 60s, 500ms "
+        f"(default {DEFAULT_REQUEST_TIMEOUT_S:g}s)",
         "workload",
-        DEFAULT_REQUEST_TIMEOUT_S,
-        float,
+        f"{DEFAULT_REQUEST_TIMEOUT_S:g}s",
+        metavar="DURATION",
     ),
     Option(
         "--request-deadline",
-        "seconds a whole request may take before it ends as 'timeout', even while bytes trickle "
-        f"in (default {DEFAULT_REQUEST_DEADLINE_S:g}; 0: none)",
+        "how long a whole request may take before it ends as 'timeout', even while bytes trickle "
+        f"in, e.g. 10m (default {DEFAULT_REQUEST_DEADLINE_S:g}s; 0: none)",
         "workload",
-        DEFAULT_REQUEST_DEADLINE_S,
-        float,
+        f"{DEFAULT_REQUEST_DEADLINE_S:g}s",
+        metavar="DURATION",
     ),
     Option(
         "--ignore-eos",

@@ -25,6 +25,7 @@ from swarm.core.options import (
     GROUP_TITLES,
     OPTIONS,
 )
+from swarm.core.units import parse_duration
 from swarm.load.models import ModelSplit, parse_models
 from swarm.load.workloads import WORKLOADS, Knobs, parse_token_range
 
@@ -115,12 +116,12 @@ class LLMOptions:
         dialect = get("dialect", "auto")
         if dialect != "auto":
             get_dialect(dialect)
-        timeout = number("request_timeout", float, "--request-timeout", DEFAULT_REQUEST_TIMEOUT_S)
+        timeout = parse_duration(get("request_timeout", DEFAULT_REQUEST_TIMEOUT_S), "--request-timeout")
         if not timeout > 0:
             raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
         if timeout == float("inf"):  # a stalled server would hold the user forever
             raise UsageError("--request-timeout must be a finite number of seconds (got inf)")
-        deadline = number("request_deadline", float, "--request-deadline", DEFAULT_REQUEST_DEADLINE_S)
+        deadline = parse_duration(get("request_deadline", DEFAULT_REQUEST_DEADLINE_S), "--request-deadline")
         if not deadline >= 0 or deadline == float("inf"):
             raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")
         ignore_eos = str(get("ignore_eos", False)).lower() in ("true", "1", "yes", "on")
