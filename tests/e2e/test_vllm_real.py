@@ -26,12 +26,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from swarm.analysis.server_metrics import (
-    Histogram,
-    ServerSnapshot,
-    quantile_bucket,
-    read_snapshots,
-)
+from swarm.analysis.server_metrics import Histogram, ServerSnapshot, read_snapshots
+from swarm.stats.quantiles import quantile_bucket
 from tests.helpers.support import REPO, swarm_cmd
 from tests.helpers.truth import assert_causes_shown_by_gauges
 from tests.helpers.vllm_fixture import TARGET_ENV, RealTarget  # fixtures: tests/e2e/conftest.py
