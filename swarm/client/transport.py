@@ -48,6 +48,12 @@ ERROR_BODY_MAX = 64 * 1024  # bytes of an HTTP error body read for its message
 HEAD_MAX = 64 * 1024  # bytes read by hand while looking for the end of the headers
 MALFORMED = (AttributeError, TypeError, KeyError, IndexError, ValueError)  # JSON of another shape
 CANCELLED_MESSAGE = "cut by the swarm's stop while in flight ({phase})"
+# What cuts a request the way a stop does: the greenlet killed (`GreenletExit`), or a Ctrl-C that
+# Python delivered as `KeyboardInterrupt` in this greenlet's frame (it runs a signal's handler in
+# whatever frame is current; gevent then hands the interrupt to the main greenlet, which stops the
+# run). Either way the request is one `cancelled` record and the user raises the exit again. A
+# Ctrl-C under a plain `locust -f` lost the request in flight this way (test_stop_modes.py).
+STOPS = (GreenletExit, KeyboardInterrupt)
 
 
 def failure(
@@ -145,7 +151,7 @@ class Transport:
         self.timeout = timeout  # seconds without a byte (--request-timeout)
         self.deadline_s = deadline_s  # seconds for a whole request (--request-deadline); None: none
         self._deadline: gevent.Timeout | None = None  # the request in flight's (one timer per request)
-        self.cut: GreenletExit | None = None  # the stop that cancelled the last exchange, to raise again
+        self.cut: BaseException | None = None  # the stop that cancelled the last exchange, to raise again
         self._used: weakref.WeakSet[Any] = weakref.WeakSet()  # sockets that carried a request already
 
     def get(self, path: str) -> tuple[int, bytes]:
@@ -211,9 +217,7 @@ class Transport:
                 return self._answer(sock, tally, record, t0, stale_ok=reused and attempt == 1)
             except _Stale:  # the server had closed it after its last answer: once more, on a new one
                 continue
-            except (
-                GreenletExit
-            ) as e:  # sent, then stopped: one `cancelled` record (the user raises `cut` again)
+            except STOPS as e:  # sent, then stopped: one `cancelled` record (the user raises `cut` again)
                 self.cut = e
                 return Outcome.CANCELLED, CANCELLED_MESSAGE.format(phase="waiting for the status"), perf(), 0
         raise AssertionError("unreachable: the second attempt never raises _Stale")
@@ -321,7 +325,7 @@ class Transport:
                 time.perf_counter(),
                 reads.n_bytes,
             )
-        except GreenletExit as e:  # stopped mid-stream: what came so far is in the tally
+        except STOPS as e:  # stopped mid-stream: what came so far is in the tally
             self.cut = e
             return (
                 Outcome.CANCELLED,
@@ -350,7 +354,7 @@ class Transport:
                 resp.feed(data)
         except (Exception, gevent.Timeout):  # [DONE] is in: the request is complete either way
             return
-        except GreenletExit as e:  # stopped after [DONE]: still ok; the user raises the exit after recording
+        except STOPS as e:  # stopped after [DONE]: still ok; the user raises the exit after recording
             self.cut = e
 
     def _error_body(self, resp: _Response, sock: Any) -> tuple[bytes, float]:
