@@ -135,6 +135,13 @@ class MasterStats:
             logger.info("swarm: got SIGTERM: ending the run")
             shape.kill(block=False)
             return
+        if shape is not None or self.start_s is not None:
+            # the run began and its shape has ended (its last worker quit, say; Locust may have
+            # dropped the greenlet already): Locust's quit is under way and installs its own
+            # handler next. Killing the process here lost the summary (swarm run ending a run whose
+            # every worker had quit: master exit -15)
+            logger.info("swarm: got SIGTERM as the run ends: the quit under way goes on")
+            return
         self._sigterm.cancel()  # before the run started: what SIGTERM did before
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -347,9 +354,9 @@ class MasterStats:
         self.aborted = None
         if self.breaker is not None:
             self.breaker.clear()
-        shape = getattr(self.runner, "shape_greenlet", None)
-        if self._sigterm is not None and shape is not None:  # Locust's handler takes over after the shape
-            shape.link(lambda _: self._sigterm.cancel())
+        # (the SIGTERM watcher stays after the shape ends: cancelling the last one restores the
+        # default, and a SIGTERM during Locust's quit, before its own handler is in, killed the
+        # master without a summary; after the shape, ours only lets the quit go on)
 
     def _on_test_stopping(self, **_: Any) -> None:
         if self.start_s is not None and self.stopped_s is None:
