@@ -123,6 +123,9 @@ class MasterStats:
         self._ticker = gevent.spawn(self._tick_forever)
         self._sigterm: Any = None
         if environment.shape_class is not None and option(environment, "headless"):
+            # kept for the process's life: cancelling the last watcher restores the default, and a
+            # SIGTERM during Locust's quit, before its own handler is in, killed the master without
+            # a summary; after the shape, ours only lets the quit go on
             self._sigterm = gevent.signal_handler(signal.SIGTERM, self._on_sigterm_during_shape)
 
     def _on_sigterm_during_shape(self) -> None:
@@ -354,9 +357,6 @@ class MasterStats:
         self.aborted = None
         if self.breaker is not None:
             self.breaker.clear()
-        # (the SIGTERM watcher stays after the shape ends: cancelling the last one restores the
-        # default, and a SIGTERM during Locust's quit, before its own handler is in, killed the
-        # master without a summary; after the shape, ours only lets the quit go on)
 
     def _on_test_stopping(self, **_: Any) -> None:
         if self.start_s is not None and self.stopped_s is None:
