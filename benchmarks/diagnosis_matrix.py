@@ -6,11 +6,11 @@ benchmarks/profiles/diagnosis-matrix.toml) with ONE cause injected by a `swarm s
 three stages of rising users:
 
   none        nothing injected, every stage below saturation
-  frontend    --frontend-us-per-chunk: one API-server lane spends 2 ms per SSE event
+  frontend    --frontend-cost 2ms: one API-server lane spends 2 ms per SSE event
   kv          --kv-cache-tokens: a KV pool that holds ~5 of the requests
   seq_cap     --max-num-seqs 4
   compute     --token-cost-scale 10: each step's time grows with its batch
-  network     --network-delay-ms 100: every streamed write arrives 100 ms late
+  network     --network-delay 100ms: every streamed write arrives 100 ms late
   client_cpu  the swarm's one worker pinned (taskset) to a core it shares with three busy loops,
               the simulator (instant profile) on the other core: the worker gets about a quarter
               of a core while it wants all of it (runnable > 90% of the time, ~70% of it
@@ -48,6 +48,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from swarm.core.units import parse_duration
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -101,7 +103,7 @@ SCENARIOS = (
         "frontend",
         "frontend_bound",
         (2, 8, 16),
-        ("--frontend-us-per-chunk=2000", "--api-server-count=1"),
+        ("--frontend-cost=2ms", "--api-server-count=1"),
         what="one API-server lane, 2 ms per SSE event (500 events/s)",
     ),
     Scenario(
@@ -127,7 +129,7 @@ SCENARIOS = (
         "network",
         "network_delay",
         (2, 4, 8),
-        ("--network-delay-ms=100",),
+        ("--network-delay=100ms",),
         what="every streamed write 100 ms late, below saturation",
     ),
     Scenario(
@@ -367,6 +369,13 @@ def _num_arg(sc: Scenario, flag: str) -> float:
     raise KeyError(flag)
 
 
+def _duration_arg(sc: Scenario, flag: str) -> float:
+    for a in sc.sim_args:
+        if a.startswith(flag + "="):
+            return parse_duration(a.split("=", 1)[1], flag)
+    raise KeyError(flag)
+
+
 def physics_check(sc: Scenario, st: Sequence[StagePhysics]) -> list[str]:
     """Why the injected cause is NOT unambiguously there ([] when it is)."""
     if len(st) < 2:
@@ -401,7 +410,7 @@ def physics_check(sc: Scenario, st: Sequence[StagePhysics]) -> list[str]:
     if sc.cause == "none":
         need(direct, "first bytes out within 5 ms of the first token")
     if sc.cause == "network":
-        delay = _num_arg(sc, "--network-delay-ms") / 1e3
+        delay = _duration_arg(sc, "--network-delay")
         need(
             all(s.write_wait_p50_s is not None and abs(s.write_wait_p50_s - delay) < 0.02 for s in st),
             f"first bytes out {delay * 1e3:.0f} ms (+-20) after the first token at every stage",

@@ -16,7 +16,10 @@ from swarm.core.errors import SwarmError, exit_code, one_line
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "sim": ("swarm.sim.cli", "run the simulated vLLM server (OpenAI-compatible, vLLM metrics)"),
+    "sim": (
+        "swarm.sim.cli",
+        "run the simulated LLM server: a vLLM (default) or llama.cpp face, streaming and /metrics",
+    ),
     "run": (
         "swarm.orchestrate.run",
         "distributed run on this machine: (simulator,) Locust master and N workers",
@@ -43,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "target": (
         "swarm.orchestrate.targets",
-        "start a real vLLM (CPU build, tiny random-weight model) on 127.0.0.1 to try the swarm on",
+        "start a real server on 127.0.0.1 to try the swarm on: vLLM (CPU build) or llama.cpp, tiny model",
     ),
 }
 

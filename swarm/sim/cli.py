@@ -1,4 +1,4 @@
-"""`swarm sim`: run the simulated vLLM server.
+"""`swarm sim`: run the simulated LLM server (a vLLM or llama.cpp face: swarm/sim/faces.py).
 
 Only argparse and the profile loader are imported at parse time; aiohttp and the server come
 in `main`, and nothing here imports Locust/gevent.
@@ -69,12 +69,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "batch (compute-bound)",
     )
     b.add_argument(
-        "--frontend-us-per-chunk",
-        type=float,
-        default=0.0,
-        metavar="N",
-        help="the API server's CPU time per streamed SSE event, paid one event at a time on one of "
-        "--api-server-count lanes; delays what clients see, not the engine's clocks (default: 0)",
+        "--frontend-cost",
+        default="0",
+        metavar="DURATION",
+        help="the API server's CPU time per streamed SSE event (e.g. 2ms, 500us), paid one event at a "
+        "time on one of --api-server-count lanes; delays what clients see, not the engine's clocks "
+        "(default: 0)",
     )
     b.add_argument(
         "--api-server-count",
@@ -84,12 +84,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="API server processes the front-end cost is spread over, requests round-robin (default: 1)",
     )
     b.add_argument(
-        "--network-delay-ms",
-        type=float,
-        default=0.0,
-        metavar="N",
-        help="each streamed write leaves N ms after the engine produced it: constant latency, order "
-        "kept, no throughput limit (default: 0)",
+        "--network-delay",
+        default="0",
+        metavar="DURATION",
+        help="each streamed write leaves this long after the engine produced it (e.g. 100ms): constant "
+        "latency, order kept, no throughput limit (default: 0)",
     )
     f = parser.add_argument_group("faults and ground truth")
     f.add_argument(
@@ -145,10 +144,8 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         args.token_cost_scale > 0 and math.isfinite(args.token_cost_scale)
     ):
         raise UsageError(f"--token-cost-scale {args.token_cost_scale}: must be a positive number, e.g. 8")
-    for flag, unit in (("frontend_us_per_chunk", "microseconds"), ("network_delay_ms", "milliseconds")):
-        v = getattr(args, flag)
-        if not (v >= 0 and math.isfinite(v)):
-            raise UsageError(f"--{flag.replace('_', '-')} {v}: must be >= 0 ({unit})")
+    frontend_s_per_chunk = parse_duration(args.frontend_cost, "--frontend-cost")
+    network_delay_s = parse_duration(args.network_delay, "--network-delay")
     if args.api_server_count < 1:
         raise UsageError(f"--api-server-count {args.api_server_count}: must be a positive integer")
     face = get_face(args.server)  # the registry's names are checked here: faces.py is not light to import
@@ -184,9 +181,9 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         seed=args.seed,
         server=args.server,
         prompt_tokens_details=args.enable_prompt_tokens_details,
-        frontend_s_per_chunk=args.frontend_us_per_chunk / 1e6,
+        frontend_s_per_chunk=frontend_s_per_chunk,
         api_server_count=args.api_server_count,
-        network_delay_s=args.network_delay_ms / 1e3,
+        network_delay_s=network_delay_s,
     )
 
 

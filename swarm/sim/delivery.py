@@ -2,13 +2,13 @@
 
 vLLM's engine core hands each step's outputs to its API server, a Python process that turns
 them into SSE events one at a time; at high event rates that one process, not the GPU, is the
-limit (more processes: `--api-server-count`). `swarm sim --frontend-us-per-chunk N
+limit (more processes: `--api-server-count`). `swarm sim --frontend-cost D
 --api-server-count K` models it: each request is served by one of K lanes (round-robin), and
-a lane spends N µs per event it writes, one event after another. `--network-delay-ms D` adds
+a lane spends D per event it writes, one event after another. `--network-delay D` adds
 a constant one-way delay to every write, in order, with no throughput limit.
 
 Both are virtual clocks, never burnt CPU: when a write is produced its lane's busy-until time
-is advanced by its events' cost and the write becomes due at that time plus D; one task per
+is advanced by its events' cost and the write becomes due at that time plus the network delay; one task per
 response writes what is due, in order, so the handler never waits on the delay. The engine's
 clocks (its TTFT/ITL histograms, the trace's first_token_time) stay the engine's; the trace's
 `first_write_time` is when the first bytes really went to the socket.

@@ -36,7 +36,7 @@ class TraceRecord:
     session: str | None = None  # the request's `x-session-id` header (session affinity), if any
     user: str | None = None  # the request body's OpenAI `user` field (the swarm's trace replay: trace-row-N)
     # first bytes actually written to the socket: later than first_token_time by the front-end lane's
-    # queue (--frontend-us-per-chunk) and the network delay (--network-delay-ms), if any
+    # queue (--frontend-cost) and the network delay (--network-delay), if any
     first_write_time: float | None = None
 
 

@@ -76,7 +76,7 @@ def engine_ttft_mean(url: str) -> float:
 
 
 def _front_end_run(tmp_path, lanes: int, cost_s: float, users: int, tokens: int):
-    args = ["--profile", PROFILE, f"--frontend-us-per-chunk={cost_s * 1e6:g}", f"--api-server-count={lanes}"]
+    args = ["--profile", PROFILE, f"--frontend-cost={cost_s * 1e6:g}us", f"--api-server-count={lanes}"]
     with sim_server(tmp_path, *args) as sim:
         seen = stream(sim.url, users, tokens)
         trace = read_trace(sim.trace, [s.rid for s in seen])
@@ -107,7 +107,7 @@ def test_one_front_end_lane_makes_clients_wait_while_the_engine_does_not(tmp_pat
 
 def test_network_delay_is_a_constant_late_arrival_with_the_token_spacing_kept(tmp_path):
     delay = 0.2
-    with sim_server(tmp_path, "--profile", PROFILE, f"--network-delay-ms={delay * 1e3:g}") as sim:
+    with sim_server(tmp_path, "--profile", PROFILE, f"--network-delay={delay * 1e3:g}ms") as sim:
         seen = [stream(sim.url, 1, 20)[0] for _ in range(3)]
         trace = read_trace(sim.trace, [s.rid for s in seen])
         engine_ttft = engine_ttft_mean(sim.url)

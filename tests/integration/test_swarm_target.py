@@ -42,7 +42,7 @@ def test_swarm_target_llamacpp_refuses_bad_options(tmp_path):
         (("--parallel", "0"), "--parallel must be at least 1"),
         (("--parallel", "4", "--ctx-size", "128"), "--ctx-size must give each of the 4 slots"),
         (("--reasoning-format", "bogus"), "--reasoning-format must be one of"),
-        (("--model", str(tmp_path / "none.gguf")), "no such file"),
+        (("--gguf", str(tmp_path / "none.gguf")), "--gguf"),
         (("--llama-arg=--host=0.0.0.0",), "binds to 127.0.0.1 only"),
     ):
         p = subprocess.run(

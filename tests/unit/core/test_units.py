@@ -11,7 +11,7 @@ from swarm.core.units import parse_duration, parse_timespan, stage_name, stage_n
 @pytest.mark.parametrize(
     "text, seconds",
     [("250ms", 0.25), ("0.5s", 0.5), ("2", 2.0), ("1.5", 1.5), ("1m30s", 90.0), ("1h", 3600.0),
-     ("1s500ms", 1.5), (" 3s ", 3.0), ("0ms", 0.0)],
+     ("1s500ms", 1.5), (" 3s ", 3.0), ("0ms", 0.0), ("500us", 0.0005), ("2ms250us", 0.00225)],
 )  # fmt: skip
 def test_parse_duration_reads_fractions_and_milliseconds(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)

@@ -141,12 +141,12 @@ def test_flags_reach_the_config():
             "rtx5090x4-qwen3.6-27b",
             "--token-cost-scale",
             "4",
-            "--frontend-us-per-chunk",
-            "250",
+            "--frontend-cost",
+            "250us",
             "--api-server-count",
             "3",
-            "--network-delay-ms",
-            "20",
+            "--network-delay",
+            "20ms",
         )
     )
     rtx = load_profile("rtx5090x4-qwen3.6-27b").step
@@ -161,11 +161,17 @@ def test_flags_reach_the_config():
     [
         (["--token-cost-scale", "0"], "--token-cost-scale 0.0: must be a positive number"),
         (["--token-cost-scale", "nan"], "--token-cost-scale nan"),
-        (["--frontend-us-per-chunk", "-1"], "--frontend-us-per-chunk -1.0: must be >= 0"),
-        (["--network-delay-ms", "inf"], "--network-delay-ms inf: must be >= 0"),
+        (["--frontend-cost", "-1"], "--frontend-cost: bad time '-1'"),
+        (["--network-delay", "inf"], "--network-delay: bad time 'inf'"),
         (["--api-server-count", "0"], "--api-server-count 0: must be a positive integer"),
     ],
 )
 def test_bad_flag_values_are_one_line_errors(argv, message):
     with pytest.raises(UsageError, match=message.replace("+", r"\+")):
         build_config(sim_args(*argv))
+
+
+def test_the_delays_take_the_one_duration_syntax():
+    """A bare number is seconds, as everywhere (250us, 2ms, 0.1s, 1 all read as durations)."""
+    cfg = build_config(sim_args("--frontend-cost", "0.002", "--network-delay", "100ms"))
+    assert (cfg.frontend_s_per_chunk, cfg.network_delay_s) == (0.002, 0.1)
