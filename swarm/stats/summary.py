@@ -254,12 +254,9 @@ class Summary(TypedDict):
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
     sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`
-    search: NotRequired[
-        dict[str, Any]
-    ]  # --search: probes, bracket, answer (swarm/stats/search.py `Bracket.answer`)
-    aborted: NotRequired[
-        dict[str, Any]
-    ]  # --abort-on tripped: reason, condition, value (stats/abort.py `Trip`)
+    # --search: probes, bracket, answer (swarm/stats/search.py `Bracket.answer`)
+    search: NotRequired[dict[str, Any]]
+    aborted: NotRequired[dict[str, Any]]  # --abort-on tripped: reason, condition, value (stats/abort.py)
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:
@@ -370,7 +367,8 @@ def drain_s(total: Cell, load_end: float | None) -> float | None:
     return max(0.0, total.last_end_s - load_end)
 
 
-def _iso(t: float | None) -> str | None:
+def iso_time(t: float | None) -> str | None:
+    """`t` (time.time()) as ISO 8601 UTC with milliseconds; None stays None."""
     return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
 
 
@@ -394,13 +392,13 @@ def build(
     total = agg.combined(bins=True)
     load_end = stopped_s if stopped_s is not None else end_s
     duration = load_end - start_s if start_s is not None and load_end is not None else total.window_s()
-    drained, drained_tokens = total.completed_in([DRAIN])
+    window = (start_s, load_end)
     workloads = agg.workloads()
     out: dict[str, Any] = {
         "run_id": run_id,
         "model_name": model_name,
-        "start_time": _iso(start_s),
-        "end_time": _iso(end_s),
+        "start_time": iso_time(start_s),
+        "end_time": iso_time(end_s),
         "start_s": start_s,
         "end_s": end_s,
         "duration_s": duration,
@@ -410,20 +408,11 @@ def build(
         "degraded_workers": [dict(d) for d in degraded_workers],
         "workloads": workloads,
         "notes": NOTES,
-        "errors": errors(total),
-        "target_unreachable_since": _iso(lost := target_unreachable_since(total)),
-        "target_unreachable_since_s": lost,
-        "total": block(total, duration, goodput_slo=goodput_slo, window=(start_s, load_end)),
-        "drain": {
-            "requests": drained,
-            "output_tokens": drained_tokens,
-            "cancelled": total.cancelled,
-            "duration_s": drain_s(total, load_end) if drained or total.cancelled else 0.0,
-        },
+        **_run_outcome(total, duration, window, goodput_slo),
     }
     by_workload = {name: agg.combined(workload=name, bins=True) for name in workloads}
     for name, cell in by_workload.items():
-        out[name] = block(cell, duration, goodput_slo=goodput_slo, window=(start_s, load_end))
+        out[name] = block(cell, duration, goodput_slo=goodput_slo, window=window)
     out["classes"] = {
         name: {
             k: block(agg.combined(workload=name, klass=k), duration, goodput_slo=goodput_slo)
@@ -432,43 +421,61 @@ def build(
         for name in workloads
     }
     out["models"] = {m: block(agg.combined(model=m), duration, goodput_slo=goodput_slo) for m in agg.models()}
-    stages = []
-    for stage in agg.stages():
-        cell = agg.combined(stage=stage)
-        window = (stage_windows or {}).get(stage)
-        stage_duration = window[1] - window[0] if window else cell.window_s()
-        span = window or (cell.first_start_s, cell.last_end_s)
-        entry: dict[str, Any] = {
-            "stage": stage,
-            "name": stage_name(stage),
-            "duration_s": stage_duration,
-            "total": block(
-                cell,
-                stage_duration,
-                total.completed_in([stage]),
-                goodput_slo=goodput_slo,
-                good=total.good_in([stage]),
-                window=span,
-                per_bin=total.per_bin,
-            ),
-        }
-        for name in workloads:
-            wl = agg.combined(workload=name, stage=stage)
-            if wl.requests:
-                entry[name] = block(
-                    wl,
-                    stage_duration,
-                    by_workload[name].completed_in([stage]),
-                    goodput_slo=goodput_slo,
-                    good=by_workload[name].good_in([stage]),
-                    window=span,
-                    per_bin=by_workload[name].per_bin,
-                )
-        stages.append(entry)
-    out["stages"] = stages
+    out["stages"] = [
+        _stage_entry(agg, stage, total, by_workload, (stage_windows or {}).get(stage), goodput_slo)
+        for stage in agg.stages()
+    ]
     if agg.turns:  # conversations: per turn, and the requests in flight next to the user count
         out["sessions"] = agg.turns.summary(in_flight_mean(total, duration))
     return cast(Summary, out)
+
+
+def _run_outcome(
+    total: Cell, duration: float | None, window: tuple[float | None, float | None], goodput_slo: str | None
+) -> dict[str, Any]:
+    """The whole run's errors, the target's loss, its `total` block and the `drain` after the stop."""
+    drained, drained_tokens = total.completed_in([DRAIN])
+    return {
+        "errors": errors(total),
+        "target_unreachable_since": iso_time(lost := target_unreachable_since(total)),
+        "target_unreachable_since_s": lost,
+        "total": block(total, duration, goodput_slo=goodput_slo, window=window),
+        "drain": {
+            "requests": drained,
+            "output_tokens": drained_tokens,
+            "cancelled": total.cancelled,
+            "duration_s": drain_s(total, window[1]) if drained or total.cancelled else 0.0,
+        },
+    }
+
+
+def _stage_entry(
+    agg: Aggregate,
+    stage: int,
+    total: Cell,
+    by_workload: Mapping[str, Cell],
+    window: tuple[float, float] | None,
+    goodput_slo: str | None,
+) -> dict[str, Any]:
+    """One `stages` entry: the stage's window (where the master saw it, else its first send to its
+    last end), its `total` block and a block per workload that sent in it."""
+    cell = agg.combined(stage=stage)
+    duration = window[1] - window[0] if window else cell.window_s()
+    span = window or (cell.first_start_s, cell.last_end_s)
+    entry: dict[str, Any] = {"stage": stage, "name": stage_name(stage), "duration_s": duration}
+    for name, whole in (("total", total), *by_workload.items()):
+        part = cell if name == "total" else agg.combined(workload=name, stage=stage)
+        if name == "total" or part.requests:
+            entry[name] = block(
+                part,
+                duration,
+                whole.completed_in([stage]),
+                goodput_slo=goodput_slo,
+                good=whole.good_in([stage]),
+                window=span,
+                per_bin=whole.per_bin,
+            )
+    return entry
 
 
 def in_flight_mean(total: Cell, duration_s: float | None) -> float | None:
