@@ -3,10 +3,10 @@
 `SwarmShape` (swarm/live/shape.py) hands its ticks to a `SearchController` when `--search` is
 given. Each tick the controller reads the running stage from the master's merged aggregate
 (`environment.swarm.stats.merged()`, the workers' deltas as they arrive). A new stage's
-requests are warm-up until it has settled (`stats.search.Settling`: a full turnover of the users
+requests are warm-up until it has settled (`stats.settling.Settling`: a full turnover of the users
 and no trend in the answered requests' TTFT, at least `--warmup`, at most `SETTLE_MAX_S`); then
 the master opens its measurement window (the shape tells the workers) and asks
-swarm/stats/search.py whether the stage may end (the criterion decided after `--min-stage-time`;
+swarm/stats/stage_verdict.py whether the stage may end (the criterion decided after `--min-stage-time`;
 at the latest after `--stage-time`, inconclusive if the interval still straddles the threshold),
 records the probe (with how long the stage took to settle) and starts the load `Bracket.next_load` names, until the answer is known to
 `--search-precision` or `--search-budget` is spent. The result lands on the state
@@ -15,7 +15,7 @@ exit code (0 converged, 1 the criterion not met even at the lowest load or no an
 budget).
 
 Open-loop stages (`--search rate`, `--rate`) carry the over-saturation guard
-(`stats.search.OverloadGuard`): requests offered and not finished, and the recent TTFT, rising
+(`stats.overload_guard.OverloadGuard`): requests offered and not finished, and the recent TTFT, rising
 through `--saturation-guard` end the stage early (a failing probe, or the next `--rate` stage),
 and the stage says why (`ended_by`). A closed loop cannot run away: each user waits for its
 answer, so the backlog is bounded by the users.
@@ -36,23 +36,13 @@ from swarm.live.state import swarm_state
 from swarm.load.stages import parse_rates
 from swarm.stats import summary
 from swarm.stats.aggregate import Aggregate, Cell
-from swarm.stats.search import (
-    SETTLE_MAX_S,
-    SETTLE_WINDOW_S,
-    Bracket,
-    Completions,
-    OverloadGuard,
-    Probe,
-    SearchSpec,
-    Settling,
-    TailShare,
-    goodput_measure,
-    headline,
-    judge_stage,
-    measure,
-    percentile_of,
-    stability,
-)
+from swarm.stats.completion_rate import Completions
+from swarm.stats.overload_guard import OverloadGuard
+from swarm.stats.search_bracket import Bracket, Probe, headline
+from swarm.stats.search_spec import SearchSpec
+from swarm.stats.settling import SETTLE_MAX_S, SETTLE_WINDOW_S, Settling
+from swarm.stats.stage_intervals import TailShare
+from swarm.stats.stage_verdict import goodput_measure, judge_stage, measure, percentile_of, stability
 from swarm.stats.wire import WIRE_KEY
 
 logger = logging.getLogger(__name__)

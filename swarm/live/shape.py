@@ -197,9 +197,9 @@ class SwarmShape(LoadTestShape):
 
     def _enter_settling(self, index: int, users: int, plan: StagePlan) -> None:
         """A --sweep stage. With --warmup, its window opens once it has settled (as the search's
-        stages do: swarm/stats/search.py `Settling`), no sooner than --warmup and no later than half
+        stages do: swarm/stats/settling.py `Settling`), no sooner than --warmup and no later than half
         the stage (or SETTLE_MAX_S): the stage keeps its length, its measured part what is left."""
-        from swarm.stats.search import SETTLE_MAX_S, Settling
+        from swarm.stats.settling import SETTLE_MAX_S, Settling
 
         if plan.warmup_s <= 0:
             self._settling = None

@@ -6,7 +6,7 @@ users that still meet seed 000's latency target (TTFT p99 within 800 ms: the see
 at 200 users and 843 ms at 256). It prints each probe's verdict live, the answer with its
 bracket, why the server stops there (from its own /metrics: KV cache, scheduler cap or compute)
 and writes the report with every probed point to runs/demo/. Each stage is measured once it has
-settled, and only a measured verdict moves the bracket (swarm/stats/search.py), which costs
+settled, and only a measured verdict moves the bracket (swarm/stats/search_bracket.py), which costs
 time: the budget keeps the search within three and a half minutes (it ended in ~160 s here).
 Options are those of `swarm run`, with these defaults; `swarm demo --help` lists only these (every
 other `swarm run` option is accepted too, as `swarm run --help` describes it).

@@ -9,7 +9,8 @@ import json
 from swarm.analysis.report import write_report
 from swarm.analysis.rundir import load_run
 from swarm.analysis.search import bottleneck, early_ends, settling_note
-from swarm.stats.search import Bracket, Probe, SearchSpec
+from swarm.stats.search_bracket import Bracket, Probe
+from swarm.stats.search_spec import SearchSpec
 from tests.helpers.sweep_run import images, make_run
 
 # the seed's short-QA numbers, in the order a search from 64 users probes them

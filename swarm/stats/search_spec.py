@@ -1,0 +1,88 @@
+"""What `swarm run --search` asks for: `SearchSpec.parse` validates `--search
+concurrency|rate|knee`, the criterion (`--slo` objectives or `--goodput-min`),
+`--search-precision` (default 5%) and `--search-budget` (default 10m).
+
+The search itself: swarm/stats/search_bracket.py; the master's shape that runs it: swarm/live/search.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from swarm.core.errors import UsageError
+from swarm.core.units import parse_timespan
+from swarm.stats import slo
+
+MODES = ("concurrency", "rate", "knee")
+Mode = Literal["concurrency", "rate", "knee"]
+DEFAULT_BUDGET = "10m"
+DEFAULT_PRECISION = 0.05
+
+
+def parse_share(text: str, flag: str) -> float:
+    """`95%` or `0.95` -> 0.95 (0 < share <= 1)."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise UsageError(f"bad {flag} {text!r}: give a share, e.g. 95% or 0.95") from None
+    if not 0 < v <= 1:
+        raise UsageError(f"bad {flag} {text!r}: must be above 0% and at most 100%")
+    return v
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """What `--search` asks for, validated."""
+
+    mode: Mode
+    slo_text: str | None = None
+    goodput_min: float | None = None  # share of requests meeting --goodput, 0..1
+    precision: float = DEFAULT_PRECISION
+    budget_s: float = 600.0
+    start: float = 16.0  # first load probed: users (concurrency, knee) or requests/s (rate)
+
+    @classmethod
+    def parse(
+        cls,
+        mode: str,
+        slo_text: str | None,
+        goodput_min: str | None,
+        precision: str | None,
+        budget: str | None,
+        start: float,
+        goodput_text: str | None = None,
+    ) -> SearchSpec:
+        if mode not in MODES:
+            raise UsageError(f"bad --search {mode!r}: one of {', '.join(MODES)}")
+        share = parse_share(goodput_min, "--goodput-min") if goodput_min else None
+        if mode == "knee":
+            if slo_text or share is not None:
+                raise UsageError(
+                    "--search knee takes no --slo or --goodput-min: it finds where QPS stops growing"
+                )
+        elif not slo_text and share is None:
+            raise UsageError(
+                f'--search {mode} needs a criterion: --slo "ttft_p99<=800ms" or --goodput-min 95%'
+            )
+        if share is not None and not goodput_text:
+            raise UsageError("--goodput-min needs --goodput (the per-request objectives it counts)")
+        if slo_text:
+            slo.parse(slo_text)
+        p = parse_share(precision, "--search-precision") if precision else DEFAULT_PRECISION
+        if p >= 0.5:
+            raise UsageError(f"bad --search-precision {precision!r}: below 50%, e.g. 5%")
+        budget_s = float(parse_timespan(budget or DEFAULT_BUDGET, "--search-budget"))
+        if budget_s <= 0:
+            raise UsageError("--search-budget must be > 0, e.g. 10m")
+        if not start > 0:
+            raise UsageError("the search's start load must be > 0")
+        return cls(mode, slo_text or None, share, p, budget_s, float(start))  # type: ignore[arg-type]
+
+    @property
+    def unit(self) -> str:
+        return "req/s" if self.mode == "rate" else "users"
+
+    def objectives(self) -> list[slo.Objective]:
+        return slo.parse(self.slo_text) if self.slo_text else []
