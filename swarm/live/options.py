@@ -96,93 +96,114 @@ class LLMOptions:
         """From Locust's parsed options (values may be strings when set in the web UI)."""
         if opts is None:
             return cls()
-
-        def get(name: str, default: Any = None) -> Any:
-            value = getattr(opts, name, default)
-            return default if value is None or value == "" else value
-
-        def number(name: str, kind: type, flag: str, default: Any = None) -> Any:
-            value = get(name, default)
-            if value is None:
-                return None
-            try:
-                return kind(value)
-            except (TypeError, ValueError):
-                raise UsageError(f"{flag} must be a number (got {value!r})") from None
-
-        endpoint = get("endpoint", "chat")
+        read = _Parsed(opts)
+        endpoint = read.get("endpoint", "chat")
         if endpoint not in ENDPOINTS:
             raise UsageError(f"--endpoint must be one of {', '.join(ENDPOINTS)} (got {endpoint!r})")
-        dialect = get("dialect", "auto")
+        dialect = read.get("dialect", "auto")
         if dialect != "auto":
             get_dialect(dialect)
-        timeout = parse_duration(get("request_timeout", DEFAULT_REQUEST_TIMEOUT_S), "--request-timeout")
-        if not timeout > 0:
-            raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
-        if timeout == float("inf"):  # a stalled server would hold the user forever
-            raise UsageError("--request-timeout must be a finite number of seconds (got inf)")
-        deadline = parse_duration(get("request_deadline", DEFAULT_REQUEST_DEADLINE_S), "--request-deadline")
-        if not deadline >= 0 or deadline == float("inf"):
-            raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")
-        ignore_eos = str(get("ignore_eos", False)).lower() in ("true", "1", "yes", "on")
+        timeout, deadline = _timeouts(read)
+        ignore_eos = read.flag("ignore_eos")
         if ignore_eos and dialect != "auto" and not get_dialect(dialect).ignore_eos:
             raise UsageError(
                 f"--ignore-eos is not supported by the {dialect} dialect (vLLM and llama.cpp only)"
             )
-        knobs = Knobs(
-            thinking_ratio=number("thinking_ratio", float, "--thinking-ratio"),
-            max_tokens=number("max_tokens", int, "--max-tokens"),
-            rag_passages=number("rag_passages", int, "--rag-passages", 4),
-            rag_prefix_share=number("rag_prefix_share", float, "--rag-prefix-share", 0.5),
-            rag_tokens=parse_token_range(get("rag_tokens", "2000-3000")),
-            prompt_file=get("prompt_file"),
-            input_tokens=str(get("input_tokens", "1024")),
-            output_tokens=str(get("output_tokens", "128")),
-            seed=number("seed", int, "--seed"),
-            no_ignore_eos=str(get("no_ignore_eos", False)).lower() in ("true", "1", "yes", "on"),
-            shared_prefix_tokens=number("shared_prefix_tokens", int, "--shared-prefix-tokens", 0),
-            prefix_groups=number("prefix_groups", int, "--prefix-groups", 1),
-            dataset=get("dataset"),
-            dataset_columns=get("dataset_columns"),
-            dataset_sample=number("dataset_sample", int, "--dataset-sample"),
-            turns=get("turns"),
-            think_time=str(get("think_time", "0")),
-        )
-        tokenizer = str(get("tokenizer", "auto"))
-        models = parse_models(get("model"))  # ("" is unset: the web UI's empty field)
-        workload = get("workload")
-        if (
-            knobs.dataset
-            and "dataset" not in str(workload or "")
-            and "chat_session" not in str(workload or "")
-        ):
-            raise UsageError(
-                "--dataset is read by the dataset and chat_session workloads: add --workload dataset"
-            )
-        if (
-            workload
-            and "synthetic" in str(workload)
-            and not knobs.no_ignore_eos
-            and dialect != "auto"
-            and not get_dialect(dialect).ignore_eos
-        ):
-            raise UsageError(
-                f"synthetic forces output lengths with ignore_eos, which the {dialect} dialect does not "
-                "take; add --no-ignore-eos to send max_tokens alone"
-            )
+        knobs = _knobs(read)
+        models = parse_models(read.get("model"))  # ("" is unset: the web UI's empty field)
+        workload = read.get("workload")
+        _check_workload_fits(workload, knobs, dialect)
         return cls(
-            get("workload"),
-            models.names[0] if models is not None else None,
-            get("api_key"),
-            endpoint,
-            dialect,
-            timeout,
-            ignore_eos,
-            knobs,
-            deadline,
-            tokenizer,
-            models,
-            _header_name(get("session_header")),
+            workload=workload,
+            model=models.names[0] if models is not None else None,
+            api_key=read.get("api_key"),
+            endpoint=endpoint,
+            dialect=dialect,
+            request_timeout=timeout,
+            ignore_eos=ignore_eos,
+            knobs=knobs,
+            request_deadline=deadline,
+            tokenizer=str(read.get("tokenizer", "auto")),
+            models=models,
+            session_header=_header_name(read.get("session_header")),
+        )
+
+
+class _Parsed:
+    """Locust's parsed options as the checks read them: "" (the web UI's empty field) is unset."""
+
+    def __init__(self, opts: Any) -> None:
+        self.opts = opts
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = getattr(self.opts, name, default)
+        return default if value is None or value == "" else value
+
+    def number(self, name: str, kind: type, flag: str, default: Any = None) -> Any:
+        value = self.get(name, default)
+        if value is None:
+            return None
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{flag} must be a number (got {value!r})") from None
+
+    def flag(self, name: str) -> bool:
+        return str(self.get(name, False)).lower() in ("true", "1", "yes", "on")
+
+
+def _timeouts(read: _Parsed) -> tuple[float, float]:
+    """--request-timeout (finite, > 0) and --request-deadline (>= 0, 0 for none), in seconds."""
+    timeout = parse_duration(read.get("request_timeout", DEFAULT_REQUEST_TIMEOUT_S), "--request-timeout")
+    if not timeout > 0:
+        raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
+    if timeout == float("inf"):  # a stalled server would hold the user forever
+        raise UsageError("--request-timeout must be a finite number of seconds (got inf)")
+    deadline = parse_duration(read.get("request_deadline", DEFAULT_REQUEST_DEADLINE_S), "--request-deadline")
+    if not deadline >= 0 or deadline == float("inf"):
+        raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")
+    return timeout, deadline
+
+
+def _knobs(read: _Parsed) -> Knobs:
+    """The workload options (load/workloads.py `Knobs`), each number checked."""
+    return Knobs(
+        thinking_ratio=read.number("thinking_ratio", float, "--thinking-ratio"),
+        max_tokens=read.number("max_tokens", int, "--max-tokens"),
+        rag_passages=read.number("rag_passages", int, "--rag-passages", 4),
+        rag_prefix_share=read.number("rag_prefix_share", float, "--rag-prefix-share", 0.5),
+        rag_tokens=parse_token_range(read.get("rag_tokens", "2000-3000")),
+        prompt_file=read.get("prompt_file"),
+        input_tokens=str(read.get("input_tokens", "1024")),
+        output_tokens=str(read.get("output_tokens", "128")),
+        seed=read.number("seed", int, "--seed"),
+        no_ignore_eos=read.flag("no_ignore_eos"),
+        shared_prefix_tokens=read.number("shared_prefix_tokens", int, "--shared-prefix-tokens", 0),
+        prefix_groups=read.number("prefix_groups", int, "--prefix-groups", 1),
+        dataset=read.get("dataset"),
+        dataset_columns=read.get("dataset_columns"),
+        dataset_sample=read.number("dataset_sample", int, "--dataset-sample"),
+        turns=read.get("turns"),
+        think_time=str(read.get("think_time", "0")),
+    )
+
+
+def _check_workload_fits(workload: str | None, knobs: Knobs, dialect: str) -> None:
+    """Options that only some workloads read, refused where the workload would ignore them."""
+    name = str(workload or "")
+    if knobs.dataset and "dataset" not in name and "chat_session" not in name:
+        raise UsageError(
+            "--dataset is read by the dataset and chat_session workloads: add --workload dataset"
+        )
+    if (
+        "synthetic" in name
+        and not knobs.no_ignore_eos
+        and dialect != "auto"
+        and not get_dialect(dialect).ignore_eos
+    ):
+        raise UsageError(
+            f"synthetic forces output lengths with ignore_eos, which the {dialect} dialect does not "
+            "take; add --no-ignore-eos to send max_tokens alone"
         )
 
 
