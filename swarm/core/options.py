@@ -251,7 +251,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--think-time",
-        "chat_session: seconds a user thinks between turns, a DIST (default 0; not counted as load)",
+        "chat_session: how long a user thinks between turns, a DIST of durations (2s, 500ms-3s, "
+        "lognormal:2s:0.5; a bare number is seconds; default 0; not counted as load)",
         "workload",
         "0",
         metavar="DIST",
@@ -286,13 +287,16 @@ OPTIONS: tuple[Option, ...] = (
         ARRIVALS,
         run=True,
     ),
-    Option("--stage-time", "duration of each stage (default 30s)", "stages", "30s", run=True),
+    Option(
+        "--stage-time", "duration of each stage (default 30s)", "stages", "30s", run=True, metavar="DURATION"
+    ),
     Option(
         "--warmup",
-        "seconds at the start of each stage whose requests are excluded from its statistics",
+        "time at the start of each stage whose requests are excluded from its statistics (e.g. 10s)",
         "stages",
         "0s",
         run=True,
+        metavar="DURATION",
     ),
     # -- statistics: what is kept and where
     Option(

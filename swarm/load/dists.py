@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 
 from swarm.core.errors import UsageError
+from swarm.core.units import parse_duration
 
 DIST_HELP = "N, MIN-MAX (uniform), MEAN:SD (normal, clipped at 1) or lognormal:MEDIAN:SIGMA"
 MAX_TOKENS = 10_000_000
@@ -60,22 +61,24 @@ class Dist:
 
 def parse_dist(text: str, flag: str, *, real: bool = False, most: int | None = None) -> Dist:
     """`text` in one of the DIST forms; UsageError naming `flag` otherwise. `real`: values are
-    real numbers >= 0 (think times in seconds: `Dist.draw_real`), else whole numbers >= 1.
+    durations >= 0 in the one duration syntax (think times: 2, 500ms, 1.5s-4s, lognormal:2s:0.5;
+    seconds: `Dist.draw_real`), else whole numbers >= 1.
     `most`: the largest value, mean or median allowed (token counts: MAX_TOKENS)."""
     s = str(text).strip().replace(" ", "")
-    extra = " (seconds; 0 and fractions allowed)" if real else ""
+    extra = " of durations (e.g. 2s, 500ms-3s; a bare number is seconds)" if real else ""
     bad = UsageError(f"bad {flag} {text!r}: give {DIST_HELP}{extra}")
-    num = float if real else int
+    num = (lambda v: parse_duration(v, flag)) if real else int
+    real_num = num if real else float
     least = 0 if real else 1
     try:
         if s.lower().startswith("lognormal:"):
             _, median, sigma = s.split(":")
-            d = Dist("lognormal", float(median), float(sigma), s)
+            d = Dist("lognormal", real_num(median), float(sigma), s)
             ok = d.a >= 1 or (real and d.a > 0)
             ok = ok and d.b >= 0
         elif ":" in s:
             mean, sd = s.split(":")
-            d = Dist("normal", float(mean), float(sd), s)
+            d = Dist("normal", real_num(mean), real_num(sd), s)
             ok = d.a >= least and d.b >= 0
         elif "-" in s:
             lo, hi = s.split("-")
@@ -84,7 +87,7 @@ def parse_dist(text: str, flag: str, *, real: bool = False, most: int | None = N
         else:
             d = Dist("fixed", num(s), 0, s)
             ok = d.a >= least
-    except ValueError:
+    except (ValueError, UsageError):
         raise bad from None
     if not ok or not all(math.isfinite(v) for v in (d.a, d.b)):
         raise bad

@@ -45,3 +45,20 @@ def test_same_seed_same_draws():
 def test_bad_dist_is_a_usage_error_naming_the_flag(text):
     with pytest.raises(UsageError, match="--input-tokens"):
         parse_dist(text, "--input-tokens")
+
+
+@pytest.mark.parametrize(
+    ("text", "a", "b"),
+    [("2", 2.0, 0.0), ("500ms", 0.5, 0.0), ("500ms-3s", 0.5, 3.0), ("1.5-4", 1.5, 4.0),
+     ("2s:250ms", 2.0, 0.25), ("lognormal:1m:0.5", 60.0, 0.5)],
+)  # fmt: skip
+def test_a_real_dist_takes_the_one_duration_syntax(text, a, b):
+    """--think-time: every value a duration (a bare number is seconds); a lognormal's sigma stays a number."""
+    d = parse_dist(text, "--think-time", real=True)
+    assert (d.a, d.b) == pytest.approx((a, b))
+
+
+@pytest.mark.parametrize("text", ["-1s", "3s-1s", "1x", "2s:-1s", "lognormal:0s:1", "inf"])
+def test_a_bad_real_dist_is_one_usage_error(text):
+    with pytest.raises(UsageError, match=r"--think-time .*durations"):
+        parse_dist(text, "--think-time", real=True)
