@@ -3,10 +3,10 @@
 The engine, the faults, the delivery and the trace are the same for every server; a face holds
 what differs on the wire (vLLM bench style, like `swarm/client/dialects.py` on the client side):
 
-| face     | request checks, errors              | stream events, bodies     | /metrics            | extra routes      |
-|----------|-------------------------------------|---------------------------|---------------------|-------------------|
-| vllm     | `protocol.py` (FastAPI/vLLM shapes) | `render.py`               | `metrics.py` vllm:  | -                 |
-| llamacpp | `llamacpp.py` (nlohmann/llama.cpp)  | `llamacpp.py`             | `llamacpp:` gauges  | /apply-template   |
+| face     | request checks, errors              | stream events, bodies | /metrics              | extra routes                              |
+|----------|-------------------------------------|-----------------------|-----------------------|-------------------------------------------|
+| vllm     | `protocol.py` (FastAPI/vLLM shapes) | `render.py`           | `metrics.py` vllm:    | -                                         |
+| llamacpp | `llamacpp.py` (nlohmann/llama.cpp)  | `llamacpp_render.py`  | `llamacpp_metrics.py` | /apply-template (`llamacpp_tokenizer.py`) |
 
 `swarm/sim/server.py` asks the face and never branches on the server. A face is chosen by name
 (`swarm sim --server NAME`); another server family is one more `Face` subclass in `FACES`.
@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 import orjson
 
 from swarm.core.errors import UsageError
-from swarm.sim import llamacpp
+from swarm.sim import llamacpp, llamacpp_metrics, llamacpp_render, llamacpp_tokenizer
 from swarm.sim.engine import Engine
 from swarm.sim.engine import Sequence as EngineSequence
 from swarm.sim.metrics import SimMetrics
@@ -209,7 +209,7 @@ class VllmFace(Face):
 
 
 class LlamaCppFace(Face):
-    """llama.cpp's llama-server: swarm/sim/llamacpp.py."""
+    """llama.cpp's llama-server: swarm/sim/llamacpp.py and its llamacpp_*.py."""
 
     name = llamacpp.SERVER
     fallback_path = "/{tail:.*}"  # every unknown path and method
@@ -226,7 +226,7 @@ class LlamaCppFace(Face):
     one_model = "llama-server's one model"
 
     def metrics(self, engine: Engine) -> FaceMetrics:
-        return llamacpp.LlamaMetrics(engine)
+        return llamacpp_metrics.LlamaMetrics(engine)
 
     def extra_posts(self) -> dict[str, Callable[[bytes], dict[str, Any]]]:
         return {"/apply-template": _apply_template}
@@ -238,10 +238,10 @@ class LlamaCppFace(Face):
         return orjson.dumps(llamacpp.models_body(self.served[0], self.profile.max_model_len, created))
 
     def tokenize(self, raw: bytes) -> dict[str, Any]:
-        return llamacpp.tokenize_answer(llamacpp.load_body(raw))
+        return llamacpp_tokenizer.tokenize_answer(llamacpp.load_body(raw))
 
     def detokenize(self, raw: bytes) -> dict[str, Any]:
-        return llamacpp.detokenize_answer(llamacpp.load_body(raw))
+        return llamacpp_tokenizer.detokenize_answer(llamacpp.load_body(raw))
 
     def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
         body = llamacpp.load_body(raw)  # llama-server answers any model name with its one model
@@ -253,17 +253,17 @@ class LlamaCppFace(Face):
         )
 
     def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
-        return llamacpp.LlamaStreamRenderer(tape, out, model, req.endpoint, req.include_usage)
+        return llamacpp_render.LlamaStreamRenderer(tape, out, model, req.endpoint, req.include_usage)
 
     def full_body(
         self, tape: Tape, out: Output, model: str, req: GenRequest, seq: EngineSequence, thinking: bool
     ) -> bytes:
-        return llamacpp.full_body(tape, out, model, req.endpoint, seq, thinking)
+        return llamacpp_render.full_body(tape, out, model, req.endpoint, seq, thinking)
 
 
 def _apply_template(raw: bytes) -> dict[str, Any]:
     """llama.cpp's `/apply-template`: the chat prompt as text (its /tokenize counts usage's tokens)."""
-    return {"prompt": llamacpp.apply_template(llamacpp.messages_of(llamacpp.load_body(raw)))}
+    return {"prompt": llamacpp_tokenizer.apply_template(llamacpp.messages_of(llamacpp.load_body(raw)))}
 
 
 FACES: dict[str, type[Face]] = {face.name: face for face in (VllmFace, LlamaCppFace)}

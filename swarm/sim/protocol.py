@@ -148,39 +148,49 @@ def check_model(body: dict[str, Any], served: str | Sequence[str]) -> str:
     return model
 
 
-def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_len: int) -> GenRequest:
-    stream = _opt_bool(body, "stream")
+def _stream_options(body: dict[str, Any], stream: bool) -> tuple[bool, bool]:
+    """(include_usage, continuous_usage_stats) of `stream_options`, checked as vLLM checks them."""
     opts = body.get("stream_options")
-    include_usage = continuous = False
-    if opts is not None:
-        if not isinstance(opts, dict):
-            raise _invalid(
-                "model_type",
-                "body.stream_options",
-                "Input should be a valid dictionary or instance of StreamOptions",
-                opts,
-            )
-        if not stream:
-            raise _bad("Stream options can only be defined when `stream=True`.", "stream_options")
-        include_usage = _opt_bool(opts, "include_usage", loc="body.stream_options")
-        # as in vLLM: running usage only when the final usage chunk is asked for too
-        continuous = include_usage and _opt_bool(opts, "continuous_usage_stats", loc="body.stream_options")
+    if opts is None:
+        return False, False
+    if not isinstance(opts, dict):
+        raise _invalid(
+            "model_type",
+            "body.stream_options",
+            "Input should be a valid dictionary or instance of StreamOptions",
+            opts,
+        )
+    if not stream:
+        raise _bad("Stream options can only be defined when `stream=True`.", "stream_options")
+    include_usage = _opt_bool(opts, "include_usage", loc="body.stream_options")
+    # as in vLLM: running usage only when the final usage chunk is asked for too
+    continuous = include_usage and _opt_bool(opts, "continuous_usage_stats", loc="body.stream_options")
+    return include_usage, continuous
+
+
+def _check_sampling(body: dict[str, Any]) -> None:
+    """`n` (1 only, on the simulator) and `temperature` (a non-negative number)."""
     n = _opt_int(body, "n")
     if n is not None and n != 1:
         raise _bad(f"n must be 1 on the simulator, got {n}.", "n", n)
     temperature = body.get("temperature")
-    if temperature is not None:
-        if isinstance(temperature, str):
-            raise _invalid(
-                "float_parsing",
-                "body.temperature",
-                "Input should be a valid number, unable to parse string as a number",
-                temperature,
-            )
-        if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-            raise _invalid("float_type", "body.temperature", "Input should be a valid number", temperature)
-        if temperature < 0:
-            raise _bad(f"temperature must be non-negative, got {temperature}.", "temperature", temperature)
+    if temperature is None:
+        return
+    if isinstance(temperature, str):
+        raise _invalid(
+            "float_parsing",
+            "body.temperature",
+            "Input should be a valid number, unable to parse string as a number",
+            temperature,
+        )
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+        raise _invalid("float_type", "body.temperature", "Input should be a valid number", temperature)
+    if temperature < 0:
+        raise _bad(f"temperature must be non-negative, got {temperature}.", "temperature", temperature)
+
+
+def _token_bounds(body: dict[str, Any], endpoint: str) -> tuple[int | None, int]:
+    """(max_tokens as asked, None when not; min_tokens), each checked and against each other."""
     max_tokens = _opt_int(body, "max_completion_tokens") if endpoint == "chat" else None
     if max_tokens is None:
         max_tokens = _opt_int(body, "max_tokens")
@@ -191,7 +201,13 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
         raise _bad(f"min_tokens must be greater than or equal to 0, got {min_tokens}.")
     if max_tokens is not None and min_tokens > max_tokens:
         raise _bad(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.")
-    ignore_eos = _opt_bool(body, "ignore_eos")
+    return max_tokens, min_tokens
+
+
+def _fit_context(max_tokens: int | None, prompt_tokens: int, max_model_len: int) -> int:
+    """The output tokens the request gets: a `max_tokens` past `max_model_len` or a prompt that
+    leaves no room is refused; no max_tokens, or one past what the context leaves, is cut to it
+    (finish "length")."""
     if max_tokens is not None and max_tokens > max_model_len:
         raise _bad(
             f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. "
@@ -199,7 +215,6 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
             "max_tokens",
             max_tokens,
         )
-    prompt_tokens = len(pieces)
     if prompt_tokens >= max_model_len:
         # vLLM counts at most max_model_len + 1 tokens of a prompt, hence "at least"
         seen = min(prompt_tokens, max_model_len + 1)
@@ -210,19 +225,32 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
             "input_tokens",
             seen,
         )
-    # what the context leaves: no max_tokens, or one past the context, is cut to it (finish "length")
     room = max_model_len - prompt_tokens
-    max_tokens = room if max_tokens is None else min(max_tokens, room)
-    thinking = None
-    if endpoint == "chat":
-        kwargs = body.get("chat_template_kwargs")
-        if kwargs is not None:
-            if not isinstance(kwargs, dict):
-                raise _invalid(
-                    "dict_type", "body.chat_template_kwargs", "Input should be a valid dictionary", kwargs
-                )
-            if kwargs.get("enable_thinking") is not None:
-                thinking = _opt_bool(kwargs, "enable_thinking", loc="body.chat_template_kwargs")
+    return room if max_tokens is None else min(max_tokens, room)
+
+
+def _thinking(body: dict[str, Any], endpoint: str) -> bool | None:
+    """A chat's `chat_template_kwargs.enable_thinking`; None (the server's default) when not given."""
+    if endpoint != "chat":
+        return None
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is None:
+        return None
+    if not isinstance(kwargs, dict):
+        raise _invalid("dict_type", "body.chat_template_kwargs", "Input should be a valid dictionary", kwargs)
+    if kwargs.get("enable_thinking") is None:
+        return None
+    return _opt_bool(kwargs, "enable_thinking", loc="body.chat_template_kwargs")
+
+
+def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_len: int) -> GenRequest:
+    """The checks and fields chat and completions share, in the order vLLM reports them."""
+    stream = _opt_bool(body, "stream")
+    include_usage, continuous = _stream_options(body, stream)
+    _check_sampling(body)
+    asked, min_tokens = _token_bounds(body, endpoint)
+    ignore_eos = _opt_bool(body, "ignore_eos")
+    max_tokens = _fit_context(asked, len(pieces), max_model_len)
     return GenRequest(
         endpoint=endpoint,
         stream=stream,
@@ -231,8 +259,8 @@ def _common(body: dict[str, Any], endpoint: str, pieces: list[str], max_model_le
         max_tokens=max_tokens,
         min_tokens=min(min_tokens, max_tokens),
         ignore_eos=ignore_eos,
-        thinking=thinking,
-        prompt_tokens=prompt_tokens,
+        thinking=_thinking(body, endpoint),
+        prompt_tokens=len(pieces),
         prompt_pieces=pieces,
     )
 
