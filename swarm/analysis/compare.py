@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis.diagnosis import Finding
+from swarm.analysis.finding import Finding
 from swarm.analysis.plots import png
 from swarm.analysis.report import CSS
 from swarm.analysis.rundir import RunData, findings, load_run

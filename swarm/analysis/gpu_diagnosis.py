@@ -1,11 +1,11 @@
 """What the GPUs say about a run's ceiling (pure functions over `gpu_metrics.gpu_stage_stats`).
 
-Judged at the ceiling stage (swarm/analysis/diagnosis.py `ceiling`), else at the last stage (the
+Judged at the ceiling stage (swarm/analysis/ceiling.py `ceiling`), else at the last stage (the
 most load the run offered):
 - gpu_busy: every GPU averaged >= GPU_BUSY utilisation: compute-bound, as the GPUs themselves say;
 - gpu_headroom: the busiest GPU averaged < GPU_BUSY: whatever held throughput there, it was not
   GPU compute (the scheduler, KV cache, CPU, network or the client: see the other findings); a
-  server-side compute_bound finding (swarm/analysis/diagnosis.py) is then said to be unconfirmed;
+  server-side compute_bound finding (swarm/analysis/bottleneck.py) is then said to be unconfirmed;
 and in any stage:
 - gpu_idle: a GPU averaged < GPU_IDLE while another averaged >= GPU_ACTIVE: named (host, index,
   UUID), the first stage it happens in; usually a placement problem (tensor/data parallel size,
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from swarm.analysis.diagnosis import Finding, StageRow, ceiling
+from swarm.analysis.ceiling import ceiling
+from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.gpu_metrics import GpuWindow
 from swarm.core.units import percent_text
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from swarm.analysis.diagnosis import Finding
+from swarm.analysis.finding import Finding
 from swarm.analysis.rundir import RunData
 from swarm.core.units import stage_number
 

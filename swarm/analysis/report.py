@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis import conversations, plots, table
-from swarm.analysis.diagnosis import Finding
+from swarm.analysis.finding import Finding
 from swarm.analysis.gpu_diagnosis import GPU_ACTIVE, GPU_IDLE
 from swarm.analysis.plots import PNGS, render_plots
 from swarm.analysis.rundir import RunData, findings, load_run, slo_text, stage_rows

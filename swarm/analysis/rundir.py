@@ -3,10 +3,10 @@
 What a run leaves (every piece may be missing; `RunData.notes` says what is):
 - `summary.json` (swarm/stats/summary.py): per-stage client blocks, run metadata, SLO objectives;
 - `requests.parquet` (or `records/*.parquet`): per-request records (swarm/core/recordfile.py SCHEMA);
-- `server_metrics.jsonl` (swarm/analysis/server_metrics.py ServerPoller): the target's /metrics scrapes;
+- `server_metrics.jsonl` (swarm/orchestrate/pollers.py ServerPoller): the target's /metrics scrapes;
 - `client_cpu.jsonl` (written by the Locust master, swarm/live/master.py): each worker's own CPU
   and wall seconds per stage, one line per report, read back into a `swarm.stats.cpu.ClientLoad`.
-- `gpu_metrics.jsonl` (swarm/analysis/gpu_metrics.py GpuPoller, `--gpu-metrics`): dcgm-exporter scrapes,
+- `gpu_metrics.jsonl` (swarm/orchestrate/pollers.py GpuPoller, `--gpu-metrics`): dcgm-exporter scrapes,
   per stage and GPU in `RunData.gpus`.
 
 `stage_rows()` is the only place that knows the summary's stage layout; `findings()` runs the
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from swarm.analysis.client_server import TtftComparison, compare_ttft
-from swarm.analysis.diagnosis import Finding, StageRow, diagnose
+from swarm.analysis.diagnosis import diagnose
+from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.gpu_diagnosis import gpu_findings
 from swarm.analysis.gpu_metrics import (
     GPU_METRICS,

@@ -3,7 +3,7 @@
 Reads summary.json `search` (written by the master, swarm/live/search.py) and the per-stage
 server statistics (swarm/analysis/server_metrics.py) for the bottleneck at the answer: the first
 failing probe for a concurrency/rate search (what stopped the SLO being met), the knee's stage for
-a knee search, judged by the diagnosis' own tests (swarm/analysis/diagnosis.py) and said in the
+a knee search, judged by the diagnosis' own tests (swarm/analysis/bottleneck.py) and said in the
 diagnosis' own sentence for that finding (written once, there: no kind label in front of it).
 Probes are stages, so the probe table and plot number them as every label numbers stages
 (swarm/core/units.py `stage_name`: from 1).
@@ -15,7 +15,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from swarm.analysis.diagnosis import Finding, cause_at
+from swarm.analysis.bottleneck import cause_at
+from swarm.analysis.finding import Finding
 from swarm.analysis.rundir import RunData
 from swarm.core.units import seconds_text, stage_name, stage_number
 
@@ -37,7 +38,7 @@ def why_stage(search: Mapping[str, Any]) -> int | None:
 
 def bottleneck(data: RunData) -> Finding | None:
     """What held the server at the answer (the client's CPU, KV cache, the scheduler cap, the
-    front-end, outside the engine, compute: `diagnosis.cause_at`), as the diagnosis finding of that
+    front-end, outside the engine, compute: `bottleneck.cause_at`), as the diagnosis finding of that
     kind: its `text` is the one sentence for it, its `kind` says which."""
     search = search_of(data)
     if search is None:

@@ -60,7 +60,7 @@ def assert_causes_shown_by_gauges(out: Path, cap: int | None = None) -> list[str
     """Every bottleneck diagnosis.json names is one the server's own gauges show at that stage,
     and nothing outside the engine is named (the targets here add no front-end or network delay).
     Returns the kinds named."""
-    from swarm.analysis.diagnosis import ENGINE_SHARE_MIN, KV_HIGH, KV_LOW, engine_share
+    from swarm.analysis.bottleneck import ENGINE_SHARE_MIN, KV_HIGH, KV_LOW, engine_share
     from swarm.analysis.rundir import load_run
 
     data = load_run(out)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from swarm.analysis.diagnosis import Finding, StageRow
+from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.gpu_diagnosis import gpu_findings
 from swarm.analysis.gpu_metrics import GpuSnapshot, gpu_stage_stats, parse_dcgm
 from tests.helpers.dcgm_standin import FB_TOTAL_MIB, MODEL, exposition

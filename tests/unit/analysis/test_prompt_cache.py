@@ -5,7 +5,7 @@ table and the report."""
 from __future__ import annotations
 
 from swarm.analysis import table
-from swarm.analysis.diagnosis import prompt_cache_vs_server
+from swarm.analysis.prompt_cache import prompt_cache_vs_server
 from swarm.analysis.server_metrics import StageServerStats
 
 

@@ -1,0 +1,18 @@
+"""Request and output-token totals, client against server, with the cause where they differ."""
+
+from __future__ import annotations
+
+from swarm.analysis.reconcile import reconcile_totals
+from tests.unit.analysis.helpers import stats
+
+
+def test_totals_reconciliation():
+    total = {"requests": 1000, "failures": {"timeout": 50}, "output_tokens": 50_000}
+    run = stats(-1, requests=948.0, generation_tokens=50_100.0)
+    texts = [f.text for f in reconcile_totals(run, total)]
+    assert "reconcile" in texts[0] and "reconcile" in texts[1]
+    run = stats(-1, requests=1000.0, generation_tokens=60_000.0)
+    texts = [f.text for f in reconcile_totals(run, total)]
+    assert "marked them failed" in texts[0] and "20.0% more" in texts[1]
+    run = stats(-1, requests=900.0, generation_tokens=50_000.0)
+    assert "lost data on the server side" in reconcile_totals(run, total)[0].text
