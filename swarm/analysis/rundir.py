@@ -4,7 +4,7 @@ What a run leaves (every piece may be missing; `RunData.notes` says what is):
 - `summary.json` (swarm/stats/summary.py): per-stage client blocks, run metadata, SLO objectives;
 - `requests.parquet` (or `records/*.parquet`): per-request records (swarm/core/recordfile.py SCHEMA);
 - `server_metrics.jsonl` (swarm/orchestrate/pollers.py ServerPoller): the target's /metrics scrapes;
-- `client_cpu.jsonl` (written by the Locust master, swarm/live/master.py): each worker's own CPU
+- `client_cpu.jsonl` (written by the Locust master, swarm/live/client_cpu.py): each worker's own CPU
   and wall seconds per stage, one line per report, read back into a `swarm.stats.cpu.ClientLoad`.
 - `gpu_metrics.jsonl` (swarm/orchestrate/pollers.py GpuPoller, `--gpu-metrics`): dcgm-exporter scrapes,
   per stage and GPU in `RunData.gpus`.

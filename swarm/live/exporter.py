@@ -36,7 +36,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from swarm.core.records import OUTCOMES
-from swarm.stats.aggregate import LATENCIES, Aggregate
+from swarm.stats.aggregate import LATENCIES, Aggregate, Cell
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _HELP = {
@@ -71,84 +71,107 @@ class SwarmCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         st = self._state()
         run = [st.model_name or "unknown", st.run_id]
-        wl_labels = ["workload", "class", "model", "model_name", "run_id"]
-        agg = st.aggregate
-        cells = {
-            (name, k, m or "unknown"): agg.combined(workload=name, klass=k, model=m)
-            for name in agg.workloads()
-            for k in agg.classes(name)
-            for m in agg.models()
-        }
-        cells = {key: c for key, c in cells.items() if c.requests}
+        cells = _cells(st.aggregate)
+        yield from latency_metrics(cells, run)
+        yield from request_metrics(cells, run)
+        yield from goodput_metrics(cells, run)
+        yield from turn_metrics(st.aggregate, run)
+        yield from gauge_metrics(st, run)
 
-        for name in LATENCIES:
-            h = HistogramMetricFamily(f"swarm_{name}_seconds", _HELP[name], labels=wl_labels)
-            for workload, cell in cells.items():
-                s = cell.latencies[name]
-                buckets = [(floatToGoString(bound), count) for bound, count in s.cumulative_buckets()]
-                h.add_metric([*workload, *run], buckets, sum_value=s.sum)
-            yield h
 
-        req = CounterMetricFamily(
-            "swarm_requests",
-            "Requests sent, each counted once when it ends, by outcome (failed, cancelled and warm-up included)",
-            labels=[*wl_labels, "outcome"],
-        )
+Cells = dict[tuple[str, str, str], Cell]  # (workload, class, served model) -> its cell
+WL_LABELS = ["workload", "class", "model", "model_name", "run_id"]
+
+
+def _cells(agg: Aggregate) -> Cells:
+    """Every (workload, request class, served model) that sent a request, with its cell."""
+    cells = {
+        (name, k, m or "unknown"): agg.combined(workload=name, klass=k, model=m)
+        for name in agg.workloads()
+        for k in agg.classes(name)
+        for m in agg.models()
+    }
+    return {key: c for key, c in cells.items() if c.requests}
+
+
+def latency_metrics(cells: Cells, run: list[str]) -> Iterator[Metric]:
+    """A histogram per latency, on the exact bucket counts."""
+    for name in LATENCIES:
+        h = HistogramMetricFamily(f"swarm_{name}_seconds", _HELP[name], labels=WL_LABELS)
         for workload, cell in cells.items():
-            for o in OUTCOMES:
-                req.add_metric([*workload, *run, o.value], cell.outcomes[o.value])
-        yield req
-        for attr, text in (
-            ("prompt_tokens", "Prompt tokens of finished requests (server usage)"),
-            ("output_tokens", "Output tokens (reasoning + answer) of finished requests"),
-            ("reasoning_tokens", "Reasoning tokens of finished requests"),
-        ):
-            c = CounterMetricFamily(f"swarm_{attr}", text, labels=wl_labels)
-            for workload, cell in cells.items():
-                c.add_metric([*workload, *run], getattr(cell, attr))
-            yield c
+            s = cell.latencies[name]
+            buckets = [(floatToGoString(bound), count) for bound, count in s.cumulative_buckets()]
+            h.add_metric([*workload, *run], buckets, sum_value=s.sum)
+        yield h
 
-        judged = any(cell.goodput_counted for cell in cells.values())  # --goodput given: samples
-        for name, text, attr in (
-            (
-                "swarm_goodput_requests",
-                "Requests meeting every --goodput SLO (ok, non-warm-up)",
-                "goodput_met",
-            ),
-            (
-                "swarm_goodput_judged_requests",
-                "Requests judged against --goodput: non-warm-up, ok or failed (not cancelled)",
-                "goodput_counted",
-            ),
-        ):
-            c = CounterMetricFamily(name, text, labels=wl_labels)
-            for workload, cell in cells.items() if judged else ():
-                c.add_metric([*workload, *run], getattr(cell, attr))
-            yield c
-        yield from turn_metrics(agg, run)
 
-        gauges: list[tuple[str, str, float]] = [
-            ("swarm_users", "Concurrent simulated users", st.users),
-            ("swarm_workers", "Connected Locust workers", st.workers),
-            ("swarm_stage", "Index of the current load stage", st.stage),
+def request_metrics(cells: Cells, run: list[str]) -> Iterator[Metric]:
+    """Requests by outcome (zeros included), and the token counters."""
+    req = CounterMetricFamily(
+        "swarm_requests",
+        "Requests sent, each counted once when it ends, by outcome (failed, cancelled and warm-up included)",
+        labels=[*WL_LABELS, "outcome"],
+    )
+    for workload, cell in cells.items():
+        for o in OUTCOMES:
+            req.add_metric([*workload, *run, o.value], cell.outcomes[o.value])
+    yield req
+    for attr, text in (
+        ("prompt_tokens", "Prompt tokens of finished requests (server usage)"),
+        ("output_tokens", "Output tokens (reasoning + answer) of finished requests"),
+        ("reasoning_tokens", "Reasoning tokens of finished requests"),
+    ):
+        c = CounterMetricFamily(f"swarm_{attr}", text, labels=WL_LABELS)
+        for workload, cell in cells.items():
+            c.add_metric([*workload, *run], getattr(cell, attr))
+        yield c
+
+
+def goodput_metrics(cells: Cells, run: list[str]) -> Iterator[Metric]:
+    """The --goodput counters (no samples without --goodput: nothing was judged)."""
+    judged = any(cell.goodput_counted for cell in cells.values())
+    for name, text, attr in (
+        (
+            "swarm_goodput_requests",
+            "Requests meeting every --goodput SLO (ok, non-warm-up)",
+            "goodput_met",
+        ),
+        (
+            "swarm_goodput_judged_requests",
+            "Requests judged against --goodput: non-warm-up, ok or failed (not cancelled)",
+            "goodput_counted",
+        ),
+    ):
+        c = CounterMetricFamily(name, text, labels=WL_LABELS)
+        for workload, cell in cells.items() if judged else ():
+            c.add_metric([*workload, *run], getattr(cell, attr))
+        yield c
+
+
+def gauge_metrics(st: ExportState, run: list[str]) -> Iterator[Metric]:
+    """Users, workers, stage, degraded workers (and the replay's late rows while a trace replays)."""
+    gauges: list[tuple[str, str, float]] = [
+        ("swarm_users", "Concurrent simulated users", st.users),
+        ("swarm_workers", "Connected Locust workers", st.workers),
+        ("swarm_stage", "Index of the current load stage", st.stage),
+        (
+            "swarm_degraded_workers",
+            "Workers lost during the run (missing heartbeat)",
+            st.degraded_workers,
+        ),
+    ]
+    if st.replay_late_rows is not None:  # only while a trace is replayed
+        gauges.append(
             (
-                "swarm_degraded_workers",
-                "Workers lost during the run (missing heartbeat)",
-                st.degraded_workers,
-            ),
-        ]
-        if st.replay_late_rows is not None:  # only while a trace is replayed
-            gauges.append(
-                (
-                    "swarm_trace_replay_late_rows",
-                    "Trace replay: rows sent more than --trace-max-lag after their time",
-                    st.replay_late_rows,
-                )
+                "swarm_trace_replay_late_rows",
+                "Trace replay: rows sent more than --trace-max-lag after their time",
+                st.replay_late_rows,
             )
-        for metric, text, value in gauges:
-            g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
-            g.add_metric(run, value)
-            yield g
+        )
+    for metric, text, value in gauges:
+        g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
+        g.add_metric(run, value)
+        yield g
 
 
 def turn_metrics(agg: Aggregate, run: list[str]) -> Iterator[Metric]:

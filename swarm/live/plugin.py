@@ -5,8 +5,9 @@ table in swarm/core/options.py), the load shape's stage messages (swarm/live/sha
 `init`, the statistics side of this process, by role, with narrow handles on it kept on the
 environment (`environment.swarm.stats`, a `StatsHandles`):
 - worker: a `WorkerStats` (swarm/live/worker.py): records -> a delta shipped with every report;
-- master: a `MasterStats` (swarm/live/master.py): merges the deltas, watches the workers, serves
-  /metrics and the LLM tab, writes summary.json, judges the SLOs;
+- master: a `MasterStats` (swarm/live/master.py): merges the deltas, watches the workers
+  (worker_health.py) and their CPU (client_cpu.py), serves /metrics and the LLM tab (serving.py),
+  writes summary.json and judges the SLOs (outcome.py);
 - local: both, the master side pulling the local delta every tick.
 A malformed --slo prints one line and exits 2 at start-up.
 """
@@ -64,8 +65,7 @@ class StatsPlugin:
 
         def merged() -> Aggregate:
             assert master is not None
-            master._pull_local()  # a local runner: its own latest records
-            return master.aggregate
+            return master.merged()  # a local runner: its own latest records included
 
         def count_cut() -> None:
             assert worker is not None

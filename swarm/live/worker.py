@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-from locust import log as locust_log
 
 from swarm.core.options import CUT_NOW_SIGNAL
 from swarm.core.records import RequestRecord
+from swarm.live import locust_fixes
 from swarm.live.options import option
 from swarm.live.recorder import RecordWriter
 from swarm.live.state import swarm_state
@@ -122,7 +122,7 @@ class WorkerStats:
             "cpu": self.cpu.take(),
             "in_flight": self.state.in_flight,
             # Locust logged an exception of this process's code and went on: the master fails the run
-            "internal_error": bool(locust_log.unhandled_greenlet_exception),
+            "internal_error": locust_fixes.internal_error_logged(),
         }
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
@@ -152,7 +152,7 @@ class WorkerStats:
         last report goes to the master as usual."""
         logger.info("swarm: %s: cutting the requests in flight now", CUT_NOW_SIGNAL)
         self.environment.stop_timeout = 0  # a stop that has not begun yet: no grace either
-        gevent.spawn(self.runner.user_greenlets.kill, block=True)
+        locust_fixes.kill_users_now(self.runner)
 
     def hand_over_last_delta(self) -> None:
         """Worker quitting on its own (SIGTERM, Ctrl-C) rather than on the master's quit: stop the
@@ -161,19 +161,12 @@ class WorkerStats:
         From here on the worker takes no new users: when another worker quits first, the master
         hands its users to the workers left, and users spawned after this last report would send
         requests that no report ever carries (seen as a few requests missing after a Ctrl-C)."""
-        runner = self.runner
-        handle = runner.handle_message
-
-        def no_more_spawns(msg: Any) -> None:
-            if msg.type != "spawn":
-                handle(msg)
-
-        runner.handle_message = no_more_spawns  # the worker's receive loop calls self.handle_message
+        locust_fixes.refuse_spawns(self.runner)
         with contextlib.suppress(Exception):
             if not self.stopped:
                 self.runner.stop()
             # always: even with no new records, this report's `stopped` tells the master it is final
-            self.runner._send_stats()  # fires report_to_master, as Locust's own reporter does
+            locust_fixes.send_report_now(self.runner)
 
     def close(self) -> None:
         if self._closed:

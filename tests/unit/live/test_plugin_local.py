@@ -81,7 +81,7 @@ def test_master_side_merge_of_a_worker_report(tmp_path):
         plugin._on_worker_report(client_id="w-1", data=data)
         plugin._on_worker_report(client_id="w-1", data={WIRE_KEY: {"v": 999, "cells": []}})  # ignored, logged
         assert plugin.aggregate.combined().requests == 50
-        assert plugin.model_name == "from-worker" and plugin.worker_stopped["w-1"] is True
+        assert plugin.model_name == "from-worker" and plugin.health.stopped["w-1"] is True
     finally:
         env.events.quitting.fire(environment=env)
 

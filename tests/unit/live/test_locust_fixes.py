@@ -1,0 +1,69 @@
+"""The Locust workarounds, each against the Locust internals it reaches into."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gevent
+from locust.env import Environment
+
+from swarm.live import locust_fixes
+
+
+def test_a_report_without_user_classes_count_gets_the_masters_last_counts_first():
+    env = Environment()
+    seen = []
+    env.events.worker_report.add_listener(lambda client_id, data: seen.append(dict(data)))
+    runner = SimpleNamespace(clients={"w-1": SimpleNamespace(user_classes_count={"LLMUser": 3})})
+    locust_fixes.fill_missing_user_classes_count(env, runner)
+    env.events.worker_report.fire(client_id="w-1", data={})
+    env.events.worker_report.fire(client_id="w-unknown", data={})
+    env.events.worker_report.fire(
+        client_id="w-1", data={"user_classes_count": {"LLMUser": 1}, "user_count": 1}
+    )
+    assert seen == [
+        {"user_classes_count": {"LLMUser": 3}, "user_count": 3},
+        {"user_classes_count": {}, "user_count": 0},
+        {"user_classes_count": {"LLMUser": 1}, "user_count": 1},
+    ]
+
+
+def test_refuse_spawns_passes_every_other_message_on():
+    handled = []
+    runner = SimpleNamespace(handle_message=lambda msg: handled.append(msg.type))
+    locust_fixes.refuse_spawns(runner)
+    for kind in ("spawn", "stop", "quit", "spawn"):
+        runner.handle_message(SimpleNamespace(type=kind))
+    assert handled == ["stop", "quit"]
+
+
+def test_send_report_now_and_kill_users_now_call_the_runner():
+    calls = []
+    group = SimpleNamespace(kill=lambda block: calls.append(("kill", block)))
+    runner = SimpleNamespace(_send_stats=lambda: calls.append("stats"), user_greenlets=group)
+    locust_fixes.send_report_now(runner)
+    locust_fixes.kill_users_now(runner)
+    gevent.sleep(0)
+    assert calls == ["stats", ("kill", True)]
+
+
+def test_shape_greenlet_and_master_receiving():
+    assert locust_fixes.shape_greenlet(SimpleNamespace()) is None
+    assert locust_fixes.shape_greenlet(SimpleNamespace(shape_greenlet="g")) == "g"
+    assert locust_fixes.master_receiving(SimpleNamespace(greenlet=[1])) is True
+    assert locust_fixes.master_receiving(SimpleNamespace(greenlet=[])) is False
+
+
+def test_receive_message_reads_the_socket_or_times_out():
+    msg = SimpleNamespace(node_id="w-1", type="stats", data={"x": 1})
+    ready = SimpleNamespace(server=SimpleNamespace(recv_from_client=lambda: ("w-1", msg)))
+    assert locust_fixes.receive_message(ready, 1.0) == ("w-1", "stats", {"x": 1})
+    silent = SimpleNamespace(server=SimpleNamespace(recv_from_client=lambda: gevent.sleep(5)))
+    assert locust_fixes.receive_message(silent, 0.01) is None
+
+
+def test_internal_error_flag(monkeypatch):
+    monkeypatch.setattr(locust_fixes.locust_log, "unhandled_greenlet_exception", False)
+    assert locust_fixes.internal_error_logged() is False
+    locust_fixes.mark_internal_error()
+    assert locust_fixes.internal_error_logged() is True
