@@ -284,7 +284,11 @@ def send_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
     from swarm.live.options import LLMOptions
     from swarm.live.state import swarm_state
     from swarm.live.user import LLMUser
-    from swarm.load.workloads import LLMRequest
+
+    try:
+        from swarm.load.request import LLMRequest
+    except ImportError:  # a tree from before swarm/load/request.py, measured with --code
+        from swarm.load.workloads import LLMRequest
 
     class U(LLMUser):
         host = "http://127.0.0.1:1"

@@ -55,9 +55,9 @@ from swarm.live.replay_schedule import (
     ReplayQueue,
 )
 from swarm.live.state import swarm_state
+from swarm.load.request import LLMRequest
 from swarm.load.trace import Trace, TraceRow, load_trace
 from swarm.load.trace_prompts import TracePrompts
-from swarm.load.workloads import LLMRequest
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """`LLMUser`: a Locust FastHttpUser that sends one streamed completion per task and measures it.
 
-The request path of one task: the workload mix draws an `LLMRequest` (swarm/load/workloads.py),
+The request path of one task: the workload mix draws an `LLMRequest` (swarm/load/request.py),
 the server's dialect writes its body (swarm/client/dialects.py), the transport sends it and reads
 the stream on the user's pooled socket, timing each read by the kernel's receive timestamp
 (swarm/client/transport.py, clock.py), the stream tally fills a `RequestRecord`
@@ -50,8 +50,8 @@ from swarm.live.prepare import check_models, draw_seed, prepare_workloads, promp
 from swarm.live.replay import prepare_replay, replay_task, trace_of
 from swarm.live.state import INIT_WAIT_S, swarm_state, wait_for_init
 from swarm.load.backoff import backoff_s
+from swarm.load.request import LLMRequest
 from swarm.load.sessions import Conversation
-from swarm.load.workloads import LLMRequest
 
 log = logging.getLogger(__name__)
 
@@ -331,11 +331,34 @@ class LLMUser(FastHttpUser):
         if session is not None:
             record.session_id = session.id
             record.turn = session.turn + 1
+        self.state.in_flight += 1  # until _fire, which every path reaches
+        n_bytes = self._exchange(req, record, session, trace_row)
+        outcome = record.outcome
+        if outcome is not Outcome.OK:
+            record.tpot_s = None
+            if outcome is Outcome.CANCELLED and record.prompt_tokens is None:
+                record.prompt_tokens = req.prompt_tokens  # the server's count, when the workload knows it
+        self._fire(record, n_bytes)
+        transport = self.transport
+        cut = transport.cut
+        if cut is not None:  # the stop that cancelled it goes on, now that the request is recorded
+            transport.cut = None
+            raise cut
+        if outcome is Outcome.OK:
+            self._failures = 0
+        elif outcome.failed:
+            self._failures += 1
+        self._pause_s = backoff_s(self._failures, self._jitter) if outcome.failed else 0.0
+        return record
+
+    def _exchange(
+        self, req: LLMRequest, record: RequestRecord, session: Conversation | None, trace_row: int | None
+    ) -> int:
+        """Write the body, send it and tally the stream into `record`, its outcome and error set
+        (any exception of ours an `internal` outcome); returns the bytes read."""
         n_bytes = 0
         t0 = time.perf_counter()
-        t_end = t0
         transport = self.transport
-        self.state.in_flight += 1  # until _fire, which every path reaches
         try:
             served = self.served()
             if not record.model:
@@ -384,21 +407,7 @@ class LLMUser(FastHttpUser):
             error = printable(scrub(error, self._secret))
         record.outcome = outcome
         record.error = error
-        if outcome is not Outcome.OK:
-            record.tpot_s = None
-            if outcome is Outcome.CANCELLED and record.prompt_tokens is None:
-                record.prompt_tokens = req.prompt_tokens  # the server's count, when the workload knows it
-        self._fire(record, n_bytes)
-        cut = transport.cut
-        if cut is not None:  # the stop that cancelled it goes on, now that the request is recorded
-            transport.cut = None
-            raise cut
-        if outcome is Outcome.OK:
-            self._failures = 0
-        elif outcome.failed:
-            self._failures += 1
-        self._pause_s = backoff_s(self._failures, self._jitter) if outcome.failed else 0.0
-        return record
+        return n_bytes
 
     def _back_off(self) -> None:
         """Closed loop: after a failed request, pause before the next one (swarm/load/backoff.py).

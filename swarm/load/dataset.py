@@ -28,13 +28,14 @@ import csv
 import json
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from swarm.core.errors import UsageError
 from swarm.core.tokenizer import Tokenizer
+from swarm.load.request import LLMRequest
 
 log = logging.getLogger(__name__)
 
@@ -90,23 +91,30 @@ def parse_columns(text: str | None) -> dict[str, str]:
 
 def _records(kind: str, path: Path) -> Iterator[tuple[str, Any]]:
     """(where, raw row) of a tabular dataset; a row that is not an object is yielded as it is."""
+    if kind in ("jsonl", "csv"):
+        yield from text_records(kind, path, _text(path))
+    else:
+        for i, row in enumerate(_arrow_rows(kind, path)):
+            yield f"{path}:row {i}", row
+
+
+def text_records(kind: str, path: Path, text: str) -> Iterator[tuple[str, Any]]:
+    """(FILE:LINE, raw row) of a JSONL or CSV text; a line that cannot be a row is yielded as the
+    ValueError that says why (`read_rows` skips it, named)."""
     if kind == "jsonl":
-        for n, line in enumerate(_text(path).splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     yield f"{path}:{n}", json.loads(line)
                 except json.JSONDecodeError as e:
                     yield f"{path}:{n}", ValueError(f"not valid JSON ({e.msg})")
-    elif kind == "csv":
-        reader = csv.DictReader(_text(path).splitlines(keepends=True))
+    else:
+        reader = csv.DictReader(text.splitlines(keepends=True))
         line = reader.line_num
         for row in reader:
             where = f"{path}:{line + 1}"
             line = reader.line_num
             yield where, (ValueError("more fields than the header has") if None in row else row)
-    else:
-        for i, row in enumerate(_arrow_rows(kind, path)):
-            yield f"{path}:row {i}", row
 
 
 def _text(path: Path) -> str:
@@ -228,26 +236,41 @@ def read_dataset(spec: str, columns: str | None = None) -> tuple[str, list[Row]]
     """(kind, usable rows); bad rows are logged, one line each. UsageError when none is usable."""
     kind, path = parse_spec(spec)
     cols = parse_columns(columns)
-    rows: list[Row] = []
-    bad: list[str] = []
     source = _sharegpt(path) if kind == "sharegpt" else _records(kind, path)
+
+    def parse(where: str, raw: Any) -> Row:
+        return raw if isinstance(raw, Row) else _row(where, raw, cols)
+
+    return kind, read_rows(f"--dataset {spec}", source, parse)
+
+
+T = TypeVar("T")
+
+
+def read_rows(label: str, source: Iterable[tuple[str, Any]], parse: Callable[[str, Any], T]) -> list[T]:
+    """The rows `parse` takes, of (where, raw row) pairs: the one bad-row policy of every file of
+    rows (datasets, the custom workload's --prompt-file). A row `parse` refuses (ValueError or
+    TypeError) is skipped and named in one warning line (`label: skipped FILE:LINE: reason`; the
+    first BAD_ROWS_SHOWN, then a count); no usable row is one UsageError."""
+    rows: list[T] = []
+    bad: list[str] = []
     for where, raw in source:
         try:
-            rows.append(raw if isinstance(raw, Row) else _row(where, raw, cols))
+            rows.append(parse(where, raw))
         except (ValueError, TypeError) as e:
             bad.append(f"{where}: {e}")
-    report_bad(spec, bad)
+    report_bad(label, bad)
     if not rows:
         first = f"; first: {bad[0]}" if bad else ""
-        raise UsageError(f"--dataset {spec}: no usable row ({len(bad)} bad{first})")
-    return kind, rows
+        raise UsageError(f"{label}: no usable row ({len(bad)} bad{first})")
+    return rows
 
 
-def report_bad(spec: str, bad: list[str]) -> None:
+def report_bad(label: str, bad: list[str]) -> None:
     for line in bad[:BAD_ROWS_SHOWN]:
-        log.warning("--dataset %s: skipped %s", spec, line)
+        log.warning("%s: skipped %s", label, line)
     if len(bad) > BAD_ROWS_SHOWN:
-        log.warning("--dataset %s: skipped %d more bad rows", spec, len(bad) - BAD_ROWS_SHOWN)
+        log.warning("%s: skipped %d more bad rows", label, len(bad) - BAD_ROWS_SHOWN)
 
 
 def sharegpt_keep(prompt_len: int, output_len: int) -> bool:
@@ -276,7 +299,6 @@ class DatasetWorkload:
         sample: int | None = None,
         seed: int | None = None,
         max_tokens: int | None = None,
-        request: Callable[..., Any],
     ) -> None:
         if sample is not None and sample < 1:
             raise UsageError(f"--dataset-sample must be >= 1 (got {sample})")
@@ -285,7 +307,6 @@ class DatasetWorkload:
         self.sample = sample
         self.seed = seed
         self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
-        self._request = request
         self.needs_tokenizer = self.kind == "sharegpt"
         self.chosen: list[Row] = []
         self._order: list[int] = []
@@ -355,8 +376,13 @@ class DatasetWorkload:
         self._i = (self._i + 1) % len(self._order)
         return row
 
-    def next_request(self, rng: random.Random) -> Any:
+    def next_request(self, rng: random.Random) -> LLMRequest:
         row = self.next_row()
-        fixed = row.output_tokens is not None
-        max_tokens = row.output_tokens if fixed else self.max_tokens
-        return self._request(self.name, row.messages, max_tokens, None, fixed, row.klass)
+        out = row.output_tokens  # given: that length, forced with ignore_eos
+        return LLMRequest(
+            workload=self.name,
+            messages=row.messages,
+            max_tokens=self.max_tokens if out is None else out,
+            ignore_eos=out is not None,
+            request_class=row.klass,
+        )

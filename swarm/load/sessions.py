@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+from swarm.core.errors import UsageError
+from swarm.core.tokenizer import Tokenizer
 from swarm.core.tokens import CHAT_TOKENS_PER_MESSAGE, count_chat_tokens
+from swarm.load.dataset import DatasetWorkload
 from swarm.load.dists import Dist
+from swarm.load.request import LLMRequest, Messages
+from swarm.load.synthetic import SyntheticWorkload
 
-Messages = list[dict[str, Any]]
 _THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.S)
 
 
@@ -45,7 +49,6 @@ class Conversation:
     """One user's conversation: the history and the turns still to send."""
 
     __slots__ = (
-        "_request",
         "_users",
         "context_tokens",
         "ended",
@@ -62,14 +65,12 @@ class Conversation:
         session_id: str,
         planned: int,
         users: Iterator[tuple[str, int, bool, int | None]],  # (text, max_tokens, ignore_eos, prompt tokens)
-        request: Callable[..., Any],
         history: Messages | None = None,
     ) -> None:
         self.workload = workload
         self.id = session_id
         self.planned = planned
         self._users = users
-        self._request = request
         self.history: Messages = list(history or [])
         self.turn = 0  # turns answered so far
         self.context_tokens: int | None = None  # last prompt + its answer, as the server counted them
@@ -79,8 +80,8 @@ class Conversation:
     def done(self) -> bool:
         return self.ended or self.turn >= self.planned
 
-    def next_request(self) -> Any:
-        """The next turn's request (an `LLMRequest`), or None when the conversation is over."""
+    def next_request(self) -> LLMRequest | None:
+        """The next turn's request, or None when the conversation is over."""
         if self.done:
             return None
         nxt = next(self._users, None)
@@ -89,9 +90,11 @@ class Conversation:
             return None
         text, max_tokens, ignore_eos, _ = nxt
         messages = [*self.history, {"role": "user", "content": text}]
-        return self._request(self.workload, messages, max_tokens, None, ignore_eos)
+        return LLMRequest(
+            workload=self.workload, messages=messages, max_tokens=max_tokens, ignore_eos=ignore_eos
+        )
 
-    def prompt_estimate(self, request: Any) -> int:
+    def prompt_estimate(self, request: LLMRequest) -> int:
         """The next prompt's tokens: the last prompt and its answer as the server counted them (the
         pseudo-tokenizer's count before any answer) plus the new user message."""
         new = request.messages[-1]
@@ -100,7 +103,7 @@ class Conversation:
         return self.context_tokens + CHAT_TOKENS_PER_MESSAGE + count_chat_tokens([new])
 
     def answered(
-        self, request: Any, answer: str | None, prompt_tokens: int | None, output_tokens: int
+        self, request: LLMRequest, answer: str | None, prompt_tokens: int | None, output_tokens: int
     ) -> None:
         """The turn `request` was answered with `answer` (content): it joins the history. None: an
         answer too long to keep (swarm/client/tally.py ANSWER_CHARS_MAX), the conversation ends."""
@@ -128,18 +131,16 @@ class ChatSessionWorkload:
         self,
         turns: Dist,
         think_time: Dist,
-        source: Any,  # a DatasetWorkload or a SyntheticWorkload
+        source: DatasetWorkload | SyntheticWorkload,
         *,
         turns_given: bool = True,
         max_tokens: int = 256,
-        request: Callable[..., Any],
     ) -> None:
         self.turns = turns
         self.think_time = think_time
         self.source = source
         self.turns_given = turns_given
         self.max_tokens = max_tokens
-        self._request = request
         self._n = 0
 
     def __repr__(self) -> str:
@@ -147,9 +148,9 @@ class ChatSessionWorkload:
 
     @property
     def needs_tokenizer(self) -> bool:
-        return bool(getattr(self.source, "needs_tokenizer", False))
+        return self.source.needs_tokenizer
 
-    def prepare(self, tok: Any, **kwargs: Any) -> Any:
+    def prepare(self, tok: Tokenizer, **kwargs: Any) -> object:
         return self.source.prepare(tok, **kwargs)
 
     def think(self, rng: random.Random) -> float:
@@ -160,7 +161,7 @@ class ChatSessionWorkload:
         """A new conversation for one user."""
         planned = self.turns.draw(rng)
         src = self.source
-        if hasattr(src, "next_row"):  # a dataset: the row's own user messages
+        if isinstance(src, DatasetWorkload):  # a dataset: the row's own user messages
             row = src.next_row()
             users = list(row.user_turns) or [m["content"] for m in row.messages if m.get("role") == "user"]
             history = [m for m in row.messages[:1] if m.get("role") == "system"]
@@ -174,19 +175,23 @@ class ChatSessionWorkload:
                     else:
                         yield text, self.max_tokens, False, None
 
-            return Conversation(self.name, session_id, planned, from_rows(), self._request, history)
+            return Conversation(self.name, session_id, planned, from_rows(), history)
 
         def synthetic() -> Iterator[tuple[str, int, bool, int | None]]:
             while True:
                 req = src.next_request(rng)
                 yield req.messages[-1]["content"], req.max_tokens, req.ignore_eos, req.prompt_tokens
 
-        return Conversation(self.name, session_id, planned, synthetic(), self._request)
+        return Conversation(self.name, session_id, planned, synthetic())
 
-    def next_request(self, rng: random.Random) -> Any:
+    def next_request(self, rng: random.Random) -> LLMRequest:
         """A single request (the first turn of a fresh conversation), for callers without sessions."""
         self._n += 1
-        return self.start(rng, f"single-{self._n}").next_request()
+        conv = self.start(rng, f"single-{self._n}")
+        req = conv.next_request()
+        if req is None:  # (a user with sessions starts the next conversation instead)
+            raise UsageError(f"chat_session: conversation {conv.id} of {self.source!r} has no user message")
+        return req
 
 
 __all__ = ["ChatSessionWorkload", "Conversation", "answer_content"]

@@ -47,6 +47,7 @@ from typing import Any
 from swarm.core.errors import TargetError, UsageError
 from swarm.core.tokenizer import Tokenizer
 from swarm.load.dists import Dist
+from swarm.load.request import LLMRequest
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +205,7 @@ class SyntheticWorkload:
         ignore_eos: bool = True,
         shared_prefix_tokens: int = 0,
         prefix_groups: int = 1,
-        request: Callable[..., Any],  # LLMRequest (swarm/load/workloads.py, which imports this module)
     ) -> None:
-        self._request = request
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.seed = seed
@@ -346,7 +345,7 @@ class SyntheticWorkload:
         self.prepared = p = dataclasses.replace(p, body=body, starts=starts, tokens=tokens)
         return p
 
-    def next_request(self, rng: random.Random) -> Any:
+    def next_request(self, rng: random.Random) -> LLMRequest:
         p = self.prepared
         if p is None:
             raise RuntimeError("SyntheticWorkload.prepare() was not called before the load")
@@ -356,12 +355,11 @@ class SyntheticWorkload:
         marker = (self._sent << WORKER_BITS) | (p.worker & ((1 << WORKER_BITS) - 1))
         self._sent += 1
         text = self.prompt_text(length, group, marker)
-        return self._request(
-            self.name,
-            [{"role": "user", "content": text}],
-            self.output_tokens.draw(r),
-            None,
-            self.ignore_eos,
+        return LLMRequest(
+            workload=self.name,
+            messages=[{"role": "user", "content": text}],
+            max_tokens=self.output_tokens.draw(r),
+            ignore_eos=self.ignore_eos,
             prompt_tokens=length,  # exact as the tokenizer counts it: kept on a cancelled record
         )
 

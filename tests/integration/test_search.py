@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swarm.load.workloads import prompt_set
+from swarm.load.builtin import prompt_set
 from swarm.sim.calibrate import closed_loop
 from swarm.sim.profile import load_profile
 from tests.helpers.support import swarm_cmd

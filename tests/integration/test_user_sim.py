@@ -256,13 +256,27 @@ def test_bad_options_give_one_line_and_exit_2(tmp_path: Path, args: list[str], m
     assert not records
 
 
-def test_bad_prompt_file_names_the_line(tmp_path: Path) -> None:
+def test_a_bad_prompt_file_row_is_skipped_and_named(tmp_path: Path) -> None:
+    """The dataset reader's one bad-row policy: the bad row is skipped with a warning naming its
+    line, the good ones are sent."""
     f = tmp_path / "prompts.jsonl"
     f.write_text('{"prompt": "hi"}\n\n{"prompt": "x", "max_tokens": "many"}\n')
+    with sim_server(tmp_path) as sim:
+        proc, _, counts = run_locust(tmp_path, sim.url, "--workload", "custom", "--prompt-file", str(f),
+                                     "--max-tokens", "8", users=2, run_time="2s")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"--prompt-file {f}: skipped {f}:3: 'max_tokens' must be a whole number" in proc.stderr
+    assert counts["requests"] > 0 and counts["failures"] == 0
+
+
+def test_a_prompt_file_without_a_usable_row_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    f = tmp_path / "prompts.jsonl"
+    f.write_text('{"prompt": ""}\n\n{"prompt": "x", "max_tokens": "many"}\n')
     proc, _, _ = run_locust(tmp_path, "http://127.0.0.1:9", "--workload", "custom", "--prompt-file", str(f),
                             run_time="1s")  # fmt: skip
-    assert proc.returncode == 2
-    assert f"{f}:3: 'max_tokens' must be a whole number" in proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"--prompt-file {f}: no usable row (2 bad; first: {f}:1: needs a non-empty 'prompt'" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
 
 
 @pytest.mark.slow

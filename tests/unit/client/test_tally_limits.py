@@ -4,8 +4,6 @@ largest kept; a conversation turn's answer text up to ANSWER_CHARS_MAX character
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from swarm.client.dialects import DIALECTS
@@ -76,8 +74,8 @@ def test_a_conversation_answer_is_kept_whole_up_to_its_cap() -> None:
 def test_an_answer_past_the_cap_is_dropped_and_ends_the_conversation() -> None:
     tally = answer_stream(ANSWER_CHARS_MAX // 1000 + 2, "x" * 1000, trim_every=100)
     assert tally.text_cut and tally.text is None and tally.parts == []
-    conv = Conversation("chat_session", "s1", planned=5, users=iter([("hi", 8, False, None)] * 5),
-                        request=lambda *a: SimpleNamespace(messages=a[1]))  # fmt: skip
+    conv = Conversation("chat_session", "s1", planned=5, users=iter([("hi", 8, False, None)] * 5))
     req = conv.next_request()
+    assert req is not None
     conv.answered(req, tally.text, 10, 300_000)
     assert conv.done and conv.history == [] and conv.next_request() is None

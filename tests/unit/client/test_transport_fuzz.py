@@ -37,7 +37,7 @@ from swarm.core.events import llm_request
 from swarm.core.records import Outcome
 from swarm.live.state import swarm_state
 from swarm.live.user import LLMUser
-from swarm.load.workloads import LLMRequest
+from swarm.load.request import LLMRequest
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nx-request-id: fuzz-1\r\n"
 
