@@ -26,7 +26,7 @@ from typing import Any
 
 from swarm.analysis.finding import Finding
 from swarm.analysis.plots import png
-from swarm.analysis.report import CSS
+from swarm.analysis.report_cells import CSS
 from swarm.analysis.rundir import RunData, findings, load_run
 from swarm.core.units import ms_number, percent_text, stage_number
 from swarm.stats.confidence import beyond_noise

@@ -222,7 +222,8 @@ def test_sweep_past_the_slots_pins_processing_and_defers(llamacpp_target, llamac
     """Sweep 1,2,6 users over 2 slots: requests_processing pinned at 2, requests_deferred grows, and the
     diagnosis names the --parallel slot count. Answers of SWEEP_TOKENS keep a slot busy for a good part
     of a second (32 tokens last ~20 ms here: scrapes would catch slots between two requests)."""
-    from swarm.analysis.report import load_run, stage_table
+    from swarm.analysis.report import stage_table
+    from swarm.analysis.rundir import load_run
 
     slots = llamacpp_target.max_num_seqs
     out = tmp_path / "sweep"

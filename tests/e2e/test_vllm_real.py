@@ -362,7 +362,8 @@ def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, 
 @pytest.mark.timeout(900)
 def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
     """A 3-stage sweep: report.html with the server's KV usage and running/waiting for every stage."""
-    from swarm.analysis.report import load_run, stage_table
+    from swarm.analysis.report import stage_table
+    from swarm.analysis.rundir import load_run
 
     out = tmp_path / "sweep"
     run = swarm_run(

@@ -9,7 +9,9 @@ import re
 
 import pandas as pd
 
-from swarm.analysis.report import PNGS, load_run, stage_rows, write_report
+from swarm.analysis.plots import PNGS
+from swarm.analysis.report import write_report
+from swarm.analysis.rundir import load_run, stage_rows
 from tests.helpers.support import DATA
 from tests.helpers.sweep_run import SHORT_QA, images, make_run
 

@@ -1,0 +1,30 @@
+"""The report's page: the run's line says an early end, the findings list says when it is empty, the
+error messages and figures are embedded, escaped."""
+
+from __future__ import annotations
+
+import base64
+
+from swarm.analysis.finding import Finding
+from swarm.analysis.report_page import render_html
+from swarm.analysis.rundir import load_run
+from tests.helpers.sweep_run import SHORT_QA, make_run
+
+
+def test_the_page_says_an_early_end_and_the_error_messages(tmp_path):
+    data = load_run(make_run(tmp_path / "run", table=SHORT_QA[:2]))
+    data.summary["aborted"] = {"reason": "ttft_p99>2s"}
+    data.summary["degraded"] = True
+    data.summary["errors"] = {"timeout": [{"count": 3, "message": "read <timed> out"}]}
+    text = render_html(data, [Finding("saturation", 0, "Ceiling & more.", trusted=False)], {"a.png": b"PNG"})
+    assert "ABORTED: ttft_p99&gt;2s" in text and "DEGRADED" in text
+    assert "3 &times; <code>read &lt;timed&gt; out</code>" in text
+    assert "<li class='untrusted'><span class='k'>saturation</span> Ceiling &amp; more.</li>" in text
+    assert f"data:image/png;base64,{base64.b64encode(b'PNG').decode()}" in text
+
+
+def test_no_findings_and_no_figures_are_said(tmp_path):
+    data = load_run(make_run(tmp_path / "run", table=SHORT_QA[:1], server=False))
+    text = render_html(data, [], {})
+    assert "<li>No findings.</li>" in text and "No stage data: nothing to plot." in text
+    assert "No server metrics: nothing to compare." in text

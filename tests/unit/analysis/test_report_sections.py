@@ -1,0 +1,40 @@
+"""The report's sections from a loaded run: client vs server per stage, speculative decoding where
+the server reported it, GPUs with an idle one beside busy ones marked."""
+
+from __future__ import annotations
+
+from swarm.analysis.gpu_metrics import GpuWindow
+from swarm.analysis.report_sections import client_server_html, gpu_html
+from swarm.analysis.rundir import load_run
+from tests.helpers.sweep_run import SHORT_QA, make_run
+
+
+def test_client_vs_server_has_a_row_per_stage_and_speculation_only_where_reported(tmp_path):
+    data = load_run(make_run(tmp_path / "run"))  # the fixture's server reports speculative decoding
+    text = client_server_html(data)
+    table, spec = text.split("<h3>Speculative decoding</h3>")
+    assert table.count("<tr>") == 1 + len(SHORT_QA) and "Times in ms" in table
+    assert spec.count("<tr>") == 1 + len(SHORT_QA)
+    for stats in data.server.values():
+        stats.spec_acceptance_rate = None
+    data.server[0].spec_acceptance_rate, data.server[0].spec_mean_acceptance_length = 0.7, 2.25
+    spec = client_server_html(data).split("<h3>Speculative decoding</h3>")[1]
+    assert spec.count("<tr>") == 2 and "<td>1</td><td>10</td><td>70%</td><td>2.25</td>" in spec
+    for stats in data.server.values():
+        stats.spec_acceptance_rate = None
+    assert "Speculative decoding" not in client_server_html(data)
+
+
+def test_an_idle_gpu_beside_a_busy_one_is_marked(tmp_path):
+    data = load_run(make_run(tmp_path / "run", table=SHORT_QA[:1]))
+    data.gpus = {
+        0: [
+            GpuWindow(
+                "h1", "0", model="H100", samples=5, util_mean=0.9, fb_used_max_mib=40960, fb_total_mib=81920
+            ),
+            GpuWindow("h1", "1", samples=5, util_mean=0.01),
+        ]
+    }
+    text = gpu_html(data)
+    assert text.count('<tr class="untrusted">') == 1 and "h1 gpu 1" in text.split('class="untrusted"')[1]
+    assert "40.0 of 80" in text
