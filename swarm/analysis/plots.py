@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding
 from swarm.analysis.rundir import RunData
 from swarm.core.units import stage_number
@@ -93,55 +94,89 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
         return figs
     if data.summary.get("search"):  # probes come in search order: draw the lines by load
         data = dataclasses.replace(data, rows=sorted(data.rows, key=lambda r: (r.users or 0, r.stage)))
-    x, labels, xlabel = _x(data)
-    bars = len(data.rows) == 1
+    axis = _Axis(*_x(data), bars=len(data.rows) == 1)
     ceiling = next((f.stage for f in found if f.kind == "saturation"), None)
+    figs["qps_vs_concurrency.png"] = _qps_figure(data, axis, ceiling, plt)
+    figs["latency_vs_concurrency.png"] = _latency_figure(data, axis, plt)
+    figs["throughput.png"] = _throughput_figure(data, axis, plt)
+    if data.snapshots:
+        figs["server_timeline.png"] = _server_timeline(data, plt)
+        pairs = [data.ttft_pairs.get(r.stage) for r in data.rows]
+        if any(p is not None for p in pairs):
+            figs["client_vs_server_ttft.png"] = _ttft_figure(pairs, axis, plt)
+    if data.records is not None and len(data.records):
+        figs["requests_timeline.png"] = _requests_timeline(data, plt)
+    if axis.bars:  # one stage: nothing varies "vs concurrency"
+        for name in ("qps_vs_concurrency.png", "latency_vs_concurrency.png"):
+            plt.close(figs.pop(name))
+    from swarm.analysis import search
 
+    fig = search.plot(data, plt)
+    if fig is not None:
+        figs["search.png"] = fig
+    return figs
+
+
+@dataclasses.dataclass(frozen=True)
+class _Axis:
+    """The x axis the "vs concurrency" plots share: positions, tick labels, its label; bars for one stage."""
+
+    x: list[float]
+    labels: list[str]
+    label: str
+    bars: bool
+
+    def series(self, ax: Any, ys: list[tuple[str, list[float | None], str]]) -> None:
+        _series(ax, self.x, self.labels, ys, self.bars)
+
+
+def _qps_figure(data: RunData, axis: _Axis, ceiling: int | None, plt: Any) -> Any:
+    """QPS vs concurrency, the ceiling the diagnosis found marked."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    _series(ax, x, labels, [("QPS", [r.qps for r in data.rows], "C0-")], bars)
-    if ceiling is not None and not bars:
+    axis.series(ax, [("QPS", [r.qps for r in data.rows], "C0-")])
+    if ceiling is not None and not axis.bars:
         i = [r.stage for r in data.rows].index(ceiling)
-        ax.axvline(x[i], color="C3", ls="--", alpha=0.7)
+        ax.axvline(axis.x[i], color="C3", ls="--", alpha=0.7)
         ax.annotate(
             f"ceiling {data.rows[i].qps:.1f} QPS",
-            (x[i], data.rows[i].qps or 0),
+            (axis.x[i], data.rows[i].qps or 0),
             color="C3",
             textcoords="offset points",
             xytext=(-10, -25),
             ha="right",
         )
-    ax.set(title="Requests per second vs concurrency", xlabel=xlabel, ylabel="QPS")
+    ax.set(title="Requests per second vs concurrency", xlabel=axis.label, ylabel="QPS")
     ax.legend(loc="upper left")
-    figs["qps_vs_concurrency.png"] = fig
+    return fig
 
+
+def _latency_figure(data: RunData, axis: _Axis, plt: Any) -> Any:
+    """TTFT (ms) and end-to-end (s) percentiles vs concurrency, side by side."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
-    _series(
+    axis.series(
         a1,
-        x,
-        labels,
         [
             ("TTFT p50", _ms_list([r.ttft_p50 for r in data.rows]), "C0-"),
             ("TTFT p99", _ms_list([r.ttft_p99 for r in data.rows]), "C3-"),
         ],
-        bars,
     )
-    a1.set(title="Time to first token vs concurrency", xlabel=xlabel, ylabel="ms")
+    a1.set(title="Time to first token vs concurrency", xlabel=axis.label, ylabel="ms")
     a1.legend()
-    _series(
+    axis.series(
         a2,
-        x,
-        labels,
         [
             ("E2E p50", [r.e2e_p50 for r in data.rows], "C0-"),
             ("E2E p99", [r.e2e_p99 for r in data.rows], "C3-"),
         ],
-        bars,
     )
-    a2.set(title="End-to-end latency vs concurrency", xlabel=xlabel, ylabel="s")
+    a2.set(title="End-to-end latency vs concurrency", xlabel=axis.label, ylabel="s")
     a2.legend()
     fig.tight_layout()
-    figs["latency_vs_concurrency.png"] = fig
+    return fig
 
+
+def _throughput_figure(data: RunData, axis: _Axis, plt: Any) -> Any:
+    """The client's output tokens/s, and the server's generation and prompt tokens/s where scraped."""
     fig, ax = plt.subplots(figsize=(7, 4))
     ys = [("client output tok/s", [r.output_tok_s for r in data.rows], "C0-")]
     if data.server:
@@ -157,62 +192,47 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
                 "C2:",
             ),
         ]
-    _series(ax, x, labels, ys, bars)
-    ax.set(title="Token throughput vs concurrency", xlabel=xlabel, ylabel="tokens/s")
+    axis.series(ax, ys)
+    ax.set(title="Token throughput vs concurrency", xlabel=axis.label, ylabel="tokens/s")
     ax.legend()
-    figs["throughput.png"] = fig
+    return fig
 
-    if data.snapshots:
-        figs["server_timeline.png"] = _server_timeline(data, plt)
-        pairs = [data.ttft_pairs.get(r.stage) for r in data.rows]
-        if any(p is not None for p in pairs):
-            fig, ax = plt.subplots(figsize=(7, 4))
 
-            def side(get: Any) -> list[float | None]:
-                return _ms_list([None if p is None else get(p) for p in pairs])
+def _ttft_figure(pairs: list[TtftComparison | None], axis: _Axis, plt: Any) -> Any:
+    """Client vs server TTFT on the same requests (means, p99), the server p99's bucket shaded."""
+    fig, ax = plt.subplots(figsize=(7, 4))
 
-            _series(
-                ax,
-                x,
-                labels,
-                [
-                    ("client TTFT mean", side(lambda p: p.client.mean), "C0-"),
-                    ("server TTFT mean", side(lambda p: p.server.mean), "C0--"),
-                    ("client TTFT p99", side(lambda p: p.client.quantiles.get("p99")), "C3-"),
-                    ("server TTFT p99 (interpolated)", side(lambda p: p.server.quantiles.get("p99")), "C3--"),
-                ],
-                bars,
-            )
-            lo = side(lambda p: (p.server.buckets.get("p99") or (None, None))[0])
-            hi = side(lambda p: (p.server.buckets.get("p99") or (None, None))[1])
-            band = [
-                (xi, a, b)
-                for xi, a, b in zip(x, lo, hi, strict=True)
-                if a is not None and b is not None and b != float("inf")
-            ]
-            if band and not bars:
-                ax.fill_between(
-                    [b[0] for b in band],
-                    [b[1] for b in band],
-                    [b[2] for b in band],
-                    color="C3",
-                    alpha=0.12,
-                    label="server p99's bucket",
-                )
-            ax.set(title="Client vs server TTFT, the same requests", xlabel=xlabel, ylabel="ms")
-            ax.legend()
-            figs["client_vs_server_ttft.png"] = fig
-    if data.records is not None and len(data.records):
-        figs["requests_timeline.png"] = _requests_timeline(data, plt)
-    if bars:  # one stage: nothing varies "vs concurrency"
-        for name in ("qps_vs_concurrency.png", "latency_vs_concurrency.png"):
-            plt.close(figs.pop(name))
-    from swarm.analysis import search
+    def side(get: Any) -> list[float | None]:
+        return _ms_list([None if p is None else get(p) for p in pairs])
 
-    fig = search.plot(data, plt)
-    if fig is not None:
-        figs["search.png"] = fig
-    return figs
+    axis.series(
+        ax,
+        [
+            ("client TTFT mean", side(lambda p: p.client.mean), "C0-"),
+            ("server TTFT mean", side(lambda p: p.server.mean), "C0--"),
+            ("client TTFT p99", side(lambda p: p.client.quantiles.get("p99")), "C3-"),
+            ("server TTFT p99 (interpolated)", side(lambda p: p.server.quantiles.get("p99")), "C3--"),
+        ],
+    )
+    lo = side(lambda p: (p.server.buckets.get("p99") or (None, None))[0])
+    hi = side(lambda p: (p.server.buckets.get("p99") or (None, None))[1])
+    band = [
+        (xi, a, b)
+        for xi, a, b in zip(axis.x, lo, hi, strict=True)
+        if a is not None and b is not None and b != float("inf")
+    ]
+    if band and not axis.bars:
+        ax.fill_between(
+            [b[0] for b in band],
+            [b[1] for b in band],
+            [b[2] for b in band],
+            color="C3",
+            alpha=0.12,
+            label="server p99's bucket",
+        )
+    ax.set(title="Client vs server TTFT, the same requests", xlabel=axis.label, ylabel="ms")
+    ax.legend()
+    return fig
 
 
 def _t0(data: RunData) -> float:
