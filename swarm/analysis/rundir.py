@@ -155,7 +155,31 @@ def stage_rows(summary: Summary | Mapping[str, Any], records: Any = None) -> tup
     timeline: dict[int, StageTimelineEntry | Mapping[str, Any]] = {
         int(t.get("index", t.get("stage", 0))): t for t in summary.get("stage_timeline") or []
     }
-    entries: dict[int, dict[str, Any]] = {  # StageEntry, or an older file's entry: read with .get
+    entries = _stage_entries(summary, records)
+    rows, estimated = [], False
+    derived_end: set[int] = set()
+    for idx in sorted(entries):
+        sub = records[records["stage"] == idx] if records is not None and len(records) else None
+        row, users_estimated, end_derived = _stage_row(idx, entries[idx], timeline.get(idx, {}), sub)
+        rows.append(row)
+        estimated = estimated or users_estimated
+        if end_derived:
+            derived_end.add(idx)
+    for row, nxt in itertools.pairwise(rows):  # a derived window ends where the next stage starts
+        if (
+            row.stage in derived_end
+            and nxt.start_s is not None
+            and row.end_s is not None
+            and nxt.start_s < row.end_s
+        ):
+            row.end_s = nxt.start_s
+    return rows, estimated
+
+
+def _stage_entries(summary: Summary | Mapping[str, Any], records: Any) -> dict[int, dict[str, Any]]:
+    """stage -> its summary entry (StageEntry, or an older file's entry: read with .get); an empty
+    one for a stage only the records know; the whole run as stage 0 for a summary without stages."""
+    entries: dict[int, dict[str, Any]] = {
         int(e.get("stage", e.get("index", 0))): dict(e) for e in summary.get("stages") or []
     }
     if records is not None and len(records):
@@ -171,61 +195,58 @@ def stage_rows(summary: Summary | Mapping[str, Any], records: Any = None) -> tup
             "users": summary.get("users"),
         }
         entries[0] = dict(whole)
-    rows, estimated = [], False
-    derived_end: set[int] = set()
-    for idx in sorted(entries):
-        e, t = entries[idx], timeline.get(idx, {})
-        sub = records[records["stage"] == idx] if records is not None and len(records) else None
-        start = e.get("start_s", e.get("start_wall_s", t.get("start_wall_s")))
-        end = e.get("end_s", e.get("end_wall_s", t.get("end_wall_s")))
-        if (start is None or end is None) and sub is not None and len(sub):
-            start = float(sub["start_wall_s"].min()) if start is None else start
-            if end is None:
-                end = float((sub["start_wall_s"] + sub["e2e_s"].fillna(0)).max())
-                derived_end.add(idx)
-        users = e.get("users", t.get("users"))
-        if users is None and sub is not None and len(sub):
-            users, estimated = _peak_in_flight(sub), True
-        duration = e.get("duration_s") or (end - start if start is not None and end is not None else None)
-        block: Block | Mapping[str, Any] | None = e.get("total")
-        if block is None and sub is not None and len(sub):
-            block = _block_from_records(sub, duration)
-            e["total"] = block
-        block = block or {}
-        lat = {k: block.get(f"{k}_s") or {} for k in ("ttft", "e2e", "tpot", "itl")}
-        rows.append(
-            StageRow(
-                stage=idx,
-                users=None if users is None else int(users),
-                start_s=start,
-                end_s=end,
-                warmup_s=float(e.get("warmup_s", t.get("warmup_s", 0.0)) or 0.0),
-                duration_s=duration,
-                requests=int(block.get("requests", 0)),
-                failures=int(sum((block.get("failures") or {}).values())),
-                cancelled=int(block.get("cancelled") or 0),
-                qps=block.get("qps"),
-                output_tok_s=block.get("output_tok_s"),
-                prompt_tokens=int(block.get("prompt_tokens") or 0),
-                output_tokens=int(block.get("output_tokens") or 0),
-                ttft_p50=lat["ttft"].get("p50"),
-                ttft_p99=lat["ttft"].get("p99"),
-                e2e_p50=lat["e2e"].get("p50"),
-                e2e_p99=lat["e2e"].get("p99"),
-                tpot_p50=lat["tpot"].get("p50"),
-                itl_p99=lat["itl"].get("p99"),
-                entry=e,
-            )
-        )
-    for row, nxt in itertools.pairwise(rows):  # a derived window ends where the next stage starts
-        if (
-            row.stage in derived_end
-            and nxt.start_s is not None
-            and row.end_s is not None
-            and nxt.start_s < row.end_s
-        ):
-            row.end_s = nxt.start_s
-    return rows, estimated
+    return entries
+
+
+def _stage_row(
+    idx: int, e: dict[str, Any], t: StageTimelineEntry | Mapping[str, Any], sub: Any
+) -> tuple[StageRow, bool, bool]:
+    """One stage's row from its entry, its timeline entry and its records (`sub`, or None), with
+    whether its users were estimated and whether its end was taken from the records. A block the
+    entry lacks is computed from the records and kept in the entry (`e["total"]`)."""
+    has_records = sub is not None and len(sub)
+    start = e.get("start_s", e.get("start_wall_s", t.get("start_wall_s")))
+    end = e.get("end_s", e.get("end_wall_s", t.get("end_wall_s")))
+    end_derived = False
+    if (start is None or end is None) and has_records:
+        start = float(sub["start_wall_s"].min()) if start is None else start
+        if end is None:
+            end = float((sub["start_wall_s"] + sub["e2e_s"].fillna(0)).max())
+            end_derived = True
+    users = e.get("users", t.get("users"))
+    users_estimated = False
+    if users is None and has_records:
+        users, users_estimated = _peak_in_flight(sub), True
+    duration = e.get("duration_s") or (end - start if start is not None and end is not None else None)
+    block: Block | Mapping[str, Any] | None = e.get("total")
+    if block is None and has_records:
+        block = _block_from_records(sub, duration)
+        e["total"] = block
+    block = block or {}
+    lat = {k: block.get(f"{k}_s") or {} for k in ("ttft", "e2e", "tpot", "itl")}
+    row = StageRow(
+        stage=idx,
+        users=None if users is None else int(users),
+        start_s=start,
+        end_s=end,
+        warmup_s=float(e.get("warmup_s", t.get("warmup_s", 0.0)) or 0.0),
+        duration_s=duration,
+        requests=int(block.get("requests", 0)),
+        failures=int(sum((block.get("failures") or {}).values())),
+        cancelled=int(block.get("cancelled") or 0),
+        qps=block.get("qps"),
+        output_tok_s=block.get("output_tok_s"),
+        prompt_tokens=int(block.get("prompt_tokens") or 0),
+        output_tokens=int(block.get("output_tokens") or 0),
+        ttft_p50=lat["ttft"].get("p50"),
+        ttft_p99=lat["ttft"].get("p99"),
+        e2e_p50=lat["e2e"].get("p50"),
+        e2e_p99=lat["e2e"].get("p99"),
+        tpot_p50=lat["tpot"].get("p50"),
+        itl_p99=lat["itl"].get("p99"),
+        entry=e,
+    )
+    return row, users_estimated, end_derived
 
 
 def slo_text(summary: Summary | Mapping[str, Any]) -> str | None:
