@@ -254,7 +254,7 @@ class Summary(TypedDict):
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
     sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`
-    # --search: probes, bracket, answer (swarm/stats/search.py `Bracket.answer`)
+    # --search: probes, bracket, answer (swarm/stats/search_bracket.py `Bracket.answer`)
     search: NotRequired[dict[str, Any]]
     aborted: NotRequired[dict[str, Any]]  # --abort-on tripped: reason, condition, value (stats/abort.py)
 
