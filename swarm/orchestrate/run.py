@@ -425,7 +425,7 @@ def _trace_plan(args: argparse.Namespace, stages: StagePlan) -> tuple[list[str],
 
 def _search_args(args: argparse.Namespace) -> tuple[list[str], int]:
     """--search and its options, checked as the master will (UsageError), as master arguments."""
-    from swarm.stats.search import SearchSpec
+    from swarm.stats.search_spec import SearchSpec
 
     if args.sweep:
         raise UsageError("--search chooses the stages itself: leave out --sweep")
