@@ -41,7 +41,7 @@ from swarm.sim.render import Output, PromptDetails, StreamRenderer, Tape, full_b
 
 
 class Renderer(Protocol):
-    """One streamed response's SSE events (render.StreamRenderer, llamacpp.LlamaStreamRenderer)."""
+    """One streamed response's SSE events (render.StreamRenderer, llamacpp_render.LlamaStreamRenderer)."""
 
     chat: bool
 
