@@ -1,7 +1,7 @@
 """GPU telemetry from NVIDIA's dcgm-exporter: scrape its /metrics, normalise per GPU, aggregate per stage.
 
 `swarm run --gpu-metrics URL` (repeatable, or comma-separated: one exporter per host) polls each
-exporter beside the target's /metrics (swarm/analysis/server_metrics.py `ServerPoller`, the same
+exporter beside the target's /metrics (swarm/orchestrate/pollers.py `GpuPoller`, `ServerPoller`'s
 thread and interval) into `DIR/gpu_metrics.jsonl`, one line per scrape per exporter.
 
 dcgm-exporter's documented series (default counters CSV) and what a `GpuReading` keeps:
@@ -19,21 +19,18 @@ the URL's host when neither is there) and its `gpu` index; `UUID` and `modelName
 Kubernetes the `pod`/`namespace`/`container` labels say which workload holds the GPU: kept as `pod`.
 
 Pure functions: `parse_dcgm` (text -> `GpuSnapshot`), `gpu_stage_stats` (snapshots + stage windows
--> per-stage, per-GPU means and maxima). `GpuPoller` is the only I/O.
+-> per-stage, per-GPU means and maxima); the scrapes themselves are swarm/orchestrate/pollers.py's.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from swarm.analysis.server_metrics import ServerPoller
 
 # field -> (series, preferred first; scale to the field's unit)
 SERIES: dict[str, tuple[tuple[str, float], ...]] = {
@@ -217,29 +214,3 @@ def gpu_stage_stats(
             gpu_window(rs) for _, rs in sorted(per_gpu.items(), key=lambda kv: (kv[0][0], _index(kv[0][1])))
         ]
     return out
-
-
-# ---------------------------------------------------------------------------------------- polling
-
-
-class GpuPoller(ServerPoller):
-    """Scrapes one dcgm-exporter into `gpu_metrics.jsonl`, like `ServerPoller` (same loop, same once-said
-    failure line). Several exporters share the file through one `lock`."""
-
-    what = "GPU metrics"
-
-    def __init__(self, url: str, out_path: Path, lock: threading.Lock | None = None, **kw: Any) -> None:
-        super().__init__(url, out_path, **kw)
-        if lock is not None:
-            self._lock = lock
-        netloc = urllib.parse.urlsplit(url).netloc.replace(":", "_") or "exporter"
-        self.sample_path = self.out_path.with_name(f"{self.out_path.stem}_sample_{netloc}.txt")
-
-    def parse(self, text: str, ts: float) -> GpuSnapshot:
-        return parse_dcgm(text, ts, self.url)
-
-
-def start_gpu_pollers(urls: Sequence[str], out_dir: Path, interval_s: float = 1.0) -> list[GpuPoller]:
-    """One poller per exporter URL, all writing `out_dir/gpu_metrics.jsonl`."""
-    lock = threading.Lock()
-    return [GpuPoller(u, Path(out_dir) / GPU_METRICS, lock=lock, interval_s=interval_s).start() for u in urls]

@@ -17,25 +17,20 @@ there); data-parallel engines (`engine` label) are summed (KV usage: averaged).
 
 Pure functions turn a series of snapshots into per-stage statistics (`stage_stats`): gauge
 mean/max, counter deltas and rates, and histogram percentiles from bucket deltas with the same
-linear interpolation as Prometheus' `histogram_quantile`. `ServerPoller` is the only I/O: a plain
-thread (no gevent) that scrapes every `interval_s` into `DIR/server_metrics.jsonl`.
+linear interpolation as Prometheus' `histogram_quantile`. The scrapes during a run are
+swarm/orchestrate/pollers.py's `ServerPoller` (a plain thread into `DIR/server_metrics.jsonl`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarm.core.terminal import printable
 from swarm.stats.quantiles import (
     PERCENTILES,
     bucket_width,
@@ -399,100 +394,6 @@ def read_snapshots(path: Path) -> list[ServerSnapshot]:
     return out
 
 
-# ---------------------------------------------------------------------------------------- polling
-
-
 def metrics_url(host: str) -> str:
     """The default --server-metrics URL: the target's own /metrics."""
     return host.rstrip("/") + "/metrics"
-
-
-class ServerPoller:
-    """Scrapes `url` every `interval_s` in a plain thread, one JSON line per scrape into `out_path`.
-
-    `start()` returns at once; `stop()` takes a last scrape (so counters cover the run's end),
-    then joins. A target without /metrics (404, connection refused, not Prometheus text) is said
-    once through `log` and the run goes on; later scrapes keep trying quietly. `samples` counts
-    the lines written, `error` holds the first failure. The first good scrape's raw text is kept
-    beside the JSONL as `<stem>_sample.txt` for checking metric names.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        out_path: Path,
-        interval_s: float = 1.0,
-        model: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout_s: float = 5.0,
-        log: Callable[[str], None] | None = None,
-    ) -> None:
-        self.url = url
-        self.out_path = Path(out_path)
-        self.interval_s = interval_s
-        self.model = model
-        self.headers = dict(headers or {})
-        self.timeout_s = timeout_s
-        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-        self.samples = 0
-        self.error: str | None = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._loop, name="server-metrics", daemon=True)
-        self.sample_path = self.out_path.with_name(self.out_path.stem + "_sample.txt")
-
-    what = "server metrics"  # in the once-said failure line
-
-    def parse(self, text: str, ts: float) -> Any:
-        """One scrape's text -> the snapshot written (anything with `to_json`). ValueError: unusable."""
-        snap = parse_metrics(text, ts=ts, model=self.model)
-        if snap.source == "unknown":
-            raise ValueError("no vLLM or llama.cpp metrics in it")
-        return snap
-
-    def start(self) -> ServerPoller:
-        self.out_path.parent.mkdir(parents=True, exist_ok=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        self._stop.set()
-        self._thread.join(timeout=self.timeout_s + 5)
-
-    def scrape_once(self) -> Any:
-        """One scrape; appends it to out_path. None (and one log line, the first time) on failure."""
-        req = urllib.request.Request(self.url, headers=self.headers)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                text = r.read().decode("utf-8", errors="replace")
-            snap = self.parse(text, time.time())
-        except urllib.error.HTTPError as e:
-            return self._failed(f"HTTP {e.code}")
-        except (urllib.error.URLError, OSError) as e:
-            return self._failed(str(getattr(e, "reason", e)))
-        except ValueError as e:
-            return self._failed(f"not usable Prometheus text ({e})")
-        with self._lock, open(self.out_path, "a") as out:
-            out.write(json.dumps(snap.to_json()) + "\n")
-            if self.samples == 0:
-                self.sample_path.write_text(text)
-            self.samples += 1
-        return snap
-
-    def _failed(self, reason: str) -> None:
-        reason = printable(reason)  # it may quote the target (a /metrics line, a status line)
-        if self.error is None:
-            self.error = reason
-            self.log(
-                f"swarm: {self.what} unavailable at {self.url}: {reason} (said once; the "
-                "client-side numbers are still reported)"
-            )
-        return None
-
-    def _loop(self) -> None:
-        self.scrape_once()
-        while not self._stop.wait(self.interval_s):
-            self.scrape_once()
-        self.scrape_once()

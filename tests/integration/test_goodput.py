@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from swarm.orchestrate.run import LOCUSTFILE
+from swarm.orchestrate.commands import locust_command
 from tests.helpers.support import free_port, sim_server, start, swarm_cmd
 
 pytestmark = pytest.mark.integration
@@ -72,7 +71,7 @@ def test_plain_locust_workers_learn_goodput_from_the_master(tmp_path):
     """`locust -f` with --goodput on the master only: Locust hands the option to the workers with the
     spawn message, and they judge their records by it."""
     out, port = tmp_path / "out", free_port()
-    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    locust = locust_command()
     with sim_server(tmp_path, "--profile", "instant", trace=False) as s:
         master = [*locust, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port",
                   str(port), "--expect-workers", "2", "--expect-workers-max-wait", "60", "-u", "4", "-r", "4",

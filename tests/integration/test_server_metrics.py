@@ -1,5 +1,6 @@
-"""The server-metrics poller against a live simulator (a process); parsing and the poller against
-in-process servers are in tests/unit/analysis/test_server_metrics.py."""
+"""The server-metrics poller against a live simulator (a process); parsing is tested in
+tests/unit/analysis/test_server_metrics.py, the poller against in-process servers in
+tests/unit/orchestrate/test_pollers.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import threading
 
 import pytest
 
-from swarm.analysis.server_metrics import ServerPoller, metrics_url, read_snapshots
+from swarm.analysis.server_metrics import metrics_url, read_snapshots
+from swarm.orchestrate.pollers import ServerPoller
 from tests.helpers.support import sim_server
 
 

@@ -1,23 +1,19 @@
 """Server-side metrics: parsing real-format scrapes (vLLM new/old names, llama.cpp), histogram
-quantiles as Prometheus computes them, per-stage aggregation, and the poller's graceful failure."""
+quantiles as Prometheus computes them, per-stage aggregation (the poller: tests/unit/orchestrate/test_pollers.py)."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import math
 import re
-import threading
 
 import numpy as np
 import pytest
 
 from swarm.analysis.server_metrics import (
     Histogram,
-    ServerPoller,
     ServerSnapshot,
     histogram_quantile,
-    metrics_url,
     parse_metrics,
     read_snapshots,
     stage_stats,
@@ -260,73 +256,6 @@ def test_snapshot_json_round_trip(tmp_path):
     [back] = read_snapshots(path)
     assert back == s
     assert read_snapshots(tmp_path / "absent.jsonl") == []
-
-
-# ---------------------------------------------------------------------------------------- poller
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    body = b""
-    status = 200
-
-    def do_GET(self):
-        self.send_response(self.status)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def metrics_server():
-    servers = []
-
-    def serve(body: bytes, status: int = 200) -> str:
-        handler = type("H", (_Handler,), {"body": body, "status": status})
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        servers.append(srv)
-        return f"http://127.0.0.1:{srv.server_address[1]}"
-
-    yield serve
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
-
-
-def test_poller_writes_snapshots(tmp_path, metrics_server):
-    url = metrics_url(metrics_server(fixture("vllm_0_33_metrics.txt").encode()) + "/")
-    out = tmp_path / "server_metrics.jsonl"
-    logs: list[str] = []
-    poller = ServerPoller(url, out, interval_s=0.05, model="qwen3.6-27b", log=logs.append).start()
-    threading.Event().wait(0.3)
-    poller.stop()
-    snaps = read_snapshots(out)
-    assert len(snaps) == poller.samples >= 3 and logs == []
-    assert snaps[0].running == 195 and snaps[-1].ts >= snaps[0].ts
-    assert (tmp_path / "server_metrics_sample.txt").read_text().startswith("# HELP")
-
-
-@pytest.mark.parametrize("kind", ["404", "refused", "html"])
-def test_poller_degrades_gracefully(tmp_path, metrics_server, kind):
-    if kind == "404":
-        url = metrics_server(b"not found", status=404) + "/metrics"
-    elif kind == "html":
-        url = metrics_server(b"<html><body>hello</body></html>") + "/metrics"
-    else:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            url = f"http://127.0.0.1:{s.getsockname()[1]}/metrics"  # closed again: refused
-    logs: list[str] = []
-    poller = ServerPoller(url, tmp_path / "m.jsonl", interval_s=0.02, timeout_s=1, log=logs.append).start()
-    threading.Event().wait(0.15)
-    poller.stop()
-    assert len(logs) == 1 and "server metrics unavailable" in logs[0]  # said once
-    assert poller.samples == 0 and not (tmp_path / "m.jsonl").exists()
 
 
 # ---------------------------------------------------------------------------------------- simulator

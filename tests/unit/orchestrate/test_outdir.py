@@ -80,16 +80,3 @@ def test_a_log_tail_is_printed_with_a_targets_escapes_written_out(tmp_path):
     tail = Processes(tmp_path).log_tail("master")
     assert "\x1b" not in tail and "\x07" not in tail
     assert tail == "error body: \\x1b]0;owned\\x07 \\x1b[2J\nnext line\n"
-
-
-def test_a_workers_reason_is_its_last_error_line_without_the_log_prefix():
-    from swarm.orchestrate.run import reason_in_log
-
-    log = (
-        "[2026-11-25 16:33:14,580] vm/INFO/locust.main: Starting Locust 2.47.0\n"
-        "[2026-11-25 16:33:15,936] vm/ERROR/swarm.live.user: --tokenizer t.json: cannot load t.json\n"
-        "[2026-11-25 16:33:16,077] vm/INFO/locust.main: Shutting down (exit code 2)\n"
-    )
-    assert reason_in_log(log) == "--tokenizer t.json: cannot load t.json"
-    assert reason_in_log("locust: error: bad option\nShutting down\n") == "locust: error: bad option"
-    assert reason_in_log("only line\n") == "only line" and reason_in_log("") == "no output"

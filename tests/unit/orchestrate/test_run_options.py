@@ -1,10 +1,11 @@
-"""`swarm run`'s time spans; its option checks (one line, exit 2, no traceback) run the command:
+"""`swarm run`'s options (swarm/orchestrate/run.py `configure`) and the time spans they take; their
+checks: tests/unit/orchestrate/test_plan.py, and (one line, exit 2, no traceback) running the command:
 tests/integration/test_run_options.py."""
 
 import pytest
 
 from swarm.core.errors import UsageError
-from swarm.orchestrate.run import parse_timespan
+from swarm.core.units import parse_timespan
 
 
 @pytest.mark.parametrize(
@@ -44,24 +45,26 @@ def test_help_is_grouped_in_the_six_sections():
 
 
 def test_workload_options_before_dashdash_are_handed_on_as_after_it(tmp_path):
-    from swarm.orchestrate.run import plan_from_args
+    from swarm.orchestrate.plan import plan_from_args
+    from swarm.orchestrate.run import run_options
 
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "hi"}\n')
     _, args = _args("--workload", "custom", "--prompt-file", str(f), "--max-tokens", "8", "--ignore-eos",
                     "--", "--seed", "3")  # fmt: skip
-    plan = plan_from_args(args)
+    plan = plan_from_args(args, run_options())
     assert plan.extra == ["--ignore-eos", "--max-tokens", "8", "--prompt-file", str(f), "--seed", "3"]
     _, args = _args("--workload", "custom", "--", "--prompt-file", str(f))
-    assert plan_from_args(args).extra == ["--prompt-file", str(f)]  # after --: as before
+    assert plan_from_args(args, run_options()).extra == ["--prompt-file", str(f)]  # after --: as before
 
 
 def test_a_workload_option_both_before_and_after_dashdash_is_refused(tmp_path):
-    from swarm.orchestrate.run import plan_from_args
+    from swarm.orchestrate.plan import plan_from_args
+    from swarm.orchestrate.run import run_options
 
     _, args = _args("--max-tokens", "8", "--", "--max-tokens=9")
     with pytest.raises(UsageError, match="--max-tokens is given both before and after --"):
-        plan_from_args(args)
+        plan_from_args(args, run_options())
 
 
 def test_demo_help_lists_only_what_it_changes():

@@ -1,0 +1,86 @@
+"""`swarm run` after the run: merge the workers' record parts into `DIR/requests.parquet`, print the
+results table, the SLO lines and (for a search) its answer and why, write the report, and turn
+a worker that failed mid-run into the run's exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from swarm.orchestrate import outdir
+from swarm.orchestrate.plan import RunPlan
+from swarm.orchestrate.processes import Processes
+from swarm.orchestrate.waiting import worker_failures
+
+
+def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[str] | None = None) -> int:
+    """Merge record parts, print the table and SLO lines, say where everything is."""
+    from swarm.analysis.table import render, render_ci
+    from swarm.core import recordfile as recorder
+
+    failed = worker_failures(procs, quit_early or set())
+    for name, code, line in failed:
+        print(f"swarm: {name} exited {code}: {line}", file=sys.stderr)
+    if failed and master_code == 0:  # a run some worker could not take part in is not a success
+        master_code = 2 if all(code == 2 for _, code, _ in failed) else 1
+    records_dir = plan.out / "records"
+    n = 0
+    if recorder.part_files(records_dir):
+        table = recorder.read_table(records_dir)
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, plan.out / "requests.parquet")
+        n = table.num_rows
+    summary_path = plan.out / "summary.json"
+    summary = outdir.summary_of(plan.out, plan.run_id)  # this run's, never an earlier one's
+    if summary is not None:
+        print(render(summary))
+        if (intervals := render_ci(summary)) is not None:
+            print(intervals)
+        from swarm.stats.trace_replay import replay_lines
+
+        for line in replay_lines(summary):
+            print(line)
+        for line in summary.get("slo", []) or []:
+            print(line if isinstance(line, str) else line.get("text", ""))
+        if summary.get("target_unreachable_since"):
+            print(
+                f"swarm: the target went away at {summary['target_unreachable_since']}; "
+                "every later request failed to connect"
+            )
+    else:
+        print(
+            f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
+            f"{procs.log_tail('master')}",
+            file=sys.stderr,
+        )
+        return master_code or 1
+    from swarm.analysis.report import write_report
+    from swarm.analysis.search import early_ends
+
+    for line in early_ends(summary):
+        print(f"swarm: {line}")
+    if summary.get("search"):
+        print_search(plan.out, summary)
+    report = write_report(plan.out, slo=None if plan.search else plan.slo)
+    print(
+        f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
+        f"report in {report}"
+    )
+    return master_code
+
+
+def print_search(out: Path, summary: dict) -> None:
+    """The search's answer and, from the server's metrics, why; the reason goes into summary.json too."""
+    from swarm.analysis.rundir import load_run
+    from swarm.analysis.search import bottleneck
+    from swarm.stats.summary import write
+
+    search = summary["search"]
+    why = bottleneck(load_run(out))
+    print(f"swarm: {search.get('headline')}")
+    if why:  # the finding's own sentence, once; its kind apart, for whoever reads summary.json
+        print(f"swarm: why: {why.text}")
+        search["why"], search["why_kind"] = why.text, why.kind
+        write(summary, out / "summary.json")

@@ -1,0 +1,138 @@
+"""The run-time pollers: plain threads (no gevent) that scrape the target's /metrics and each
+dcgm-exporter during `swarm run`, one JSON line per scrape into the run directory.
+
+`ServerPoller` writes `DIR/server_metrics.jsonl` (parsed by swarm/analysis/server_metrics.py),
+`GpuPoller` / `start_gpu_pollers` write `DIR/gpu_metrics.jsonl` (swarm/analysis/gpu_metrics.py).
+The parsing and the per-stage statistics are analysis/'s; the threads and the HTTP are here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from swarm.analysis.gpu_metrics import GPU_METRICS, GpuSnapshot, parse_dcgm
+from swarm.analysis.server_metrics import parse_metrics
+from swarm.core.terminal import printable
+
+
+class ServerPoller:
+    """Scrapes `url` every `interval_s` in a plain thread, one JSON line per scrape into `out_path`.
+
+    `start()` returns at once; `stop()` takes a last scrape (so counters cover the run's end),
+    then joins. A target without /metrics (404, connection refused, not Prometheus text) is said
+    once through `log` and the run goes on; later scrapes keep trying quietly. `samples` counts
+    the lines written, `error` holds the first failure. The first good scrape's raw text is kept
+    beside the JSONL as `<stem>_sample.txt` for checking metric names.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        out_path: Path,
+        interval_s: float = 1.0,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout_s: float = 5.0,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.url = url
+        self.out_path = Path(out_path)
+        self.interval_s = interval_s
+        self.model = model
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.samples = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="server-metrics", daemon=True)
+        self.sample_path = self.out_path.with_name(self.out_path.stem + "_sample.txt")
+
+    what = "server metrics"  # in the once-said failure line
+
+    def parse(self, text: str, ts: float) -> Any:
+        """One scrape's text -> the snapshot written (anything with `to_json`). ValueError: unusable."""
+        snap = parse_metrics(text, ts=ts, model=self.model)
+        if snap.source == "unknown":
+            raise ValueError("no vLLM or llama.cpp metrics in it")
+        return snap
+
+    def start(self) -> ServerPoller:
+        self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        self._stop.set()
+        self._thread.join(timeout=self.timeout_s + 5)
+
+    def scrape_once(self) -> Any:
+        """One scrape; appends it to out_path. None (and one log line, the first time) on failure."""
+        req = urllib.request.Request(self.url, headers=self.headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+                text = r.read().decode("utf-8", errors="replace")
+            snap = self.parse(text, time.time())
+        except urllib.error.HTTPError as e:
+            return self._failed(f"HTTP {e.code}")
+        except (urllib.error.URLError, OSError) as e:
+            return self._failed(str(getattr(e, "reason", e)))
+        except ValueError as e:
+            return self._failed(f"not usable Prometheus text ({e})")
+        with self._lock, open(self.out_path, "a") as out:
+            out.write(json.dumps(snap.to_json()) + "\n")
+            if self.samples == 0:
+                self.sample_path.write_text(text)
+            self.samples += 1
+        return snap
+
+    def _failed(self, reason: str) -> None:
+        reason = printable(reason)  # it may quote the target (a /metrics line, a status line)
+        if self.error is None:
+            self.error = reason
+            self.log(
+                f"swarm: {self.what} unavailable at {self.url}: {reason} (said once; the "
+                "client-side numbers are still reported)"
+            )
+        return None
+
+    def _loop(self) -> None:
+        self.scrape_once()
+        while not self._stop.wait(self.interval_s):
+            self.scrape_once()
+        self.scrape_once()
+
+
+class GpuPoller(ServerPoller):
+    """Scrapes one dcgm-exporter into `gpu_metrics.jsonl`, like `ServerPoller` (same loop, same once-said
+    failure line). Several exporters share the file through one `lock`."""
+
+    what = "GPU metrics"
+
+    def __init__(self, url: str, out_path: Path, lock: threading.Lock | None = None, **kw: Any) -> None:
+        super().__init__(url, out_path, **kw)
+        if lock is not None:
+            self._lock = lock
+        netloc = urllib.parse.urlsplit(url).netloc.replace(":", "_") or "exporter"
+        self.sample_path = self.out_path.with_name(f"{self.out_path.stem}_sample_{netloc}.txt")
+
+    def parse(self, text: str, ts: float) -> GpuSnapshot:
+        return parse_dcgm(text, ts, self.url)
+
+
+def start_gpu_pollers(urls: Sequence[str], out_dir: Path, interval_s: float = 1.0) -> list[GpuPoller]:
+    """One poller per exporter URL, all writing `out_dir/gpu_metrics.jsonl`."""
+    lock = threading.Lock()
+    return [GpuPoller(u, Path(out_dir) / GPU_METRICS, lock=lock, interval_s=interval_s).start() for u in urls]

@@ -1,0 +1,51 @@
+"""`swarm run` after the run (swarm/orchestrate/collect.py): no summary is a failed run with the
+master's log tail, and a worker that failed mid-run fails a run its master called a success.
+(A whole run's collection: the swarm run integration tests.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarm.orchestrate.collect import finish
+from swarm.orchestrate.plan import RunPlan
+
+
+class Proc:
+    def __init__(self, code: int | None) -> None:
+        self.code = code
+
+    def poll(self) -> int | None:
+        return self.code
+
+
+class Procs:
+    def __init__(self, **procs: Proc) -> None:
+        self.procs = procs
+
+    def named(self, prefix: str) -> list[tuple[str, Proc]]:
+        return [(n, p) for n, p in self.procs.items() if n.startswith(prefix)]
+
+    def log_tail(self, name: str) -> str:
+        return {"master": "master's last words\n", "worker-0": "locust: error: bad option\n"}.get(name, "")
+
+
+def plan(out: Path) -> RunPlan:
+    return RunPlan(host="http://t", workload="short_qa", workers=1, users=1, spawn_rate=1.0, run_time_s=5,
+                   stop_timeout_s=1, out=out, run_id="r1", slo=None, model=None, sim_profile="p", sim_args=[],
+                   prometheus_port=None)  # fmt: skip
+
+
+def test_no_summary_is_a_failed_run_with_the_masters_log_tail(tmp_path, capsys):
+    assert finish(plan(tmp_path), 0, Procs()) == 1
+    assert finish(plan(tmp_path), 130, Procs()) == 130
+    (tmp_path / "summary.json").write_text('{"run_id": "an-earlier-run", "total": {}}')  # not this run's
+    assert finish(plan(tmp_path), 0, Procs()) == 1
+    err = capsys.readouterr().err
+    assert "no summary was written (master exit 0); master log tail:\nmaster's last words" in err
+
+
+def test_a_worker_that_failed_mid_run_is_named_and_fails_the_run(tmp_path, capsys):
+    procs = Procs(**{"worker-0": Proc(2), "worker-1": Proc(0)})
+    assert finish(plan(tmp_path), 0, procs, quit_early={"worker-0", "worker-1"}) == 2
+    assert "swarm: worker-0 exited 2: locust: error: bad option" in capsys.readouterr().err
+    assert finish(plan(tmp_path), 0, procs, quit_early=set()) == 1  # (no summary) at the run's end: not named

@@ -1,0 +1,80 @@
+"""The command lines `swarm run` starts (swarm/orchestrate/commands.py), for plans made from its
+options: the master gets the load's shape, the master and its workers the same common options."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from swarm.orchestrate import commands
+from swarm.orchestrate.commands import LOCUSTFILE, master_command, sim_command, worker_command
+from swarm.orchestrate.plan import plan_from_args
+from swarm.orchestrate.run import configure, run_options
+
+LOCUST = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+
+
+def plan(*argv: str):
+    p = argparse.ArgumentParser()
+    configure(p)
+    return plan_from_args(p.parse_args(["--run-id", "r1", "--out", "/o", *argv]), run_options())
+
+
+def test_the_locustfile_is_the_swarms():
+    assert LOCUSTFILE.name == "locustfile.py" and LOCUSTFILE.is_file()
+    assert commands.locust_command() == LOCUST
+
+
+def test_a_plain_run_master_and_worker():
+    p = plan("--workers", "3", "-u", "8", "-t", "20s", "--stop-timeout", "15s")
+    common = ["--host", "http://h:1", "--workload", "mixed", "--swarm-out", "/o", "--run-id", "r1"]
+    assert master_command(p, "http://h:1", 5557, 9646) == [
+        *LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", "5557",
+        "--expect-workers", "3", "--expect-workers-max-wait", "30", "-u", "8", "-r", "8.0",
+        "--stop-timeout", "15s", "--csv", "/o/locust", "--html", "/o/locust.html", "--only-summary",
+        *common, "-t", "20s", "--prometheus-port", "9646",
+    ]  # fmt: skip
+    assert worker_command(p, "http://h:1", 5557) == [
+        *LOCUST,
+        "--worker",
+        "--master-host",
+        "127.0.0.1",
+        "--master-port",
+        "5557",
+        *common,
+    ]
+    assert worker_command(p, "http://h:1", 5557, master_host="10.0.0.2")[7] == "10.0.0.2"
+
+
+def test_the_common_options_reach_master_and_workers_alike():
+    p = plan("--model", "a:3,b:1", "--goodput", "ttft<=1s", "--abort-on", "error_rate>50%/4s",
+             "--max-tokens", "8", "--", "--seed", "3")  # fmt: skip
+    common = commands.locust_common_args(p, "http://h:1")
+    assert common[8:] == ["--model", "a:3,b:1", "--goodput", "ttft<=1s", "--abort-on", "error_rate>50%/4s",
+                          "--max-tokens", "8", "--seed", "3"]  # fmt: skip
+    master, worker = master_command(p, "http://h:1", 1, 2), worker_command(p, "http://h:1", 1)
+    assert worker[-len(common) :] == common and master[master.index("--host") :][: len(common)] == common
+
+
+def test_the_load_shape_goes_to_the_master_only():
+    sweep = plan("--sweep", "2,4", "--stage-time", "5s", "--warmup", "1s", "--slo", "ttft_p99<=1s")
+    assert commands.load_args(sweep) == ["--sweep", "2,4", "--stage-time", "5s", "--warmup", "1s",
+                                         "--slo", "ttft_p99<=1s"]  # fmt: skip
+    rate = plan("--rate", "1,2.5", "--arrivals", "constant")
+    assert commands.load_args(rate) == ["--rate", "1,2.5", "--arrivals", "constant", "--stage-time", "30s",
+                                        "--warmup", "0s"]  # fmt: skip
+    search = plan("--search", "concurrency", "--slo", "ttft_p99<=800ms")
+    assert commands.load_args(search)[:2] == ["--search", "concurrency"]
+    assert commands.load_args(search)[-2:] == ["--slo", "ttft_p99<=800ms"]
+    assert "--sweep" not in worker_command(sweep, "http://h:1", 1)
+    assert master_command(rate, "http://h:1", 1, 2)[-2:] == ["--prometheus-port", "2"]
+
+
+def test_the_embedded_simulator_serves_the_plans_models_on_loopback():
+    p = plan("--model", "a:3,b:1", "--sim-arg=--max-num-seqs=8")
+    assert sim_command(p, 8123) == [
+        sys.executable, "-m", "swarm", "sim", "--host", "127.0.0.1", "--port", "8123",
+        "--profile", "rtx5090x4-qwen3.6-27b", "--trace", "/o/sim-trace.jsonl", "--model", "a,b",
+        "--max-num-seqs=8",
+    ]  # fmt: skip
+    assert commands.sim_models(None) == "sim-model" and commands.sim_models("m") == "m"
