@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from swarm.load.backoff import BACKOFF_CAP_S
+from swarm.orchestrate.commands import locust_command
 from tests.helpers.fault_servers import fault_server, received
 from tests.helpers.support import REPO, swarm_cmd
-
-LOCUSTFILE = REPO / "swarm" / "locustfile.py"
 
 
 def env_without_key() -> dict[str, str]:
@@ -34,7 +32,7 @@ def records_of(out: Path) -> list[dict]:
 
 
 def run_locust(out: Path, url: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+    cmd = [*locust_command(), "--headless", "--only-summary",
            "--host", url, "--model", "m", "--workload", "short_qa", "--swarm-out", str(out), *args]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, env=env_without_key())
 

@@ -28,11 +28,11 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
+from swarm.orchestrate.commands import locust_command
 from tests.helpers.fault_servers import fault_server, received
 from tests.helpers.support import HELPERS, REPO, free_port, sim_server, start, swarm_cmd
 
 LOCUST_RECORDS = HELPERS / "locust_records.py"
-SWARM_LOCUSTFILE = REPO / "swarm" / "locustfile.py"
 CALIBRATED = "rtx5090x4-qwen3.6-27b"
 
 
@@ -470,7 +470,7 @@ def test_master_sigterm_stops_the_workers_and_loses_nothing(tmp_path):
     """SIGTERM to a Locust master (plain processes, as on separate machines): the workers finish
     their requests in flight and stop within seconds, and every request is counted once."""
     out = tmp_path / "out"
-    locust = [sys.executable, "-m", "locust", "-f", str(SWARM_LOCUSTFILE)]
+    locust = locust_command()
     with sim_server(tmp_path, "--profile", CALIBRATED, "--seed", "8") as sim:
         port = free_port()
         common = ["--host", sim.url, "--workload", "short_qa", "--max-tokens", "32", "--swarm-out", str(out)]

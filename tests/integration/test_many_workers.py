@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -20,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from swarm.core.recordfile import part_files
-from tests.helpers.support import REPO, free_port, sim_server, start, wait_for
+from swarm.orchestrate.commands import locust_command
+from tests.helpers.support import free_port, sim_server, start, wait_for
 from tests.integration.test_distributed import assert_reconciled, counter_sums, trace_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,7 +42,7 @@ def gauge(url: str, name: str) -> float | None:
 def test_a_dozen_workers_four_joining_mid_stage(tmp_path: Path) -> None:
     out = tmp_path / "run"
     port, prom = free_port(), free_port()
-    locust = [sys.executable, "-m", "locust", "-f", str(REPO / "swarm/locustfile.py")]
+    locust = locust_command()
     with sim_server(tmp_path, "--profile", "rtx5090x4-qwen3.6-27b", "--seed", "16") as sim:
         common = ["--host", sim.url, "--workload", "short_qa:3,chat:1", "--swarm-out", str(out)]
         common += ["--run-id", "many", "--max-tokens", "24"]

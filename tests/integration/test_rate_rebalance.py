@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.support import REPO, free_port, sim_server, start, wait_for
+from swarm.orchestrate.commands import locust_command
+from tests.helpers.support import free_port, sim_server, start, wait_for
 from tests.integration.test_many_workers import gauge
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,7 +42,7 @@ def rate_between(times: list[float], start: float, end: float) -> float:
 
 def test_the_rate_is_shared_again_when_workers_join_and_quit(tmp_path: Path) -> None:
     port, prom = free_port(), free_port()
-    locust = [sys.executable, "-m", "locust", "-f", str(REPO / "swarm/locustfile.py")]
+    locust = locust_command()
     with sim_server(tmp_path, "--profile", "instant") as sim:
         common = ["--host", sim.url, "--workload", "short_qa", "--max-tokens", "8"]
         common += ["--swarm-out", str(tmp_path / "run"), "--run-id", "rebalance"]

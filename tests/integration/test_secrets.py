@@ -14,7 +14,6 @@ import os
 import secrets
 import string
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -26,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from swarm.orchestrate.commands import locust_command
 from tests.helpers.fault_servers import auth_digest, auths, fault_server, received
 from tests.helpers.support import REPO, free_port, sim_server, start, swarm_cmd, wait_for, wait_http
 
@@ -156,7 +156,7 @@ def test_a_refused_key_is_recorded_with_the_servers_message_and_never_echoed(tmp
     assert_nowhere(key, out, p.stdout, p.stderr)
 
 
-LOCUST = [sys.executable, "-m", "locust", "-f", str(REPO / "swarm" / "locustfile.py")]
+LOCUST = locust_command()
 
 
 def test_web_ui_pages_and_json_never_show_the_key(tmp_path):

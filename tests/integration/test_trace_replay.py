@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from swarm.load.trace import implied_hit_rate, load_trace
+from swarm.orchestrate.commands import locust_command
 from tests.helpers.sim_http import metric, scrape
 from tests.helpers.support import REPO, free_port, sim_server, start, swarm_cmd, wait_for
 
@@ -31,7 +31,6 @@ pytestmark = pytest.mark.integration
 TRACES = REPO / "swarm" / "load" / "traces"
 MOONCAKE = TRACES / "mooncake_sample.jsonl"
 KV = ("--kv-cache-tokens", "4000000")  # the sample's distinct blocks all fit: the cache evicts nothing
-LOCUSTFILE = str(REPO / "swarm" / "locustfile.py")
 
 
 def sim_rows(trace: Path) -> Counter[int]:
@@ -104,7 +103,7 @@ def test_a_replay_that_falls_behind_says_so_live_and_names_the_worker(tmp_path):
 
 
 def _locust(*args: str) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", LOCUSTFILE, *args]
+    return [*locust_command(), *args]
 
 
 def test_worker_killed_mid_replay_loses_no_row(tmp_path):

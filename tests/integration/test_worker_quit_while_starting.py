@@ -16,7 +16,6 @@ a stand-in at the protocol level: a ZeroMQ DEALER socket speaking Locust's messa
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from pathlib import Path
 
@@ -24,7 +23,8 @@ import msgpack
 import pytest
 import zmq
 
-from tests.helpers.support import REPO, free_port, sim_server, start, wait_for
+from swarm.orchestrate.commands import locust_command
+from tests.helpers.support import free_port, sim_server, start, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def test_a_report_without_user_classes_count_does_not_fail_the_run(tmp_path: Pat
     import locust
 
     port = free_port()
-    locust_cmd = [sys.executable, "-m", "locust", "-f", str(REPO / "swarm/locustfile.py")]
+    locust_cmd = locust_command()
     with sim_server(tmp_path, "--profile", "instant", trace=False) as sim:
         common = ["--host", sim.url, "--workload", "short_qa", "--max-tokens", "8"]
         common += ["--swarm-out", str(tmp_path / "run"), "--run-id", "late-quit"]
