@@ -28,7 +28,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
-import locust.log as locust_log
 from locust import FastHttpUser, constant, events, task
 from locust.runners import WorkerRunner
 
@@ -45,6 +44,7 @@ from swarm.core.terminal import printable
 from swarm.core.urls import check_host
 from swarm.live.gc_tuning import relax_full_collections
 from swarm.live.keyorigin import bind, key_for
+from swarm.live.locust_fixes import mark_internal_error
 from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
 from swarm.live.replay import prepare_replay, replay_task, trace_of
@@ -106,7 +106,7 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
         log.error(
             "swarm: Locust did not finish connecting this worker in %.0f s: it leaves the run", INIT_WAIT_S
         )
-        locust_log.unhandled_greenlet_exception = True
+        mark_internal_error()
         gevent.spawn(_quit_once_connected, environment)
         return
     swarm_state(environment).served = None

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swarm.core.errors import EXIT_USAGE, UsageError
-from swarm.core.options import BY_FLAG, passed_on, passed_on_args
+from swarm.core.options import BY_FLAG
+from swarm.core.run_options import passed_on, passed_on_args
 from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
 from swarm.core.urls import check_host, check_url
 from swarm.load.stages import StagePlan

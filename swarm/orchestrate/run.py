@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from swarm.core.apikey import key_for, origin
 from swarm.core.errors import TargetError
-from swarm.core.options import DEFAULT_STOP_TIMEOUT_S, RUN_GROUPS, add_run_options
+from swarm.core.options import DEFAULT_STOP_TIMEOUT_S
+from swarm.core.run_options import RUN_GROUPS, add_run_options
 from swarm.orchestrate import outdir
 from swarm.orchestrate.collect import finish
 from swarm.orchestrate.commands import master_command, sim_command, worker_command

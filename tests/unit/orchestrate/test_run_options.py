@@ -32,7 +32,7 @@ def _args(*argv: str):
 
 
 def test_help_is_grouped_in_the_six_sections():
-    from swarm.core.options import RUN_GROUPS
+    from swarm.core.run_options import RUN_GROUPS
 
     p, _ = _args()
     titles = [g.title for g in p._action_groups]
