@@ -24,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "swarm.orchestrate.run",
         "distributed run on this machine: (simulator,) Locust master and N workers",
     ),
+    "tune": (
+        "swarm.orchestrate.tune",
+        "search a server's configurations (a grid, a list, or guided by the diagnosis): one swarm run each",
+    ),
     "report": (
         "swarm.analysis.report",
         "render DIR/report.html (plots, stage table, diagnosis) from a run's files",

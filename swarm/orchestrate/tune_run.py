@@ -1,0 +1,187 @@
+"""One configuration measured by `swarm tune`: its server started (tune_server.py), its prefix cache
+emptied, a `swarm run` subprocess against it (so the whole stop path of swarm run applies), the
+server stopped, and the configuration recorded (analysis/tune_results.py's ConfigResult).
+
+swarm run's exit code decides the record: 0, or 1 (an SLO not met, a search that found no load
+meeting it) is a measured configuration; 2 (bad input) ends the tune with swarm run's line; 130
+(interrupted) is an interrupt of the tune; anything else is a failed configuration with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from swarm.analysis.tune_results import ConfigResult, config_from_run
+from swarm.core.errors import UsageError
+from swarm.orchestrate import tune_server
+from swarm.orchestrate.processes import die_with_parent, free_port
+from swarm.orchestrate.tune_plan import LOOPBACK, Flags, config_name, dir_name, serve_command
+
+RUN_STOP_S = 120.0  # for an interrupted swarm run to stop its load and write what it has
+MEASURED = (0, 1)  # swarm run's exit codes of a measured configuration (1: an SLO not met)
+
+
+@dataclass(frozen=True)
+class TuneContext:
+    """What every configuration's measurement shares."""
+
+    serve_cmd: list[str]
+    run_argv: list[str]  # the swarm run options handed on
+    out: Path
+    health_timeout_s: float
+    gpus: int
+    gpu_hourly_cost: float | None
+
+
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) while a configuration was measured; `result` is its record."""
+
+    def __init__(self, result: ConfigResult) -> None:
+        super().__init__(result.name)
+        self.result = result
+
+
+def measure(ctx: TuneContext, flags: Flags) -> ConfigResult:
+    """Start, measure, stop one configuration. UsageError when swarm run refused its options;
+    Interrupted on Ctrl-C, after the run and the server have stopped."""
+    name = config_name(flags)
+    port = free_port()
+    url = f"http://{LOOPBACK}:{port}"
+    cmd = serve_command(ctx.serve_cmd, flags, port)
+    if "--host" in cmd and cmd[cmd.index("--host") + 1] not in (LOOPBACK, "localhost", "0.0.0.0"):
+        url = f"http://{cmd[cmd.index('--host') + 1]}:{port}"
+    run_dir = ctx.out / "configs" / dir_name(name)
+    record = ConfigResult(name=name, flags=dict(flags), command=cmd, status="failed", run_dir=str(run_dir))
+    print(f"swarm tune: {name}: starting {' '.join(cmd)}", flush=True)
+    try:
+        server = tune_server.start(
+            cmd, url, ctx.out / "servers" / f"{dir_name(name)}.log", ctx.health_timeout_s
+        )
+    except tune_server.ServerFailed as e:
+        record.reason, record.log_tail = e.reason, e.log_tail
+        return record
+    except KeyboardInterrupt:
+        record.status, record.reason = "interrupted", "interrupted while the server started"
+        raise Interrupted(record) from None
+    try:
+        tune_server.reset_prefix_cache(url)
+        code, last_err = _swarm_run(ctx, url, run_dir)
+    except KeyboardInterrupt:
+        record.status, record.reason = "interrupted", "interrupted during its run"
+        raise Interrupted(record) from None
+    finally:
+        died = not server.running()
+        server.stop()
+    return _recorded(ctx, record, code, last_err, died, server)
+
+
+def _recorded(
+    ctx: TuneContext, record: ConfigResult, code: int, last_err: str, died: bool, server: tune_server.Server
+) -> ConfigResult:
+    """The configuration's record from swarm run's exit code and its run directory."""
+    if code == 2:
+        raise UsageError(f"swarm run refused: {last_err or 'exit 2'}")
+    if code == 130:
+        record.status, record.reason = "interrupted", "its swarm run was interrupted"
+        raise Interrupted(record)
+    if code not in MEASURED:
+        record.reason = f"swarm run exit {code}" + (f": {last_err}" if last_err else "")
+        record.log_tail = server.tail() if died else None
+        return record
+    try:
+        return config_from_run(
+            record.name,
+            record.flags,
+            record.command,
+            Path(record.run_dir or ""),
+            gpus=ctx.gpus,
+            gpu_hourly_cost=ctx.gpu_hourly_cost,
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        record.reason = f"its run directory could not be read: {e}"
+        return record
+
+
+def run_command(ctx: TuneContext, url: str, run_dir: Path) -> list[str]:
+    overwrite = ["--overwrite"] if run_dir.exists() else []  # --resume re-measures an unfinished one
+    return [
+        sys.executable,
+        "-m",
+        "swarm",
+        "run",
+        "--host",
+        url,
+        "--out",
+        str(run_dir),
+        *overwrite,
+        *ctx.run_argv,
+    ]
+
+
+def _swarm_run(ctx: TuneContext, url: str, run_dir: Path) -> tuple[int, str]:
+    """swarm run against the server, its output on the console; (exit code, its last stderr line).
+    On Ctrl-C it stops as swarm run does (it got the terminal's SIGINT too; a SIGTERM to the tune
+    is handed on) and KeyboardInterrupt is raised once it has gone."""
+    popen = subprocess.Popen(
+        run_command(ctx, url, run_dir),
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=die_with_parent(),
+    )
+    last: deque[str] = deque(maxlen=1)
+    echo = threading.Thread(target=_echo, args=(popen, last), daemon=True)
+    echo.start()
+    _children.add(popen)
+    try:
+        code = popen.wait()
+    except KeyboardInterrupt:
+        try:
+            popen.wait(timeout=RUN_STOP_S)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(timeout=10)
+        raise
+    finally:
+        _children.discard(popen)
+    echo.join(timeout=5)
+    return code, (last[0].strip() if last else "")
+
+
+_children: set[subprocess.Popen] = set()  # the swarm run now going, for a SIGTERM to hand on
+
+
+@contextlib.contextmanager
+def sigterm_handed_on() -> Iterator[None]:
+    """SIGTERM to the tune: handed on to the swarm run now going (which stops as on Ctrl-C), then
+    raised here as KeyboardInterrupt. (A terminal's Ctrl-C reaches that run by itself.)"""
+
+    def handler(signum, frame):
+        for child in list(_children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _echo(popen: subprocess.Popen, last: deque[str]) -> None:
+    assert popen.stderr is not None
+    for line in popen.stderr:
+        sys.stderr.write(line)
+        if line.strip():
+            last.append(line)

@@ -1,0 +1,87 @@
+"""One configuration's server for `swarm tune`: started in a session of its own (it dies with the
+command: orchestrate/processes.py's die_with_parent), its /health awaited for a bounded time, its
+prefix cache emptied where it offers that, stopped cleanly (SIGTERM, then SIGKILL after a bound).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from swarm.core.errors import TargetError
+from swarm.orchestrate import serverproc
+from swarm.orchestrate.processes import die_with_parent
+
+STOP_GRACE_S = 30.0
+TAIL_LINES = 30
+
+
+class ServerFailed(Exception):
+    """The server exited or never answered /health: `reason` in one line, `log_tail` its log's end."""
+
+    def __init__(self, reason: str, log_tail: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.log_tail = log_tail
+
+
+@dataclass
+class Server:
+    popen: subprocess.Popen
+    url: str
+    log: Path
+
+    def tail(self) -> str:
+        return serverproc.log_tail(self.log, TAIL_LINES)
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        serverproc.stop(self.popen, grace_s)
+
+
+def start(cmd: list[str], url: str, log: Path, health_timeout_s: float) -> Server:
+    """Start `cmd` (its output to `log`) and wait until `url`/health answers 200. ServerFailed (the
+    server stopped) when it exits or does not answer in time."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log, "wb") as out:
+            popen = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+    except OSError as e:
+        raise ServerFailed(f"could not start {cmd[0]}: {e.strerror or e}", "") from None
+    server = Server(popen, url, log)
+    try:
+        serverproc.wait_ready(url, popen, log, health_timeout_s, name="the server")
+    except TargetError as e:
+        server.stop()
+        raise ServerFailed(str(e).splitlines()[0].split("; log ")[0], server.tail()) from None
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def reset_prefix_cache(url: str, timeout_s: float = 10.0) -> bool:
+    """POST url/reset_prefix_cache (vLLM's; the simulator's vLLM face too), best effort: True when
+    the server emptied its prefix cache, False when it does not offer that (404) or failed."""
+    req = urllib.request.Request(url + "/reset_prefix_cache", data=b"", method="POST")
+    with (
+        contextlib.suppress(urllib.error.URLError, OSError, ValueError),
+        urllib.request.urlopen(req, timeout=timeout_s) as r,
+    ):
+        return 200 <= r.status < 300
+    return False

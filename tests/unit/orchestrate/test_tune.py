@@ -1,0 +1,106 @@
+"""`swarm tune`'s options (swarm/orchestrate/tune.py): swarm run's options handed on as written and
+checked up front with swarm run's own parser; tune's own checks, each one UsageError."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from swarm.core.errors import UsageError
+from swarm.orchestrate.tune import _better, check_run_argv, configure, plan_from_args
+
+SIM = "python -m swarm sim --profile instant"
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    configure(p)
+    return p.parse_args(list(argv))
+
+
+def test_run_options_are_handed_on_as_written_in_order():
+    args = parse(
+        "--serve-cmd", SIM, "--out", "d", "--sweep", "4", "--ignore-eos", "-t", "5s", "--workload", "chat"
+    )
+    assert args.run_argv == ["--sweep", "4", "--ignore-eos", "-t", "5s", "--workload", "chat"]
+    assert args.serve_cmd == SIM and args.out == "d"
+
+
+def test_tune_sets_host_and_out_itself():
+    p = argparse.ArgumentParser()
+    configure(p)
+    strings = {s for a in p._actions for s in a.option_strings}
+    assert "--host" not in strings and "--sim-arg" not in strings and "--overwrite" not in strings
+    assert "--out" in strings  # tune's own
+
+
+def test_plan_from_a_grid(tmp_path):
+    plan = plan_from_args(
+        parse("--serve-cmd", SIM, "--grid", "max-num-seqs=2,8", "--out", str(tmp_path / "t"), "--sweep", "4")
+    )
+    assert plan.configs == [{"--max-num-seqs": "2"}, {"--max-num-seqs": "8"}]
+    assert plan.ctx.serve_cmd == ["python", "-m", "swarm", "sim", "--profile", "instant"]
+    assert plan.ctx.run_argv == ["--sweep", "4"] and plan.search is None and not plan.guided
+
+
+def test_guided_starts_from_the_grids_first_values(tmp_path):
+    plan = plan_from_args(
+        parse(
+            "--serve-cmd", SIM, "--guided", "--grid", "max-num-seqs=64,256", "--out", str(tmp_path / "t"),
+            "--search", "concurrency", "--slo", "ttft_p99<=800ms", "--search-precision", "10%",
+        )
+    )  # fmt: skip
+    assert plan.configs == [{"--max-num-seqs": "64"}]
+    assert plan.search == "concurrency" and plan.precision == pytest.approx(0.10)
+
+
+def test_configs_file(tmp_path):
+    f = tmp_path / "serve.json"
+    f.write_text(json.dumps([{"max-num-seqs": 2}, {"max-num-seqs": 8}]))
+    plan = plan_from_args(parse("--serve-cmd", SIM, "--configs", str(f), "--out", str(tmp_path / "t")))
+    assert [c["--max-num-seqs"] for c in plan.configs] == ["2", "8"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--out", "X"], "--serve-cmd is required"),
+        (["--serve-cmd", SIM], "--out DIR is required"),
+        (["--serve-cmd", SIM, "--out", "X", "--grid", "max-num-seqs"], "bad --grid"),
+        (["--serve-cmd", SIM, "--out", "X", "--grid", "np=1", "--configs", "c.json"], "give one"),
+        (["--serve-cmd", SIM, "--out", "X", "--guided"], "--guided needs --search"),
+        (["--serve-cmd", SIM, "--out", "X", "--gpus", "0"], ">= 1"),
+        (["--serve-cmd", SIM, "--out", "X", "--search", "concurrency"], "needs a criterion"),
+        (["--serve-cmd", SIM, "--out", "X", "--sweep", "a,b"], "--sweep"),
+        (["--serve-cmd", SIM, "--out", "X", "--health-timeout", "soon"], "--health-timeout"),
+    ],
+)
+def test_bad_input_is_one_usage_error(tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=message):
+        plan_from_args(parse(*argv))
+
+
+def test_a_tune_directory_is_not_reused_without_resume(tmp_path):
+    (tmp_path / "tune.json").write_text("{}")
+    with pytest.raises(UsageError, match="--resume"):
+        plan_from_args(parse("--serve-cmd", SIM, "--out", str(tmp_path)))
+
+
+def test_resume_needs_its_tune_json(tmp_path):
+    with pytest.raises(UsageError, match=r"no tune\.json"):
+        plan_from_args(parse("--serve-cmd", SIM, "--resume", str(tmp_path)))
+
+
+def test_check_run_argv_refuses_a_bad_option_value():
+    with pytest.raises(UsageError, match="swarm run option"):
+        check_run_argv(["--endpoint", "nope"])
+
+
+def test_better_needs_more_than_the_precision():
+    assert _better(None, 10.0, 0.05)
+    assert not _better(10.0, None, 0.05)
+    assert not _better(100.0, 104.0, 0.05)
+    assert _better(100.0, 106.0, 0.05)

@@ -1,0 +1,77 @@
+"""One configuration's record (swarm/orchestrate/tune_run.py): swarm run's exit code decides it (0
+and 1 measured, 2 ends the tune, 130 an interrupt, others a failure with the reason)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swarm.analysis.tune_results import ConfigResult
+from swarm.core.errors import UsageError
+from swarm.orchestrate import tune_run
+from swarm.orchestrate.tune_server import Server
+
+
+def ctx(tmp_path: Path) -> tune_run.TuneContext:
+    return tune_run.TuneContext(["srv"], ["--sweep", "4"], tmp_path, 10.0, 4, 2.5)
+
+
+def server(tmp_path: Path) -> Server:
+    """A server that has exited, with its log."""
+    log = tmp_path / "s.log"
+    log.write_text("line 1\nKilled: out of memory\n")
+    popen = subprocess.Popen([sys.executable, "-c", "pass"])
+    popen.wait()
+    return Server(popen, "http://127.0.0.1:1", log)
+
+
+def record(tmp_path: Path) -> ConfigResult:
+    return ConfigResult("np=4", {"-np": "4"}, ["srv", "-np", "4"], "failed", run_dir=str(tmp_path / "run"))
+
+
+def test_run_command(tmp_path):
+    c = ctx(tmp_path)
+    cmd = tune_run.run_command(c, "http://127.0.0.1:9", tmp_path / "nope")
+    assert cmd[1:] == ["-m", "swarm", "run", "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "nope"),
+                       "--sweep", "4"]  # fmt: skip
+    assert "--overwrite" in tune_run.run_command(c, "http://127.0.0.1:9", tmp_path)  # an earlier try's
+
+
+def test_exit_2_ends_the_tune_with_swarm_runs_line(tmp_path):
+    with pytest.raises(UsageError, match="swarm run refused: bad --slo"):
+        tune_run._recorded(ctx(tmp_path), record(tmp_path), 2, "bad --slo", False, server(tmp_path))
+
+
+def test_exit_130_is_an_interrupt(tmp_path):
+    with pytest.raises(tune_run.Interrupted) as e:
+        tune_run._recorded(ctx(tmp_path), record(tmp_path), 130, "", False, server(tmp_path))
+    assert e.value.result.status == "interrupted"
+
+
+def test_another_exit_code_is_a_failure_with_the_servers_tail_when_it_died(tmp_path):
+    got = tune_run._recorded(ctx(tmp_path), record(tmp_path), 3, "aborted", True, server(tmp_path))
+    assert got.status == "failed" and got.reason == "swarm run exit 3: aborted"
+    assert "out of memory" in (got.log_tail or "")
+
+
+def test_a_run_without_a_summary_is_a_failure(tmp_path):
+    got = tune_run._recorded(ctx(tmp_path), record(tmp_path), 0, "", False, server(tmp_path))
+    assert got.status == "failed" and "run directory could not be read" in (got.reason or "")
+
+
+def test_exit_1_is_a_measured_configuration(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake(name, flags, command, run_dir, *, gpus, gpu_hourly_cost):
+        seen.update(name=name, gpus=gpus, cost=gpu_hourly_cost, run_dir=run_dir)
+        return ConfigResult(name, flags, command, "ok", answer=12.0)
+
+    monkeypatch.setattr(tune_run, "config_from_run", fake)
+    got = tune_run._recorded(ctx(tmp_path), record(tmp_path), 1, "", False, server(tmp_path))
+    assert got.status == "ok" and got.answer == 12.0
+    assert seen == {"name": "np=4", "gpus": 4, "cost": 2.5, "run_dir": tmp_path / "run"}
+    assert json.dumps(got.flags) == '{"-np": "4"}'
