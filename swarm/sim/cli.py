@@ -11,6 +11,7 @@ import math
 
 from swarm.core.errors import UsageError
 from swarm.core.units import parse_duration
+from swarm.sim import engine_flags
 from swarm.sim.profile import REASONING_FIELDS, bundled_profiles
 
 
@@ -44,6 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-model-len", type=int, help="context length (prompt + output)")
     g.add_argument("--block-size", type=int, help="KV block size in tokens")
     g.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
+    engine_flags.configure(parser)
     d = parser.add_argument_group("dialect (override the profile)")
     d.add_argument("--reasoning-field", choices=REASONING_FIELDS, help="delta field of reasoning tokens")
     d.add_argument("--thinking-default", choices=("on", "off"), help="thinking when a request does not say")
@@ -150,13 +152,9 @@ def build_config(args: argparse.Namespace):  # -> SimConfig (import kept lazy)
         raise UsageError(f"--api-server-count {args.api_server_count}: must be a positive integer")
     face = get_face(args.server)  # the registry's names are checked here: faces.py is not light to import
     reasoning_field = args.reasoning_field or face.reasoning_field
-    profile = load_profile(args.profile).with_overrides(
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        kv_cache_tokens=args.kv_cache_tokens,
-        max_model_len=args.max_model_len,
-        block_size=args.block_size,
-        prefix_caching=False if args.no_prefix_caching else None,
+    profile = load_profile(args.profile)
+    profile = profile.with_overrides(
+        **engine_flags.engine_overrides(args, face.name, profile),
         reasoning_field=reasoning_field,
         thinking_default=None if args.thinking_default is None else args.thinking_default == "on",
         merge_reasoning=True if args.merge_reasoning else None,

@@ -120,6 +120,14 @@ class BlockPool:
     def free(self, n: int) -> None:
         self.num_free += n
 
+    def reset_cache(self) -> bool:
+        """Forget every cached block no sequence holds (vLLM's /reset_prefix_cache); False when
+        some cached blocks are still held, which stay cached."""
+        for h in self.evictable:
+            del self.refs[h]
+        self.evictable.clear()
+        return not self.refs
+
     def publish(self, h: int) -> bool:
         """Turn one of the caller's private blocks into cached block `h` (False if `h` exists)."""
         if h in self.refs:
@@ -193,6 +201,10 @@ class Engine:
     @property
     def kv_cache_usage(self) -> float:
         return self.pool.used / self.pool.num_blocks
+
+    def reset_prefix_cache(self) -> bool:
+        """Empty the prefix cache (`POST /reset_prefix_cache`); False if blocks in use kept theirs."""
+        return self.pool.reset_cache()
 
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.bs) + self.state_blocks
@@ -282,6 +294,8 @@ class Engine:
             if self.caching and seq.block_hashes:
                 hit = pool.lookup(seq.block_hashes, (total - 1) // self.bs)
             start = hit * self.bs
+            if not self.profile.chunked_prefill and total - start > budget:
+                break  # no chunked prefill: the whole prompt waits for a step that holds it
             n = min(total - start, budget)
             need = self._blocks_for(start + n) - hit
             hit_hashes = seq.block_hashes[:hit]
@@ -315,8 +329,10 @@ class Engine:
 
     def step_seconds(self, plan: StepPlan) -> float:
         c = self.profile.step
+        ub = self.profile.ubatch_tokens
+        base = c.base_s * max(1, -(-plan.tokens // ub)) if ub else c.base_s  # one weight read per ubatch
         return (
-            c.base_s
+            base
             + c.decode_token_s * plan.decode_tokens
             + c.prefill_token_s * plan.prefill_tokens
             + c.kv_read_token_s * plan.context_tokens

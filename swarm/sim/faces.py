@@ -71,6 +71,7 @@ class Face:
     closes_after_stream: ClassVar[bool]  # closes the connection after a streamed answer
     reasoning_field: ClassVar[str | None]  # the delta field of reasoning unless the profile says
     one_model: ClassVar[str | None]  # why it serves one model only (None: several, LoRA adapters)
+    resets_prefix_cache: ClassVar[bool]  # serves POST /reset_prefix_cache (vLLM's, dev mode)
 
     def __init__(self, profile: Profile, served: Sequence[str], prompt_details: PromptDetails | None) -> None:
         self.profile = profile
@@ -129,6 +130,7 @@ class VllmFace(Face):
     closes_after_stream = False
     reasoning_field = None
     one_model = None
+    resets_prefix_cache = True  # vLLM serves it with VLLM_SERVER_DEV_MODE=1: 200, empty body
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return SimMetrics(engine, self.served)
@@ -224,6 +226,7 @@ class LlamaCppFace(Face):
     closes_after_stream = True
     reasoning_field = "reasoning_content"
     one_model = "llama-server's one model"
+    resets_prefix_cache = False  # llama-server has no such endpoint: its 404
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return llamacpp_metrics.LlamaMetrics(engine)

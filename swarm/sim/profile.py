@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm.core.errors import UsageError
+from swarm.sim.memory import Memory, parse_memory
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 REASONING_FIELDS = ("reasoning", "reasoning_content")
@@ -114,6 +115,9 @@ class Profile:
     block_size: int = 16
     prefix_caching: bool = True
     seq_state_tokens: int = 0  # fixed KV per running sequence (hybrid-attention state)
+    chunked_prefill: bool = True  # False: a prompt's prefill waits for a step whose budget holds it whole
+    ubatch_tokens: int = 0  # llama.cpp -ub: a step pays base_s once per ubatch of this many tokens (0: once)
+    memory: Memory | None = None  # [memory]: what kv_cache_tokens is derived from (sim/memory.py)
     # step cost
     step: StepCost = field(default_factory=StepCost)
     # lengths
@@ -171,6 +175,12 @@ class Profile:
         need(0.0 <= self.utf8_split < 1.0, "utf8_split must be in [0, 1)")
         need(self.reasoning_field in REASONING_FIELDS, f"reasoning_field must be one of {REASONING_FIELDS}")
         need(self.seq_state_tokens >= 0, "seq_state_tokens must be >= 0")
+        need(self.ubatch_tokens >= 0, "ubatch_tokens must be >= 0")
+        need(
+            self.chunked_prefill or self.max_num_batched_tokens >= self.max_model_len,
+            f"without chunked prefill max_num_batched_tokens ({self.max_num_batched_tokens}) must be at "
+            f"least max_model_len ({self.max_model_len}), as vLLM requires",
+        )
         one_seq = self.max_model_len + self.seq_state_tokens + self.block_size
         need(
             self.kv_cache_tokens >= one_seq,
@@ -204,7 +214,7 @@ def _dist(raw: Any, where: str) -> LengthDist:
 
 def parse_profile(data: dict[str, Any], name: str) -> Profile:
     """Build a `Profile` from the TOML tables `[engine]`, `[step]`, `[lengths]`, `[dialect]`."""
-    known = {"name", "description", "engine", "step", "lengths", "dialect"}
+    known = {"name", "description", "engine", "step", "lengths", "dialect", "memory"}
     if unknown := set(data) - known:
         raise UsageError(f"profile {name!r}: unknown table(s) {sorted(unknown)}; expected {sorted(known)}")
     kw: dict[str, Any] = {
@@ -219,6 +229,8 @@ def parse_profile(data: dict[str, Any], name: str) -> Profile:
         "block_size",
         "prefix_caching",
         "seq_state_tokens",
+        "chunked_prefill",
+        "ubatch_tokens",
     }
     dialect_keys = {"thinking_default", "reasoning_field", "merge_reasoning", "utf8_split"}
     for table, keys in (("engine", engine_keys), ("dialect", dialect_keys)):
@@ -226,6 +238,11 @@ def parse_profile(data: dict[str, Any], name: str) -> Profile:
         if unknown := set(section) - keys:
             raise UsageError(f"profile {name!r}: unknown key(s) in [{table}]: {sorted(unknown)}")
         kw.update(section)
+    if "memory" in data:
+        if "kv_cache_tokens" in kw:
+            raise UsageError(f"profile {name!r}: give [engine] kv_cache_tokens or a [memory] table, not both")
+        kw["memory"] = mem = parse_memory(data["memory"], f"profile {name!r}")
+        kw["kv_cache_tokens"] = mem.kv_tokens(mem.gpu_memory_utilization)
     step = data.get("step", {})
     if unknown := set(step) - {f.name for f in dataclasses.fields(StepCost)}:
         raise UsageError(f"profile {name!r}: unknown key(s) in [step]: {sorted(unknown)}")

@@ -99,6 +99,8 @@ class SimServer:
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/detokenize", self.detokenize)
+        if self.face.resets_prefix_cache:
+            app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
         for path, answer in self.face.extra_posts().items():
             app.router.add_post(path, self._extra_post(answer))
         app.router.add_route("*", self.face.fallback_path, self.no_route)  # last: unknown paths and methods
@@ -108,6 +110,12 @@ class SimServer:
         """The face's answer to an unknown path or method, with an x-request-id like every /v1 response."""
         body, status = self.face.not_found(request.path)
         return _json(body, status, f"req-{next(self._other_ids)}")
+
+    async def reset_prefix_cache(self, request: web.Request) -> web.Response:
+        """vLLM's `POST /reset_prefix_cache`: 200 with an empty body; the cached blocks no running
+        request holds are forgotten, so the next run starts cold."""
+        self.engine.reset_prefix_cache()
+        return web.Response(status=200)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200, **self.face.health)

@@ -116,3 +116,42 @@ def test_abort_frees_blocks_wherever_the_sequence_is():
     eng.abort(a)
     assert a.state == b.state == ABORTED and eng.pool.used == 0 and not eng.running and not eng.waiting
     assert eng.schedule(0.0) is None
+
+
+def test_without_chunked_prefill_a_prompt_waits_for_a_step_that_holds_it_whole():
+    eng = Engine(small_profile(max_num_batched_tokens=512, chunked_prefill=False, kv_cache_tokens=4096))
+    eng.add(Sequence("a", 300, 5, (), 0.0))
+    eng.add(Sequence("b", 300, 5, (), 0.0))
+    plan = eng.schedule(0.0)
+    assert [s.id for s, _ in plan.scheduled] == ["a"] and plan.prefill_tokens == 300
+    eng.complete(plan, 0.0)
+    plan = eng.schedule(0.0)  # a's decode token + b's 300 would fit 512: b comes whole
+    assert plan.prefill_tokens == 300 and plan.decode_tokens == 1
+    chunked = Engine(small_profile(max_num_batched_tokens=512, kv_cache_tokens=4096))
+    chunked.add(Sequence("a", 300, 5, (), 0.0))
+    chunked.add(Sequence("b", 300, 5, (), 0.0))
+    assert chunked.schedule(0.0).prefill_tokens == 512  # b's first 212 tokens ride along
+
+
+def test_ubatches_pay_the_fixed_step_cost_each():
+    eng = Engine(small_profile(max_num_batched_tokens=512, ubatch_tokens=128, kv_cache_tokens=4096))
+    eng.add(Sequence("a", 300, 2, (), 0.0))
+    plan = eng.schedule(0.0)
+    assert plan.tokens == 300 and eng.step_seconds(plan) == pytest.approx(3 * 0.01)  # 128 + 128 + 44
+    eng.complete(plan, 0.0)
+    assert eng.step_seconds(eng.schedule(0.0)) == pytest.approx(0.01 + 0.001)  # one decode token
+
+
+def test_reset_prefix_cache_forgets_the_blocks_no_one_holds():
+    eng = Engine(small_profile(max_num_batched_tokens=4096, kv_cache_tokens=8192))
+    hashes = prompt_block_hashes([f"t{i}" for i in range(100)], 16)
+    eng.add(Sequence("a", 100, 3, hashes, 0.0))
+    drain(eng)
+    assert eng.pool.refs and eng.reset_prefix_cache() is True and not eng.pool.refs
+    assert eng.pool.used == 0
+    eng.add(Sequence("b", 100, 3, hashes, 0.0))
+    plan = eng.schedule(0.0)
+    assert plan.prefill_tokens == 100  # cold again
+    eng.complete(plan, 0.01)  # b publishes its prompt's blocks and holds them while it runs
+    held = dict(eng.pool.refs)
+    assert held and eng.reset_prefix_cache() is False and eng.pool.refs == held

@@ -74,3 +74,25 @@ def test_swarm_sim_takes_a_registered_face_and_its_one_model_rule(monkeypatch):
         UsageError, match=r"--server other serves one model \(its one model\); give one --model"
     ):
         build_config(build_parser().parse_args(["sim", "--server", "other", "--model", "a,b"]))
+
+
+def test_reset_prefix_cache_is_vllm_s_endpoint_and_llama_server_has_none():
+    async def reset(server: SimServer) -> tuple[int, bytes]:
+        async with (
+            TestServer(server.app()) as ts,
+            ClientSession() as http,
+            http.post(ts.make_url("/reset_prefix_cache")) as r,
+        ):
+            return r.status, await r.read()
+
+    vllm = SimServer(SimConfig(profile=load_profile("instant")))
+    vllm.engine.pool.refs[123] = 0  # one cached block no request holds
+    vllm.engine.pool.evictable[123] = None
+    llama = SimServer(SimConfig(profile=load_profile("instant"), server="llamacpp"))
+    try:
+        assert asyncio.run(reset(vllm)) == (200, b"") and not vllm.engine.pool.refs
+        status, _ = asyncio.run(reset(llama))
+        assert status == 404
+    finally:
+        vllm.close()
+        llama.close()

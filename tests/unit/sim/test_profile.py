@@ -57,3 +57,12 @@ def test_length_mixture_gives_both_stop_and_length():
     rng = random.Random(0)
     caps = [min(50, dist.sample(rng)) for _ in range(2000)]
     assert 0.4 < sum(c == 50 for c in caps) / len(caps) < 0.6
+
+
+def test_a_memory_table_gives_kv_cache_tokens_and_excludes_a_given_one():
+    memory = {"gpu_memory_gib": 24, "weights_gib": 8, "kv_layers": 32, "kv_heads": 8, "head_dim": 128}
+    p = parse_profile({"memory": memory, "engine": {"max_model_len": 4096}}, "m")
+    # 0.9 x 24 - 8 = 13.6 GiB over 128 KiB a token
+    assert p.memory is not None and p.kv_cache_tokens == int(13.6 * 8192)
+    with pytest.raises(UsageError, match="not both"):
+        parse_profile({"memory": memory, "engine": {"kv_cache_tokens": 100000}}, "m")
