@@ -104,3 +104,83 @@ def test_better_needs_more_than_the_precision():
     assert not _better(10.0, None, 0.05)
     assert not _better(100.0, 104.0, 0.05)
     assert _better(100.0, 106.0, 0.05)
+
+
+def fake_measurements(monkeypatch, answers: dict[str, tuple[float | None, str]]) -> list[dict]:
+    """measure() answering from `answers` (config name -> (answer, bottleneck)); the flags measured."""
+    from swarm.analysis.tune_results import ConfigResult
+    from swarm.orchestrate import tune_run
+    from swarm.orchestrate.tune_plan import config_name
+
+    seen: list[dict] = []
+
+    def measure(ctx, flags):
+        seen.append(dict(flags))
+        answer, bottleneck = answers[config_name(flags)]
+        return ConfigResult(
+            config_name(flags), dict(flags), ["vllm"], "ok", answer=answer, bottleneck=bottleneck
+        )
+
+    monkeypatch.setattr(tune_run, "measure", measure)
+    monkeypatch.setattr("swarm.orchestrate.tune._finish", lambda plan, result: None)
+    return seen
+
+
+def test_guided_follows_the_diagnosis_until_the_answer_stops_improving(tmp_path, monkeypatch, capsys):
+    from swarm.analysis.tune_results import read_tune_json
+    from swarm.orchestrate.tune import main
+
+    seen = fake_measurements(
+        monkeypatch,
+        {
+            "base": (48.0, "max_num_seqs_cap"),
+            "max-num-seqs=128": (150.0, "kv_bound"),
+            "max-num-seqs=128 gpu-memory-utilization=0.92": (152.0, "kv_bound"),
+        },
+    )
+    args = parse(
+        "--serve-cmd", "vllm serve M --max-num-seqs 64", "--guided", "--out", str(tmp_path / "t"),
+        "--search", "concurrency", "--slo", "ttft_p99<=800ms", "--budget", "4",
+    )  # fmt: skip
+    assert main(args) == 0
+    assert seen == [
+        {},
+        {"--max-num-seqs": "128"},
+        {"--max-num-seqs": "128", "--gpu-memory-utilization": "0.92"},
+    ]
+    out = capsys.readouterr().out
+    assert "step 2: --max-num-seqs 64 -> 128:" in out and "answer 48 -> 150" in out
+    assert "stop: the answer improved by less than the search's precision (5%)" in out
+    steps = read_tune_json(tmp_path / "t" / "tune.json").steps
+    assert [s.changed for s in steps][:3] == [
+        None,
+        "--max-num-seqs 64 -> 128",
+        "--gpu-memory-utilization unset -> 0.92",
+    ]
+
+
+def test_guided_stops_when_no_flag_helps(tmp_path, monkeypatch, capsys):
+    from swarm.orchestrate.tune import main
+
+    seen = fake_measurements(monkeypatch, {"base": (10.0, "compute_bound")})
+    args = parse(
+        "--serve-cmd", "vllm serve M", "--guided", "--out", str(tmp_path / "t"),
+        "--search", "concurrency", "--slo", "ttft_p99<=800ms",
+    )  # fmt: skip
+    assert main(args) == 0
+    assert seen == [{}]
+    assert "swarm tune: stop: " in capsys.readouterr().out
+
+
+def test_guided_stops_at_the_budget(tmp_path, monkeypatch):
+    from swarm.orchestrate.tune import main
+
+    seen = fake_measurements(
+        monkeypatch, {"base": (10.0, "max_num_seqs_cap"), "max-num-seqs=128": (30.0, "max_num_seqs_cap")}
+    )
+    args = parse(
+        "--serve-cmd", "vllm serve M --max-num-seqs 64", "--guided", "--budget", "2", "--out", str(tmp_path / "t"),
+        "--search", "concurrency", "--slo", "ttft_p99<=800ms",
+    )  # fmt: skip
+    assert main(args) == 0
+    assert len(seen) == 2
