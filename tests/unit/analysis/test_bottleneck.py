@@ -153,3 +153,21 @@ def test_the_search_answer_takes_the_same_cause_as_the_diagnosis():
     )
     f = cause_at(r, server, 2, ttft_pairs=pairs, cpu=load)
     assert f.kind == "client_bound" and not f.trusted and "waiting for one" in f.text
+
+
+def test_a_cap_admits_lower_loads_with_only_the_arrivals_between_two_steps_waiting():
+    """The calibrated simulator at seed round 1's flags (--max-num-seqs 64 --max-model-len 65536
+    --gpu-memory-utilization 0.90, short_qa, sweep 32,60,96,146): below the cap 0.85 of 32 and 1.8
+    of 60 wait for the next step (under 10% of the users), above it 64 run and the rest wait. That is
+    the scheduler's cap (the seed's reading), not compute."""
+    r = rows([(32, 30.1, 0.070), (60, 41.8, 0.099), (96, 44.4, 1.015), (146, 41.9, 2.328)])
+    server = {
+        0: stats(0, running_mean=31.0, running_max=32, running_pinned=0.65, waiting_mean=0.85, kv_max=0.18),
+        1: stats(1, running_mean=58.1, running_max=59, running_pinned=0.79, waiting_mean=1.79, kv_max=0.32),
+        2: stats(2, running_mean=63.6, running_max=64, running_pinned=0.95, waiting_mean=31.2, kv_max=0.35),
+        3: stats(3, running_mean=64.0, running_max=64, running_pinned=1.0, waiting_mean=81.9, kv_max=0.35),
+    }
+    assert capped_stages(r, server) == {2, 3}
+    assert cause_at(r, server, 2).kind == "max_num_seqs_cap"
+    found = {f.kind for f in diagnose(r, server)}
+    assert "max_num_seqs_cap" in found and "compute_bound" not in found
