@@ -57,7 +57,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--guided",
         action="store_true",
         help="from the base command (and the grid's first values), change the flag the diagnosis "
-        "points at, re-measure, and go on while the answer improves (needs --search)",
+        "points at, re-measure, and go on while the answer improves (needs --search, or a --sweep "
+        "whose answer is its highest stage meeting the --slo)",
     )
     own.add_argument(
         "--budget",
@@ -175,11 +176,17 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
     if args.guided:
         configs = [{f: v[0] for f, v in grid}] if grid else configs[:1]
     run_args = check_run_argv(args.run_argv)
-    if args.guided and not run_args.search:
-        raise UsageError("--guided needs --search: it follows the answer from one step to the next")
+    if args.guided and not (run_args.search or run_args.sweep):
+        raise UsageError(
+            "--guided needs --search or --sweep (with --slo): it follows the answer from one step to the next"
+        )
     precision = (
         parse_share(run_args.search_precision, "--search-precision") if run_args.search_precision else None
     )
+    if args.guided and not run_args.search and not run_args.slo:
+        raise UsageError("--guided with a --sweep needs --slo: its answer is the highest stage meeting it")
+    if not run_args.search:  # a sweep's answer moves by whole stages: any higher answer is a step up
+        precision = 0.0
     ctx = TuneContext(
         serve_cmd=shlex.split(args.serve_cmd),
         run_argv=list(args.run_argv),
@@ -188,7 +195,14 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
         gpus=args.gpus,
         gpu_hourly_cost=args.gpu_hourly_cost,
     )
-    plan = TunePlan(ctx, configs, args.guided, args.budget, run_args.search, precision or DEFAULT_PRECISION)
+    plan = TunePlan(
+        ctx,
+        configs,
+        args.guided,
+        args.budget,
+        run_args.search,
+        DEFAULT_PRECISION if precision is None else precision,
+    )
     plan.previous = _previous(Path(args.resume), out) if args.resume else _fresh(out)
     return plan
 
@@ -279,13 +293,15 @@ def _said(config: ConfigResult) -> str:
     said = [] if config.answer is None else [f"answer {config.answer:g}"]
     said += [] if config.qps is None else [f"QPS {config.qps:.1f}"]
     said += [] if config.output_tok_s is None else [f"output {config.output_tok_s:.0f} tok/s"]
-    return ", ".join([*said, f"bottleneck {config.bottleneck or 'none named'}"])
+    held = f"bottleneck {config.bottleneck or 'none named'}" + (f": {config.why}" if config.why else "")
+    return ", ".join([*said, held])
 
 
 def _guided(plan: TunePlan, result: TuneResult) -> None:
     """From the first configuration, the flag the diagnosis points at, one step at a time, each
-    printed as it happens; stops when the answer improves by less than the search's precision,
-    when no flag is left to try, or at the budget."""
+    printed as it happens; stops when the answer improves by less than the search's precision (a
+    sweep's: when it reaches no higher stage), when no flag is left to try, or at the budget (saying
+    what holds the last one and what would come next)."""
     from swarm.analysis.tune_advice import next_move
     from swarm.analysis.tune_results import GuidedStep, write_tune_json
     from swarm.orchestrate.tune_plan import base_flags, family_of
@@ -313,10 +329,24 @@ def _guided(plan: TunePlan, result: TuneResult) -> None:
         if got.status == "ok" and _better(current.answer, got.answer, plan.precision):
             current, flags = got, new
         elif got.status == "ok":
-            why = f"the answer improved by less than the search's precision ({plan.precision:.0%})"
+            why = (
+                f"the answer improved by less than the search's precision ({plan.precision:.0%})"
+                if plan.search
+                else "the answer reached no higher sweep stage"
+            )
             result.steps.append(GuidedStep(got.name, None, why, current.answer, got.answer))
             print(f"swarm tune: stop: {why}", flush=True)
             break
+    else:  # the budget is spent: say what holds the last one and what would come next
+        full = {**base_flags(plan.ctx.serve_cmd), **flags}
+        move = next_move(family, full, current.bottleneck, tried=tried)
+        after = "" if move.stop or move.flag is None else f"; next would be {move.flag} {move.value}"
+        why = (
+            f"the budget ({plan.budget} configurations) is spent; {current.name} is held by "
+            f"{current.bottleneck or 'nothing the diagnosis named'}{after}"
+        )
+        result.steps.append(GuidedStep(current.name, None, why, current.answer, None))
+        print(f"swarm tune: stop: {why}", flush=True)
 
 
 def _better(before: float | None, after: float | None, precision: float) -> bool:

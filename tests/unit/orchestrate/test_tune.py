@@ -71,6 +71,10 @@ def test_configs_file(tmp_path):
         (["--serve-cmd", SIM, "--out", "X", "--grid", "max-num-seqs"], "bad --grid"),
         (["--serve-cmd", SIM, "--out", "X", "--grid", "np=1", "--configs", "c.json"], "give one"),
         (["--serve-cmd", SIM, "--out", "X", "--guided"], "--guided needs --search"),
+        (
+            ["--serve-cmd", SIM, "--out", "X", "--guided", "--sweep", "4,8"],
+            "--guided with a --sweep needs --slo",
+        ),
         (["--serve-cmd", SIM, "--out", "X", "--gpus", "0"], ">= 1"),
         (["--serve-cmd", SIM, "--out", "X", "--search", "concurrency"], "needs a criterion"),
         (["--serve-cmd", SIM, "--out", "X", "--sweep", "a,b"], "--sweep"),
@@ -172,7 +176,40 @@ def test_guided_stops_when_no_flag_helps(tmp_path, monkeypatch, capsys):
     assert "swarm tune: stop: " in capsys.readouterr().out
 
 
-def test_guided_stops_at_the_budget(tmp_path, monkeypatch):
+def test_guided_with_a_sweep_takes_any_higher_answer_as_a_step_up(tmp_path):
+    plan = plan_from_args(
+        parse(
+            "--serve-cmd",
+            SIM,
+            "--guided",
+            "--out",
+            str(tmp_path / "t"),
+            "--sweep",
+            "48,96",
+            "--slo",
+            "ttft_p99<=1s",
+        )
+    )
+    assert plan.search is None and plan.precision == 0.0
+    assert _better(48.0, 96.0, plan.precision) and not _better(96.0, 96.0, plan.precision)
+
+
+def test_guided_with_a_sweep_stops_when_no_higher_stage_is_reached(tmp_path, monkeypatch, capsys):
+    from swarm.orchestrate.tune import main
+
+    seen = fake_measurements(
+        monkeypatch, {"base": (48.0, "max_num_seqs_cap"), "max-num-seqs=128": (48.0, "max_num_seqs_cap")}
+    )
+    args = parse(
+        "--serve-cmd", "vllm serve M --max-num-seqs 64", "--guided", "--out", str(tmp_path / "t"),
+        "--sweep", "48,96", "--slo", "ttft_p99<=800ms",
+    )  # fmt: skip
+    assert main(args) == 0
+    assert len(seen) == 2
+    assert "stop: the answer reached no higher sweep stage" in capsys.readouterr().out
+
+
+def test_guided_stops_at_the_budget(tmp_path, monkeypatch, capsys):
     from swarm.orchestrate.tune import main
 
     seen = fake_measurements(
@@ -184,3 +221,6 @@ def test_guided_stops_at_the_budget(tmp_path, monkeypatch):
     )  # fmt: skip
     assert main(args) == 0
     assert len(seen) == 2
+    out = capsys.readouterr().out
+    said = "the budget (2 configurations) is spent; max-num-seqs=128 is held by max_num_seqs_cap; "
+    assert f"stop: {said}next would be --max-num-seqs 256" in out
