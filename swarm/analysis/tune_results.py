@@ -135,7 +135,8 @@ def config_from_run(
     if probed:  # a search's stages after its end (the stop) are no measurement
         entries = [e for e in entries if e["stage"] in probed]
     verdicts = _stage_verdicts(entries, search, slo_text)
-    points = [_point(e, verdicts.get(e["stage"])) for e in entries]
+    judged = {p.get("stage"): p for p in (search or {}).get("probes") or []}
+    points = [_point(e, verdicts.get(e["stage"]), judged.get(e["stage"])) for e in entries]
     out = ConfigResult(name, dict(flags), list(command), "ok", run_dir=str(run_dir), points=points)
     stage, out.answer, out.bracket = _answer(entries, search, verdicts)
     if stage is not None:
@@ -194,17 +195,22 @@ def per_user_tok_s(block: Mapping[str, Any], users: int | None) -> float:
     return float(block.get("output_tok_s") or 0.0) / users if users else 0.0
 
 
-def _point(entry: Mapping[str, Any], met: bool | None) -> ProbePoint:
+def _point(entry: Mapping[str, Any], met: bool | None, probe: Mapping[str, Any] | None = None) -> ProbePoint:
+    """One stage as a point. A search probe's QPS and TTFT p99 are the ones its verdict (`met`) was
+    judged on (its settled window), so the point never shows a p99 over the SLO marked as meeting it;
+    the other figures are the stage's block."""
     block = entry["total"]
     rate = entry.get("rate")
     users = None if rate is not None else entry.get("users")
+    qps = (probe or {}).get("qps")
+    ttft_p99 = (probe or {}).get("ttft_p99")
     return ProbePoint(
         users=users,
         rate=rate,
-        qps=float(block.get("qps") or 0.0),
+        qps=float(qps if qps is not None else block.get("qps") or 0.0),
         output_tok_s=float(block.get("output_tok_s") or 0.0),
         output_tok_s_per_user=per_user_tok_s(block, entry.get("users")),
-        ttft_p99_s=(block.get("ttft_s") or {}).get("p99"),
+        ttft_p99_s=ttft_p99 if ttft_p99 is not None else (block.get("ttft_s") or {}).get("p99"),
         tpot_p99_s=(block.get("tpot_s") or {}).get("p99"),
         met_slo=met,
     )

@@ -55,7 +55,7 @@ def search_summary():
     ]
     probes = [
         {"stage": 0, "load": 16, "ok": True},
-        {"stage": 1, "load": 64, "ok": True},
+        {"stage": 1, "load": 64, "ok": True, "qps": 61.0, "ttft_p99": 0.3},  # its settled window
         {"stage": 2, "load": 128, "ok": False},
         {"stage": 3, "load": 96, "ok": True},
     ]
@@ -89,6 +89,8 @@ def test_config_from_a_search_run(tmp_path):
     assert (c.bottleneck, c.why) == ("kv_bound", "At 128 users KV-cache usage was 96%.")
     assert [p.users for p in c.points] == [16, 64, 128, 96]  # the stage after the search is none
     assert [p.met_slo for p in c.points] == [True, True, False, True]
+    # a probe's point shows the figures its verdict was judged on, else its stage's block
+    assert [(p.qps, p.ttft_p99_s) for p in c.points[:3]] == [(20.0, 0.05), (61.0, 0.3), (64.0, 1.5)]
     assert c.points[0].output_tok_s_per_user == pytest.approx(50.0)  # 1 / 20 ms
     assert c.cost_per_m_output_tokens == pytest.approx(4 * 2.5 / (1850.0 * 3600) * 1e6)
     assert c.cost_per_k_requests == pytest.approx(4 * 2.5 / (62.0 * 3600) * 1000)
