@@ -183,7 +183,7 @@ def _configs_html(result: TuneResult) -> str:
             fmt(c.ttft_p99_s, "ms"),
             fmt(c.tpot_p99_s, "ms"),
             fmt(c.bottleneck),
-            fmt(c.why),
+            f'<div style="text-align:left">{fmt(c.why)}</div>',  # prose, not a figure
         ]
         if priced:
             cells.append("-" if c.cost_per_m_output_tokens is None else f"{c.cost_per_m_output_tokens:.2f}")
