@@ -156,8 +156,13 @@ def wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt(first: Callable[[], None] | None = None) -> Iterator[None]:
+    """SIGTERM raised as KeyboardInterrupt in the block (the same stop path as Ctrl-C); `first`,
+    when given, runs before it is raised (e.g. to hand the signal on to a child)."""
+
     def handler(signum, frame):
+        if first is not None:
+            first()
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGTERM, handler)

@@ -16,14 +16,13 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.analysis.tune_results import ConfigResult, config_from_run
 from swarm.core.errors import UsageError
 from swarm.orchestrate import tune_server
-from swarm.orchestrate.processes import die_with_parent, free_port
+from swarm.orchestrate.processes import die_with_parent, free_port, sigterm_as_interrupt
 from swarm.orchestrate.tune_plan import LOOPBACK, Flags, config_name, dir_name, serve_command
 
 RUN_STOP_S = 120.0  # for an interrupted swarm run to stop its load and write what it has
@@ -161,22 +160,16 @@ def _swarm_run(ctx: TuneContext, url: str, run_dir: Path) -> tuple[int, str]:
 _children: set[subprocess.Popen] = set()  # the swarm run now going, for a SIGTERM to hand on
 
 
-@contextlib.contextmanager
-def sigterm_handed_on() -> Iterator[None]:
+def sigterm_handed_on() -> contextlib.AbstractContextManager[None]:
     """SIGTERM to the tune: handed on to the swarm run now going (which stops as on Ctrl-C), then
     raised here as KeyboardInterrupt. (A terminal's Ctrl-C reaches that run by itself.)"""
+    return sigterm_as_interrupt(first=_hand_on_sigterm)
 
-    def handler(signum, frame):
-        for child in list(_children):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGTERM)
-        raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
+def _hand_on_sigterm() -> None:
+    for child in list(_children):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGTERM)
 
 
 def _echo(popen: subprocess.Popen, last: deque[str]) -> None:
