@@ -5,7 +5,7 @@ outside the engine (`outside_engine`); `cause_at` says the one cause of a single
 - max_num_seqs_cap: running requests pinned at one level (>= 80% of scrapes within 2% of the
   stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
   < 80% (seed round 1: 64 running, KV 25%), a level no stage with more users exceeds and
-  below which no stage queued;
+  below which no stage queued (more than the arrivals between two steps: 10% of its users);
 - kv_bound: KV usage > 90% at its peak and >= 80% on average, with preemptions (or waiting
   requests held back);
 - compute_bound: a saturated stage with neither of the above, whose engine held the users'

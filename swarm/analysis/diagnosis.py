@@ -14,16 +14,9 @@ swarm/analysis/rundir.py's `stage_rows`), per-stage server statistics
 Rules (thresholds are module constants):
 - saturation: the first stage after which QPS grows < 5% while TTFT p99 grows is the ceiling
   (the seed's "64.9 vs 64.7 QPS" at 200 -> 256 users);
-- max_num_seqs_cap: running requests pinned at one level (>= 80% of scrapes within 2% of the
-  stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
-  < 80% (seed round 1: 64 running, KV 25%), a level no stage with more users exceeds and
-  below which no stage queued;
-- kv_bound: KV usage > 90% at its peak and >= 80% on average, with preemptions (or waiting
-  requests held back);
-- compute_bound: a saturated stage with neither of the above, whose engine held the users'
-  requests (running + waiting >= 70% of the users); where it held fewer, the requests waited
-  outside it: `frontend_bound` when the client's first token waits on the same requests grew with
-  load (below), else `outside_engine`;
+- max_num_seqs_cap, kv_bound, compute_bound (or, where the engine held fewer of the users'
+  requests, `frontend_bound` when the client's first token waits grew with load, below, else
+  `outside_engine`): the server's bottleneck, by the rules in swarm/analysis/bottleneck.py;
 - frontend_bound / network_delay: client vs server TTFT on the same requests (re-windowed by
   first-token time, swarm/analysis/client_server.py), by exact means: a gap growing with load to
   >= 50 ms and >= 25% of the client's TTFT is the API front-end; a steady gap >= 20 ms at every
