@@ -8,16 +8,6 @@ from swarm.analysis.finding import StageRow
 from swarm.analysis.server_metrics import Histogram, StageServerStats
 from swarm.core.buckets import VLLM_TTFT_BUCKETS as TTFT_BUCKETS
 
-SHORT_QA = [
-    (10, 13.4, 0.168),
-    (30, 28.1, 0.193),
-    (64, 45.2, 0.292),
-    (128, 60.2, 0.419),
-    (200, 64.9, 0.727),
-    (256, 64.7, 0.843),
-]
-
-
 CHAT = [(10, 4.7, 0.172), (30, 15.1, 0.209), (64, 22.9, 0.255), (128, 29.1, 0.458), (200, 32.2, 0.694)]
 
 

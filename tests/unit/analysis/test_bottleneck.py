@@ -6,7 +6,8 @@ from __future__ import annotations
 from swarm.analysis.bottleneck import capped_stages, cause_at
 from swarm.analysis.diagnosis import diagnose
 from swarm.stats.cpu import ClientLoad
-from tests.unit.analysis.helpers import SHORT_QA, gap_run, kinds_of, rows, stats
+from tests.helpers.sweep_run import SHORT_QA
+from tests.unit.analysis.helpers import gap_run, kinds_of, rows, stats
 
 
 def test_round_1_names_the_max_num_seqs_cap():

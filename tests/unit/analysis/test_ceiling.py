@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from swarm.analysis.ceiling import saturation
-from tests.unit.analysis.helpers import CHAT, SHORT_QA, rows
+from tests.helpers.sweep_run import SHORT_QA
+from tests.unit.analysis.helpers import CHAT, rows
 
 
 def test_short_qa_plateau_between_200_and_256():

@@ -6,7 +6,8 @@ from swarm.analysis.ceiling import saturation
 from swarm.analysis.client_bound import client_bound
 from swarm.analysis.diagnosis import diagnose
 from swarm.stats.cpu import ClientLoad
-from tests.unit.analysis.helpers import SHORT_QA, rows
+from tests.helpers.sweep_run import SHORT_QA
+from tests.unit.analysis.helpers import rows
 
 
 def test_client_cpu_over_90_flags_the_stage_untrusted():

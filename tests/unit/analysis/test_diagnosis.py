@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from swarm.analysis.diagnosis import diagnose
-from tests.unit.analysis.helpers import SHORT_QA, rows
+from tests.helpers.sweep_run import SHORT_QA
+from tests.unit.analysis.helpers import rows
 
 
 def test_no_server_metrics_is_said():

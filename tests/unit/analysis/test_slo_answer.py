@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from swarm.analysis.slo_answer import slo_max_concurrency
-from tests.unit.analysis.helpers import SHORT_QA, rows
+from tests.helpers.sweep_run import SHORT_QA
+from tests.unit.analysis.helpers import rows
 
 
 def test_slo_max_concurrency():
