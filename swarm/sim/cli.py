@@ -1,4 +1,5 @@
-"""`swarm sim`: run the simulated LLM server (a vLLM or llama.cpp face: swarm/sim/faces.py).
+"""`swarm sim`: run the simulated LLM server (a vLLM, llama.cpp, SGLang, TGI, TensorRT-LLM or
+Ollama face: swarm/sim/faces.py).
 
 Only argparse and the profile loader are imported at parse time; aiohttp and the server come
 in `main`, and nothing here imports Locust/gevent.
@@ -34,9 +35,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--server",
         default="vllm",
         metavar="NAME",
-        help="the server it speaks as (a face of swarm/sim/faces.py): vllm (default) or llamacpp "
+        help="the server it speaks as (a face of swarm/sim/faces.py): vllm (default), llamacpp "
         "(llama-server's events, errors, /metrics, /tokenize, /detokenize and /apply-template; "
-        "--max-num-seqs is its --parallel slot count and --max-model-len each slot's context)",
+        "--max-num-seqs is its --parallel slot count and --max-model-len each slot's context), "
+        "sglang (sglang: /metrics, owned_by sglang, top-level error objects), tgi (TGI's tgi_ /metrics, "
+        "string errors, usage only at the end, /info), trtllm (trtllm-serve: trtllm_ metrics at "
+        "/prometheus/metrics, usage on by default) or ollama (no /metrics, delta.reasoning, a separate "
+        "finish chunk)",
     )
     g = parser.add_argument_group("engine (override the profile)")
     g.add_argument("--max-num-seqs", type=int, help="most sequences running at once")

@@ -1,4 +1,4 @@
-"""The simulator's server faces: what the simulator says as vLLM or as llama.cpp, one registry entry each.
+"""The simulator's server faces: what the simulator says as each server family, one registry entry each.
 
 The engine, the faults, the delivery and the trace are the same for every server; a face holds
 what differs on the wire (vLLM bench style, like `swarm/client/dialects.py` on the client side):
@@ -7,6 +7,21 @@ what differs on the wire (vLLM bench style, like `swarm/client/dialects.py` on t
 |----------|-------------------------------------|-----------------------|-----------------------|-------------------------------------------|
 | vllm     | `protocol.py` (FastAPI/vLLM shapes) | `render.py`           | `metrics.py` vllm:    | -                                         |
 | llamacpp | `llamacpp.py` (nlohmann/llama.cpp)  | `llamacpp_render.py`  | `llamacpp_metrics.py` | /apply-template (`llamacpp_tokenizer.py`) |
+| sglang   | vLLM's; errors top-level objects    | `render.py`           | `sglang_metrics.py`   | -                                         |
+| tgi      | `tgi.py`: 422 `{"error": str}`      | `tgi.py`              | `tgi_metrics.py`      | /info, /ping                              |
+| trtllm   | vLLM's; top-level / `{"error": str}` | `render.py`, usage on | `trtllm_metrics.py` at /prometheus/metrics | /metrics: JSON list |
+| ollama   | `ollama.py`: OpenAI error object    | `ollama.py`           | none (404)            | / (health), /api/version                  |
+
+Per family, what the wire says (docs/server-families.md has the sources and commits):
+
+| face     | /v1/models `owned_by` | reasoning in              | usage                               | finish                      |
+|----------|-----------------------|---------------------------|-------------------------------------|-----------------------------|
+| vllm     | `vllm`                | `reasoning` / profile's   | include_usage; continuous per chunk | on the last token's chunk   |
+| llamacpp | `llamacpp`            | `reasoning_content`       | include_usage, with timings         | own chunk, `delta: {}`      |
+| sglang   | `sglang`              | `reasoning_content`       | as vLLM (continuous_usage_stats)    | on the last token's chunk   |
+| tgi      | the model id          | inside `content`          | include_usage only, `"id": ""`      | on the last token's chunk   |
+| trtllm   | `tensorrt_llm`        | `reasoning_content`       | on unless include_usage is false    | on the last token's chunk   |
+| ollama   | `library`             | `reasoning`               | include_usage only, after finish    | own chunk, `delta: {}`      |
 
 `swarm/sim/server.py` asks the face and never branches on the server. A face is chosen by name
 (`swarm sim --server NAME`); another server family is one more `Face` subclass in `FACES`.
@@ -22,7 +37,17 @@ from typing import Any, ClassVar, Protocol
 import orjson
 
 from swarm.core.errors import UsageError
-from swarm.sim import llamacpp, llamacpp_metrics, llamacpp_render, llamacpp_tokenizer
+from swarm.sim import (
+    llamacpp,
+    llamacpp_metrics,
+    llamacpp_render,
+    llamacpp_tokenizer,
+    ollama,
+    sglang_metrics,
+    tgi,
+    tgi_metrics,
+    trtllm_metrics,
+)
 from swarm.sim.engine import Engine
 from swarm.sim.engine import Sequence as EngineSequence
 from swarm.sim.metrics import SimMetrics
@@ -72,6 +97,8 @@ class Face:
     reasoning_field: ClassVar[str | None]  # the delta field of reasoning unless the profile says
     one_model: ClassVar[str | None]  # why it serves one model only (None: several, LoRA adapters)
     resets_prefix_cache: ClassVar[bool]  # serves POST /reset_prefix_cache (vLLM's, dev mode)
+    metrics_path: ClassVar[str | None] = "/metrics"  # where its Prometheus text is (None: nowhere)
+    health_paths: ClassVar[tuple[str, ...]] = ("/health",)  # GET paths answered with `health`
 
     def __init__(self, profile: Profile, served: Sequence[str], prompt_details: PromptDetails | None) -> None:
         self.profile = profile
@@ -83,6 +110,10 @@ class Face:
 
     def extra_posts(self) -> dict[str, Callable[[bytes], dict[str, Any]]]:
         """POST routes of this server only: path -> the JSON answer of a body (raises ApiError)."""
+        return {}
+
+    def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
+        """GET routes of this server only: path -> (the body, its content type)."""
         return {}
 
     def not_found(self, path: str) -> tuple[bytes, int]:
@@ -264,12 +295,201 @@ class LlamaCppFace(Face):
         return llamacpp_render.full_body(tape, out, model, req.endpoint, seq, thinking)
 
 
+class TopLevelError(ApiError):
+    """SGLang's and TensorRT-LLM's `ErrorResponse`: `{"object": "error", "message", "type", "param",
+    "code"}` at the top level, not under `"error"`."""
+
+    def body(self) -> bytes:
+        e = {"object": "error", "message": self.message, "type": self.type, "param": self.param}
+        return orjson.dumps({**e, "code": self.status})
+
+
+class ValidationText(ApiError):
+    """TensorRT-LLM's `validation_exception_handler`: `{"error": "<text>"}`, status 400."""
+
+    def body(self) -> bytes:
+        return orjson.dumps({"error": self.message})
+
+
+class SglangFace(VllmFace):
+    """SGLang's OpenAI server (FastAPI, vLLM's stream shapes): `sglang:` /metrics
+    (swarm/sim/sglang_metrics.py), `owned_by: sglang`, top-level error objects."""
+
+    name = "sglang"
+    reasoning_field = "reasoning_content"  # DeltaMessage.reasoning_content (with --reasoning-parser)
+    one_model = "SGLang's one model (--served-model-name)"
+    resets_prefix_cache = False  # SGLang's is /flush_cache
+
+    def metrics(self, engine: Engine) -> FaceMetrics:
+        return sglang_metrics.SglangMetrics(engine, self.served[0])
+
+    def models_body(self, created: int) -> bytes:
+        card = {"id": self.served[0], "object": "model", "created": created, "owned_by": "sglang"}
+        return orjson.dumps(
+            {
+                "object": "list",
+                "data": [{**card, "root": self.served[0], "max_model_len": self.profile.max_model_len}],
+            }
+        )
+
+    def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
+        try:
+            return super().parse(raw, endpoint)
+        except ApiError as e:
+            raise TopLevelError(e.status, e.message, e.type, e.param) from None
+
+    def error(self, status: int, message: str, err_type: str) -> ApiError:
+        return TopLevelError(status, message, err_type)
+
+
+class TrtllmFace(SglangFace):
+    """`trtllm-serve`: Prometheus at /prometheus/metrics (swarm/sim/trtllm_metrics.py), /metrics the
+    JSON iteration stats, `owned_by: tensorrt_llm`, usage on by default, schema errors as text."""
+
+    name = "trtllm"
+    one_model = "trtllm-serve's one model"
+    metrics_path = trtllm_metrics.PATH
+
+    def metrics(self, engine: Engine) -> FaceMetrics:
+        return trtllm_metrics.TrtllmMetrics(engine)
+
+    def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
+        # /metrics: the iteration stats queued since the last call, a JSON list; the simulator
+        # queues none (as trtllm-serve without enable_iter_perf_stats): its numbers are at PATH
+        return {"/metrics": lambda: (b"[]", "application/json")}
+
+    def models_body(self, created: int) -> bytes:
+        card = {"id": self.served[0], "object": "model", "created": created, "owned_by": "tensorrt_llm"}
+        return orjson.dumps({"object": "list", "data": [card]})
+
+    def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
+        try:
+            body, model, req = VllmFace.parse(self, raw, endpoint)
+        except ApiError as e:
+            if e.type == "Bad Request":  # the request does not fit the schema (pydantic)
+                raise ValidationText(400, e.message) from None
+            raise TopLevelError(e.status, e.message, e.type, e.param) from None
+        opts = body.get("stream_options")
+        opts = opts if isinstance(opts, dict) else {}
+        # StreamOptions: include_usage defaults to true, continuous_usage_stats to false
+        req.include_usage = req.stream and opts.get("include_usage", True) is not False
+        req.continuous_usage = req.include_usage and opts.get("continuous_usage_stats") is True
+        return body, model, req
+
+
+class TgiFace(Face):
+    """text-generation-inference's router: swarm/sim/tgi.py and tgi_metrics.py."""
+
+    name = "tgi"
+    fallback_path = "/{tail:.*}"
+    sse_headers = tgi.SSE_HEADERS
+    health: ClassVar[dict[str, str]] = {}  # 200, empty body
+    health_paths = ("/health", "/ping")
+    id_prefixes: ClassVar[dict[str, str]] = {"chat": "chatcmpl-", "completions": "cmpl-"}  # x-request-id only
+    closes_after_stream = False
+    reasoning_field = None  # TGI has none: reasoning stays inside content
+    one_model = "TGI's one model (--model-id)"
+    resets_prefix_cache = False
+
+    def metrics(self, engine: Engine) -> FaceMetrics:
+        self._metrics = tgi_metrics.TgiMetrics(engine, self.profile.max_model_len)
+        return self._metrics
+
+    def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
+        p = self.profile
+        info = orjson.dumps(tgi.info_body(self.served[0], p.max_num_seqs, p.max_model_len))
+        return {"/info": lambda: (info, "application/json")}
+
+    def not_found(self, path: str) -> tuple[bytes, int]:
+        return b"", 404  # axum's empty 404
+
+    def models_body(self, created: int) -> bytes:
+        return orjson.dumps(tgi.models_body(self.served[0]))
+
+    def tokenize(self, raw: bytes) -> dict[str, Any]:
+        raise tgi.TgiError(404, "the simulator's TGI face has no /tokenize", "validation")
+
+    detokenize = tokenize
+
+    def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
+        try:
+            body, model, req = tgi.parse(raw, endpoint, self.served[0], self.profile.max_model_len)
+        except tgi.TgiError:
+            self._metrics.arrived(None)
+            self._metrics.failed("validation")
+            raise
+        self._metrics.arrived(req.prompt_tokens)
+        return body, model, req
+
+    def error(self, status: int, message: str, err_type: str) -> ApiError:
+        self._metrics.failed(tgi.failure_kind(status))
+        return tgi.error(status, message)
+
+    def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
+        return tgi.TgiStreamRenderer(tape, out, model, req.endpoint, req.include_usage)
+
+    def full_body(
+        self, tape: Tape, out: Output, model: str, req: GenRequest, seq: EngineSequence, thinking: bool
+    ) -> bytes:
+        return tgi.full_body(tape, out, model, req.endpoint)
+
+
+class OllamaFace(Face):
+    """Ollama's OpenAI-compatible API: swarm/sim/ollama.py; no /metrics at all."""
+
+    name = "ollama"
+    fallback_path = "/{tail:.*}"
+    sse_headers = ollama.SSE_HEADERS
+    health: ClassVar[dict[str, str]] = {"text": "Ollama is running", "content_type": "text/plain"}
+    health_paths = ("/",)
+    id_prefixes: ClassVar[dict[str, str]] = {"chat": "chatcmpl-", "completions": "cmpl-"}
+    closes_after_stream = False
+    reasoning_field = "reasoning"
+    one_model = "the simulator's Ollama face serves one model"
+    resets_prefix_cache = False
+    metrics_path = None  # no Prometheus code in Ollama: /metrics is the 404 of any unknown path
+
+    def metrics(self, engine: Engine) -> FaceMetrics:
+        return ollama.NoMetrics()
+
+    def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
+        version = orjson.dumps({"version": ollama.VERSION})
+        return {"/api/version": lambda: (version, "application/json")}
+
+    def not_found(self, path: str) -> tuple[bytes, int]:
+        return ollama.NOT_FOUND, 404
+
+    def models_body(self, created: int) -> bytes:
+        return orjson.dumps(ollama.models_body(self.served[0], created))
+
+    def tokenize(self, raw: bytes) -> dict[str, Any]:
+        raise ollama.OllamaError(404, "404 page not found")
+
+    detokenize = tokenize
+
+    def parse(self, raw: bytes, endpoint: str) -> tuple[dict[str, Any], str, GenRequest]:
+        return ollama.parse(raw, endpoint, self.served[0], self.profile.max_model_len)
+
+    def error(self, status: int, message: str, err_type: str) -> ApiError:
+        return ollama.OllamaError(status, message)
+
+    def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
+        return ollama.OllamaStreamRenderer(tape, out, model, req.endpoint, req.include_usage, "reasoning")
+
+    def full_body(
+        self, tape: Tape, out: Output, model: str, req: GenRequest, seq: EngineSequence, thinking: bool
+    ) -> bytes:
+        return ollama.full_body(tape, out, model, req.endpoint, out.created)
+
+
 def _apply_template(raw: bytes) -> dict[str, Any]:
     """llama.cpp's `/apply-template`: the chat prompt as text (its /tokenize counts usage's tokens)."""
     return {"prompt": llamacpp_tokenizer.apply_template(llamacpp.messages_of(llamacpp.load_body(raw)))}
 
 
-FACES: dict[str, type[Face]] = {face.name: face for face in (VllmFace, LlamaCppFace)}
+FACES: dict[str, type[Face]] = {
+    face.name: face for face in (VllmFace, LlamaCppFace, SglangFace, TgiFace, TrtllmFace, OllamaFace)
+}
 
 
 def get_face(name: str) -> type[Face]:

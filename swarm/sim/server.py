@@ -1,5 +1,6 @@
 """HTTP side of the simulator: the OpenAI endpoints, /health and /metrics on aiohttp, in the
-shapes of the server it speaks as (its face: swarm/sim/faces.py, vLLM or llama.cpp).
+shapes of the server it speaks as (its face: swarm/sim/faces.py: vLLM, llama.cpp, SGLang, TGI,
+TensorRT-LLM or Ollama; the face names its /health, /metrics and extra GET paths).
 
 A generation handler parses the request, draws its fault and lengths (one seeded RNG, in
 arrival order), hands a `Sequence` to the engine and then writes whatever tokens the engine
@@ -95,8 +96,12 @@ class SimServer:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
-        app.router.add_get("/health", self.health)
-        app.router.add_get("/metrics", self.metrics_page)
+        for path in self.face.health_paths:
+            app.router.add_get(path, self.health)
+        if self.face.metrics_path is not None:
+            app.router.add_get(self.face.metrics_path, self.metrics_page)
+        for path, answer in self.face.extra_gets().items():
+            app.router.add_get(path, _extra_get(answer))
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/detokenize", self.detokenize)
         if self.face.resets_prefix_cache:
@@ -420,6 +425,16 @@ def _json(body: bytes, status: int, rid: str) -> web.Response:
     return web.Response(
         body=body, status=status, headers={"Content-Type": "application/json", "x-request-id": rid}
     )
+
+
+def _extra_get(answer: Callable[[], tuple[bytes, str]]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The handler of one of the face's own GET routes (TGI's /info, Ollama's /api/version)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        body, content_type = answer()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    return handle
 
 
 def _cut(request: web.Request) -> None:

@@ -17,8 +17,9 @@ from swarm.sim.profile import load_profile
 from swarm.sim.server import SimConfig, SimServer
 
 
-def test_the_registry_lists_vllm_and_llamacpp_by_name():
-    assert {"vllm": VllmFace, "llamacpp": LlamaCppFace} == FACES
+def test_the_registry_lists_every_family_by_name():
+    assert list(FACES) == ["vllm", "llamacpp", "sglang", "tgi", "trtllm", "ollama"]
+    assert FACES["vllm"] is VllmFace and FACES["llamacpp"] is LlamaCppFace
     for name, face in FACES.items():
         assert issubclass(face, Face) and face.name == name and get_face(name) is face
 
@@ -55,7 +56,8 @@ def test_the_server_answers_as_its_face_says(monkeypatch):
 def test_an_unknown_face_is_one_line_and_exit_2(capsys):
     assert swarm_main(["sim", "--server", "bogus", "--port", "0"]) == 2
     assert (
-        capsys.readouterr().err == "swarm sim: error: unknown server 'bogus'; choose one of vllm, llamacpp\n"
+        capsys.readouterr().err
+        == "swarm sim: error: unknown server 'bogus'; choose one of vllm, llamacpp, sglang, tgi, trtllm, ollama\n"
     )
 
 
