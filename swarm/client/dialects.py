@@ -1,12 +1,34 @@
 """Server dialects: how to ask for a streamed completion, and how to read what comes back.
 
-A dialect is one registry entry (vLLM bench style), not a branch in every function:
+A dialect is one registry entry (vLLM bench style), not a branch in every function. Each family's
+quirks are taken from its source at a pinned version (docs/server-families.md); only what differs
+from vLLM becomes a field here:
 
-| dialect  | reasoning field(s)                 | running usage            | thinking switch          |
-|----------|------------------------------------|--------------------------|--------------------------|
-| vllm     | `reasoning`, `reasoning_content`   | `continuous_usage_stats` | `chat_template_kwargs`   |
-| llamacpp | `reasoning_content`                | no (`timings` at end)    | `chat_template_kwargs`   |
-| openai   | `reasoning`, `reasoning_content`   | no                       | not sent                 |
+| dialect  | reasoning field(s)                 | running usage            | thinking switch        | ignore_eos |
+|----------|------------------------------------|--------------------------|------------------------|------------|
+| vllm     | `reasoning`, `reasoning_content`   | `continuous_usage_stats` | `chat_template_kwargs` | yes        |
+| sglang   | `reasoning_content`                | `continuous_usage_stats` | `chat_template_kwargs` | yes        |
+| trtllm   | `reasoning_content`, `reasoning`   | `continuous_usage_stats` | `chat_template_kwargs` | yes        |
+| llamacpp | `reasoning_content`                | no (`timings` at end)    | `chat_template_kwargs` | yes        |
+| tgi      | none: `<think>` inside `content`   | no (usage chunk at end)  | not sent               | no         |
+| ollama   | `reasoning`                        | no (usage chunk at end)  | not sent               | no         |
+| openai   | `reasoning`, `reasoning_content`   | no                       | not sent               | no         |
+
+Every dialect asks for `stream_options.include_usage` (TGI and Ollama send usage only then, as one
+`choices: []` chunk after the last token; TensorRT-LLM has it on by default). What needs no field:
+error bodies (vLLM/OpenAI/Ollama nest `{"error": {"message"}}`, SGLang and TensorRT-LLM put
+`{"object": "error", "message"}` at the top level, TGI sends `{"error": "<text>", "error_type"}`)
+are all read by `error_message`, in a body or inside a stream; finish chunks with an empty delta
+(llama.cpp, Ollama) and TGI's usage chunk with `"id": ""` are read as vLLM's are. TensorRT-LLM
+refuses any request field it does not declare (pydantic `extra="forbid"`): `body` writes only
+fields its `ChatCompletionRequest` / `CompletionRequest` declare (`model`, `messages` / `prompt`,
+`max_tokens`, `stream`, `stream_options`, `chat_template_kwargs`, `ignore_eos`, `user`).
+
+Detection (`detect_dialect`) reads `/v1/models`' `owned_by`: `vllm`, `sglang`, `tensorrt_llm`,
+`llamacpp` name themselves; TGI writes the model id itself there; Ollama writes the model name's
+namespace, `library` for its official models. Anything else is `openai`; `--dialect` overrides.
+A wrong guess does not go unseen: swarm/client/mismatch.py says once per run when a stream
+carries what the dialect does not read.
 
 `StreamTally` reads the parsed chunks of one response and keeps only what the record needs.
 Which chunk carries a generated token (REFERENCE.md §2): with a running `usage` on every chunk
@@ -38,7 +60,7 @@ THINK_CLOSE = "</think>"
 class Dialect:
     name: str
     reasoning_fields: tuple[str, ...]  # delta keys that carry reasoning text, checked in order
-    continuous_usage: bool  # ask for a running usage on every chunk (vLLM only)
+    continuous_usage: bool  # ask for a running usage on every chunk (continuous_usage_stats)
     thinking_switch: bool  # send chat_template_kwargs.enable_thinking (Qwen3-style templates)
     ignore_eos: bool  # documents `ignore_eos` (force the output length); `--ignore-eos` is refused otherwise
 
@@ -79,9 +101,26 @@ class Dialect:
 
 DIALECTS: dict[str, Dialect] = {
     "vllm": Dialect("vllm", ("reasoning", "reasoning_content"), True, True, True),
+    "sglang": Dialect("sglang", ("reasoning_content",), True, True, True),
+    "trtllm": Dialect("trtllm", ("reasoning_content", "reasoning"), True, True, True),
     "llamacpp": Dialect("llamacpp", ("reasoning_content",), False, True, True),
+    "tgi": Dialect("tgi", (), False, False, False),
+    "ollama": Dialect("ollama", ("reasoning",), False, False, False),
     "openai": Dialect("openai", ("reasoning", "reasoning_content"), False, False, False),
 }
+
+OWNERS: dict[str, str] = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "tensorrt_llm": "trtllm",
+    "llamacpp": "llamacpp",
+    "llama.cpp": "llamacpp",
+    "llama_cpp": "llamacpp",
+}
+"""`/v1/models` `owned_by` values that name a family (lower-cased), and its dialect."""
+
+OLLAMA_NAMESPACE = "library"
+"""Ollama's `owned_by`: the namespace of the model name, `library` for its official models."""
 
 ENDPOINTS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -94,16 +133,26 @@ def get_dialect(name: str) -> Dialect:
 
 
 def detect_dialect(models: Any) -> str:
-    """Dialect from a `/v1/models` answer: vLLM and llama.cpp name themselves in `owned_by`."""
+    """Dialect from a `/v1/models` answer: vLLM, SGLang, TensorRT-LLM and llama.cpp name themselves
+    in `owned_by`; TGI puts the model id there, Ollama the model's namespace (`library`)."""
     try:
-        owners = {str(m.get("owned_by", "")).lower() for m in models["data"]}
+        cards = [(str(m.get("id", "")), str(m.get("owned_by", ""))) for m in models["data"]]
     except (KeyError, TypeError, AttributeError):
         return "openai"
-    if "vllm" in owners:
-        return "vllm"
-    if owners & {"llamacpp", "llama.cpp", "llama_cpp"}:
-        return "llamacpp"
+    owners = {owner.lower() for _, owner in cards}
+    for owner, name in OWNERS.items():
+        if owner in owners:
+            return name
+    if cards and all(mid and owner == mid for mid, owner in cards):
+        return "tgi"
+    if OLLAMA_NAMESPACE in owners:
+        return "ollama"
     return "openai"
+
+
+def ignore_eos_dialects() -> str:
+    """The dialects that take `ignore_eos`, for a line that refuses it."""
+    return ", ".join(name for name, d in DIALECTS.items() if d.ignore_eos)
 
 
 def first_model(models: Any) -> str | None:
@@ -134,7 +183,9 @@ def model_ids(models: Any) -> list[str]:
 
 
 def error_message(payload: Any) -> str:
-    """The human message of an OpenAI / vLLM / llama.cpp error object (or of any JSON value)."""
+    """The human message of an error body, in every family's shape (or of any JSON value): nested
+    `{"error": {"message"}}` (OpenAI, vLLM, llama.cpp, Ollama), top-level `{"object": "error",
+    "message"}` (SGLang, TensorRT-LLM), `{"error": "<text>"}` (TGI, TensorRT-LLM validation)."""
     err = payload.get("error", payload) if isinstance(payload, dict) else payload
     if isinstance(err, dict):
         msg = err.get("message") or err.get("msg") or err.get("detail") or err.get("type")

@@ -3,6 +3,8 @@
 Which chunk carries a generated token, reasoning versus answer, usage and finish reason: the
 rules are in swarm/client/dialects.py's docstring (REFERENCE.md §2). `feed` is the per-chunk
 fast path (measured: 19 µs a 64-token stream under a running usage); keep it allocation-free.
+A stream the dialect misreads is said once per process (swarm/client/mismatch.py): noted only on
+chunks that carry no token, checked once per request in `fill`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 from typing import Any
 
 from swarm.client.dialects import THINK_CLOSE, THINK_OPEN, Dialect, error_message
+from swarm.client.mismatch import unread_reasoning, warn_once
 from swarm.core.errors import BadChunk
 from swarm.core.records import RequestRecord
 
@@ -32,6 +35,7 @@ class StreamTally:
 
     __slots__ = (
         "_ct",
+        "_dialect",
         "_drop_max",
         "_drop_sum",
         "_head",
@@ -52,10 +56,12 @@ class StreamTally:
         "t_last",
         "timings",
         "token_chunks",
+        "unread",
         "usage",
     )
 
     def __init__(self, dialect: Dialect, chat: bool = True) -> None:
+        self._dialect = dialect
         self._rfields = dialect.reasoning_fields
         self.chat = chat
         self._ct = 0  # tokens so far: running usage, or token-carrying chunks
@@ -79,6 +85,7 @@ class StreamTally:
         self.finish_reason: str | None = None
         self.response_id: str | None = None
         self.error: str | None = None
+        self.unread: str | None = None  # a reasoning field with text the dialect does not read
 
     # -- per chunk -------------------------------------------------------------------------
 
@@ -116,7 +123,7 @@ class StreamTally:
         try:
             choices = obj["choices"]
         except (KeyError, TypeError, IndexError):
-            if isinstance(obj, dict) and "error" in obj:
+            if isinstance(obj, dict) and ("error" in obj or obj.get("object") == "error"):
                 self.error = error_message(obj)
                 return False
             raise BadChunk(f"not a completion chunk: {str(obj)[:120]}") from None
@@ -140,9 +147,12 @@ class StreamTally:
                     reasoning = delta.get(f)
                     if reasoning is not None:
                         break
-                fallback_token = (content is not None or reasoning is not None) and (
-                    bool(content) or bool(reasoning) or "role" not in delta
-                )
+                if content or reasoning:
+                    fallback_token = True
+                else:  # no text the dialect reads: a role or finish chunk, or a field it does not read
+                    fallback_token = (content is not None or reasoning is not None) and "role" not in delta
+                    if not fallback_token and delta and self.unread is None:
+                        self.unread = unread_reasoning(delta, self._rfields)
             else:
                 content = choice["text"]
                 reasoning = None
@@ -151,14 +161,18 @@ class StreamTally:
             raise BadChunk(f"malformed choice: {str(obj)[:120]}") from None
 
         running = self._running
-        if running is None:
+        if running is None and (usage is not None or fallback_token):
+            # decided by the first chunk with a usage or a token: SGLang's role chunk has no usage
             running = self._running = usage is not None
-        if running and usage is not None:
-            ct = usage.get("completion_tokens") or 0
-            n = ct - self._ct
-            if n > 0:
-                self._ct = ct
-            self.usage = usage
+        if running:
+            if usage is not None:
+                ct = usage.get("completion_tokens") or 0
+                n = ct - self._ct
+                if n > 0:
+                    self._ct = ct
+                self.usage = usage
+            else:  # a running stream's chunk without usage (SGLang's finish chunk): no token
+                n = 0
         elif fallback_token:
             n = 1
             self._ct += 1
@@ -313,6 +327,13 @@ class StreamTally:
         )
         if record.ttft_s is not None and record.output_tokens > 1:
             record.tpot_s = (record.e2e_s - record.ttft_s) / (record.output_tokens - 1)
+        if self.unread is not None:
+            warn_once(self._dialect, "unread", self.unread)
+        if self.finish_reason is not None:  # a stream that ended as the server meant it to
+            if self._running is False and self._dialect.continuous_usage:
+                warn_once(self._dialect, "no_running_usage")
+            if usage is None and timings is None:
+                warn_once(self._dialect, "no_usage")
 
 
 def cached_tokens(usage: dict[str, Any]) -> int | None:

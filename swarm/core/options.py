@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ENDPOINT_NAMES = ("chat", "completions")
-DIALECT_NAMES = ("auto", "vllm", "llamacpp", "openai")
+DIALECT_NAMES = ("auto", "vllm", "sglang", "trtllm", "llamacpp", "tgi", "ollama", "openai")
 ARRIVALS = ("poisson", "constant")
 TRACE_FORMATS = ("mooncake", "azure", "burstgpt", "jsonl")
 DEFAULT_REQUEST_TIMEOUT_S = 60.0

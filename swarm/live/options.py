@@ -15,7 +15,7 @@ from typing import Any
 
 from locust import events
 
-from swarm.client.dialects import ENDPOINTS, get_dialect
+from swarm.client.dialects import ENDPOINTS, get_dialect, ignore_eos_dialects
 from swarm.core.errors import UsageError, exit_code, one_line
 from swarm.core.options import (
     DEFAULT_REQUEST_DEADLINE_S,
@@ -107,7 +107,7 @@ class LLMOptions:
         ignore_eos = read.flag("ignore_eos")
         if ignore_eos and dialect != "auto" and not get_dialect(dialect).ignore_eos:
             raise UsageError(
-                f"--ignore-eos is not supported by the {dialect} dialect (vLLM and llama.cpp only)"
+                f"--ignore-eos is not supported by the {dialect} dialect (only by {ignore_eos_dialects()})"
             )
         knobs = _knobs(read)
         models = parse_models(read.get("model"))  # ("" is unset: the web UI's empty field)

@@ -281,12 +281,16 @@ def test_model_list_helpers() -> None:
     assert detect_dialect({"data": [{"id": "gpt", "owned_by": "openai"}]}) == "openai"
     assert detect_dialect("nonsense") == "openai" and first_model({"data": []}) is None
     with pytest.raises(UsageError, match="unknown dialect"):
-        get_dialect("tgi")
+        get_dialect("tensorflow")
 
 
 def test_error_messages() -> None:
     assert error_message({"error": {"message": "bad", "code": 400}}) == "bad"
     assert error_message({"error": "Unauthorized"}) == "Unauthorized"
+    assert (
+        error_message({"object": "error", "message": "too long", "type": "BadRequestError", "code": 400})
+        == "too long"
+    )
     assert error_message({"detail": "Not Found"}) == "Not Found"
     assert error_message("plain text") == "plain text"
 
