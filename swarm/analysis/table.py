@@ -155,7 +155,8 @@ def row(name: str, block: Block | Mapping[str, Any]) -> list[str]:
 
 def workload_rows(summary: Summary | Mapping[str, Any]) -> list[list[str]]:
     """One row per workload, its request classes right under it (when it has several), `total`, then
-    one row per served model under the total when the run split its traffic (`--model a:3,b:1`)."""
+    one row per served model under the total when the run split its traffic (`--model a:3,b:1`), and
+    one per endpoint when it went to several (`--host URL1,URL2`)."""
     rows = []
     for n in (n for n in summary.get("workloads", []) if n != "total"):
         if (block := workload_block(summary, n)) is None:
@@ -169,6 +170,9 @@ def workload_rows(summary: Summary | Mapping[str, Any]) -> list[list[str]]:
     models = summary.get("models") or {}
     if len(models) > 1:  # each served model beside the total
         rows.extend(row(f"  model {m or '(none)'}", b) for m, b in sorted(models.items()))
+    endpoints = summary.get("endpoints") or {}
+    if len(endpoints) > 1:  # each endpoint beside the total
+        rows.extend(row(f"  endpoint {e or '(none)'}", b) for e, b in sorted(endpoints.items()))
     return rows
 
 

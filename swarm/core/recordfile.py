@@ -43,6 +43,7 @@ SCHEMA = pa.schema(
         ("warmup", pa.bool_()),
         ("request_class", pa.string()),
         ("model", pa.string()),
+        ("endpoint", pa.string()),
         ("session_id", pa.string()),
         ("turn", pa.int32()),
         ("trace_row", pa.int64()),
@@ -76,6 +77,7 @@ def read_records(directory: Path) -> list[RequestRecord]:
         row["outcome"] = Outcome(row["outcome"])
         row["request_class"] = row["request_class"] or "direct"  # parts written before these columns
         row["model"] = row["model"] or ""
+        row["endpoint"] = row["endpoint"] or ""
         row["itl_dropped"] = row["itl_dropped"] or 0  # parts written before ITL was capped
         out.append(RequestRecord(**row))
     return out

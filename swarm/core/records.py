@@ -69,6 +69,9 @@ class RequestRecord:
     warmup: bool = False  # sent during a stage's warm-up: excluded from that stage's stats
     request_class: str = "direct"  # the request's class: direct / thinking, or a dataset's class column
     model: str = ""  # the served model the request named (--model, its split, or /v1/models); "" = none
+    # the endpoint the request went to: its label (swarm/core/urls.py `endpoint_label`, no credentials),
+    # set on every record of a run, one endpoint too; "" only for a record made outside a run (tests)
+    endpoint: str = ""
     session_id: str | None = None  # chat_session: the conversation this request is a turn of
     turn: int | None = None  # chat_session: the turn's number in its conversation, 1-based
     trace_row: int | None = None  # trace replay: the trace row sent (its 0-based data row in the file)

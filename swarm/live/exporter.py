@@ -3,8 +3,10 @@
 Series, all labelled `model_name` (the run's `--model` as given, else the discovered model: one
 name, or the split `a:3,b:1`; unchanged from before splits) and `run_id`; the per-request ones also
 `workload`, `class` (the request class: direct / thinking, or a dataset's) and `model` (the served
-model each request named, one series per model of a split; `unknown` when it named none): `sum by (workload)` is the workload's
-total, `sum by (model)` a model's:
+model each request named, one series per model of a split; `unknown` when it named none) and
+`endpoint` (the endpoint it went to, without credentials: one series per endpoint of `--host
+URL1,URL2`): `sum by (workload)` is the workload's total, `sum by (model)` a model's, `sum by
+(endpoint)` an endpoint's:
 - histograms `swarm_{ttft,ttfa,itl,tpot,e2e}_seconds`: exact counts on swarm.stats.aggregate.BUCKETS,
   which contain every vLLM TTFT/ITL/E2E bucket boundary, so
   `histogram_quantile(0.99, sum by (le) (rate(swarm_ttft_seconds_bucket[1m])))` and the same on
@@ -79,19 +81,21 @@ class SwarmCollector(Collector):
         yield from gauge_metrics(st, run)
 
 
-Cells = dict[tuple[str, str, str], Cell]  # (workload, class, served model) -> its cell
-WL_LABELS = ["workload", "class", "model", "model_name", "run_id"]
+Cells = dict[tuple[str, str, str, str], Cell]  # (workload, class, served model, endpoint) -> its cell
+WL_LABELS = ["workload", "class", "model", "endpoint", "model_name", "run_id"]
 
 
 def _cells(agg: Aggregate) -> Cells:
-    """Every (workload, request class, served model) that sent a request, with its cell."""
-    cells = {
-        (name, k, m or "unknown"): agg.combined(workload=name, klass=k, model=m)
-        for name in agg.workloads()
-        for k in agg.classes(name)
-        for m in agg.models()
-    }
-    return {key: c for key, c in cells.items() if c.requests}
+    """Every (workload, request class, served model, endpoint) that sent a request, with its cell
+    (its stages merged): one pass over the aggregate's cells."""
+    out: Cells = {}
+    for (w, _, k, m, e), c in agg.cells.items():
+        key = (w, k, m or "unknown", e or "unknown")
+        mine = out.get(key)
+        if mine is None:
+            mine = out[key] = Cell(w, -1, k, m or "all", e or "all")
+        mine.merge(c, bins=False)
+    return {key: out[key] for key in sorted(out) if out[key].requests}
 
 
 def latency_metrics(cells: Cells, run: list[str]) -> Iterator[Metric]:

@@ -1,4 +1,4 @@
-"""Mergeable per-(workload, stage, class, model) aggregates: exact counters + latency sketches, and their wire form.
+"""Mergeable per-(workload, stage, class, model, endpoint) aggregates: exact counters + latency sketches, and their wire form.
 
 A worker adds every `RequestRecord` it produces to an `Aggregate`, hands the delta to Locust's
 `report_to_master` every interval (`take_delta().to_wire()`), and the master merges the deltas
@@ -52,8 +52,8 @@ from swarm.stats.sketch import REL_ACCURACY, LatencyStats
 from swarm.stats.turns import TurnStats
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 6  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
-# 5: `turns` (conversations); 6: `cached` (prompt tokens served from the server's cache)
+WIRE_VERSION = 7  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
+# 5: `turns` (conversations); 6: `cached` (prompt tokens served from the server's cache); 7: `endpoint`
 BIN_S = 0.5  # completions are counted per this much wall-clock time (QPS intervals)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
@@ -61,11 +61,12 @@ DRAIN = -1  # completion window of the requests that finished after the run's st
 
 
 class Cell:
-    """Everything measured for one (workload, stage, class, model): exact counters and the latencies."""
+    """Everything measured for one (workload, stage, class, model, endpoint): exact counters and the latencies."""
 
     __slots__ = (
         "cached",
         "completed",
+        "endpoint",
         "errors",
         "first_connect_error_s",
         "first_start_s",
@@ -89,10 +90,13 @@ class Cell:
         "workload",
     )
 
-    def __init__(self, workload: str, stage: int = 0, klass: str = "direct", model: str = "") -> None:
+    def __init__(
+        self, workload: str, stage: int = 0, klass: str = "direct", model: str = "", endpoint: str = ""
+    ) -> None:
         self.workload = workload
         self.klass = klass  # the request class (swarm/core/records.py `request_class`)
         self.model = model  # the served model the requests named ("" = none)
+        self.endpoint = endpoint  # the endpoint the requests went to (swarm/core/urls.py `endpoint_label`)
         self.stage = stage
         self.requests = 0
         self.warmup_requests = 0
@@ -295,6 +299,7 @@ class Cell:
             "done": [[w, k, t, g] for w, (k, t, g) in self.completed.items()],
             "klass": self.klass,
             "model": self.model,
+            "endpoint": self.endpoint,
             "goodput": [self.goodput_met, self.goodput_counted],
             "per_bin": [[b, n] for b, n in sorted(self.per_bin.items())],
             "cached": list(self.cached),
@@ -302,7 +307,13 @@ class Cell:
 
     @classmethod
     def from_wire(cls, d: CellWire) -> Cell:
-        c = cls(str(d["workload"]), int(d["stage"]), str(d.get("klass", "direct")), str(d["model"]))
+        c = cls(
+            str(d["workload"]),
+            int(d["stage"]),
+            str(d.get("klass", "direct")),
+            str(d["model"]),
+            str(d["endpoint"]),
+        )
         c.requests, c.warmup_requests = int(d["requests"]), int(d["warmup"])
         n, total = d.get("warmup_ttft") or (0, 0.0)
         c.warmup_ttft = [int(n), float(total)]
@@ -327,11 +338,11 @@ class Cell:
 
 
 class Aggregate:
-    """Cells keyed by (workload, stage, class, model); the unit that is added to, merged, shipped
+    """Cells keyed by (workload, stage, class, model, endpoint); the unit that is added to, merged, shipped
     and summarised."""
 
     def __init__(self, goodput: GoodputSpec | None = None) -> None:
-        self.cells: dict[tuple[str, int, str, str], Cell] = {}
+        self.cells: dict[tuple[str, int, str, str, str], Cell] = {}
         self.goodput = goodput  # the per-request SLOs records are judged by when added (None: none)
         self.turns = TurnStats()  # conversations' per-turn side table (records with a `turn` only)
 
@@ -341,23 +352,27 @@ class Aggregate:
     def __iter__(self) -> Iterator[Cell]:
         return iter(self.cells.values())
 
-    def cell(self, workload: str, stage: int = 0, klass: str = "direct", model: str = "") -> Cell:
-        key = (workload, stage, klass, model)
+    def cell(
+        self, workload: str, stage: int = 0, klass: str = "direct", model: str = "", endpoint: str = ""
+    ) -> Cell:
+        key = (workload, stage, klass, model, endpoint)
         c = self.cells.get(key)
         if c is None:
-            c = self.cells[key] = Cell(workload, stage, klass, model)
+            c = self.cells[key] = Cell(workload, stage, klass, model, endpoint)
         return c
 
     def add(self, record: RequestRecord, window: int | None = None) -> None:
-        """Count `record` in its (workload, sent stage, class, model) cell; `window`: see `Cell.add`."""
-        cell = self.cell(record.workload, int(record.stage), record.request_class, record.model or "")
+        """Count `record` in its (workload, sent stage, class, model, endpoint) cell; `window`: see `Cell.add`."""
+        cell = self.cell(
+            record.workload, int(record.stage), record.request_class, record.model or "", record.endpoint
+        )
         cell.add(record, window, self.goodput)
         if record.turn is not None:
             self.turns.add(record)
 
     def merge(self, other: Aggregate) -> None:
         for c in other:
-            self.cell(c.workload, c.stage, c.klass, c.model).merge(c)
+            self.cell(c.workload, c.stage, c.klass, c.model, c.endpoint).merge(c)
         if other.turns:
             self.turns.merge(other.turns)
 
@@ -369,18 +384,22 @@ class Aggregate:
         return delta
 
     def workloads(self) -> list[str]:
-        return sorted({w for w, _, _, _ in self.cells})
+        return sorted({w for w, _, _, _, _ in self.cells})
 
     def stages(self) -> list[int]:
-        return sorted({s for _, s, _, _ in self.cells})
+        return sorted({s for _, s, _, _, _ in self.cells})
 
     def classes(self, workload: str | None = None) -> list[str]:
         """The request classes seen (of one workload, or of all)."""
-        return sorted({k for w, _, k, _ in self.cells if workload is None or w == workload})
+        return sorted({k for w, _, k, _, _ in self.cells if workload is None or w == workload})
 
     def models(self) -> list[str]:
         """The served models the requests named ("" for requests sent without a model name)."""
-        return sorted({m for _, _, _, m in self.cells})
+        return sorted({m for _, _, _, m, _ in self.cells})
+
+    def endpoints(self) -> list[str]:
+        """The endpoints the requests went to (their labels; "" for records that name none)."""
+        return sorted({e for _, _, _, _, e in self.cells})
 
     def combined(
         self,
@@ -388,19 +407,28 @@ class Aggregate:
         stage: int | None = None,
         klass: str | None = None,
         model: str | None = None,
+        endpoint: str | None = None,
         *,
         bins: bool = False,
     ) -> Cell:
-        """A fresh cell merging every cell matching `workload`, `stage`, `klass` and `model` (None = all);
+        """A fresh cell merging every cell matching `workload`, `stage`, `klass`, `model` and `endpoint`
+        (None = all);
         `bins`: with their completions per bin (only QPS intervals read them: the views served live,
         /metrics and the LLM tab, skip a merge that grows with the run's length)."""
-        out = Cell(workload or "total", -1 if stage is None else stage, klass or "all", model or "all")
-        for (w, s, k, m), c in self.cells.items():
+        out = Cell(
+            workload or "total",
+            -1 if stage is None else stage,
+            klass or "all",
+            model or "all",
+            endpoint or "all",
+        )
+        for (w, s, k, m, e), c in self.cells.items():
             if (
                 (workload is None or w == workload)
                 and (stage is None or s == stage)
                 and (klass is None or k == klass)
                 and (model is None or m == model)
+                and (endpoint is None or e == endpoint)
             ):
                 out.merge(c, bins)
         return out
@@ -432,7 +460,7 @@ class Aggregate:
         agg = cls()
         for cd in d["cells"]:
             c = Cell.from_wire(cd)
-            agg.cell(c.workload, c.stage, c.klass, c.model).merge(c)
+            agg.cell(c.workload, c.stage, c.klass, c.model, c.endpoint).merge(c)
         turns = d.get("turns")
         if turns is not None:
             agg.turns = TurnStats.from_wire(turns)

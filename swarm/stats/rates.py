@@ -1,7 +1,7 @@
 """The web UI's "current" rates: requests/s and output tokens/s over a sliding window (pure).
 
 Every tick the master adds the aggregate's running counts (`counts`: per workload, workload/class,
-model and total, and the good requests of each under `good:KEY`); `RateWindow.rates` is the
+model, endpoint and total, and the good requests of each under `good:KEY`); `RateWindow.rates` is the
 difference between the oldest count still inside the window and the newest, over their time apart.
 """
 
@@ -20,7 +20,13 @@ def counts(agg: Aggregate) -> Counts:
     """The running totals the rates are differences of."""
     out: Counts = {}
     for cell in agg:
-        for key in (cell.workload, f"{cell.workload}/{cell.klass}", f"model:{cell.model}", "total"):
+        keys = (
+            cell.workload,
+            f"{cell.workload}/{cell.klass}",
+            f"model:{cell.model}",
+            f"endpoint:{cell.endpoint}",
+        )
+        for key in (*keys, "total"):
             r, t = out.get(key, (0, 0))
             out[key] = (r + cell.requests, t + cell.output_tokens)
             g, _ = out.get(f"good:{key}", (0, 0))  # --goodput: good requests (the LLM tab's req/s)

@@ -14,8 +14,8 @@ Layout (top level):
   target refusing connections, the time it went away (the first `connect_error`, or the end of
   the last response when connections had also failed before); null while it still answered;
 - `total` and one block per workload name (so `summary[name]` is what swarm.stats.slo reads);
-- `classes`: workload -> request class -> block; `models`: served model the requests named ->
-  block, over all workloads (one entry without a split; several with `--model a:3,b:1`);
+- `classes`: workload -> request class -> block; `models`: served model named -> block, over all
+  workloads (several with `--model a:3,b:1`); `endpoints`: endpoint label -> block (several only);
 - `stages`: [{stage, name, duration_s, total, <workload>...}] per load-stage index: `stage` is the
   0-based index (the key records, diagnosis.json and stages.csv use), `name` the label every
   human-facing place shows ("stage 1" for index 0: swarm/core/units.py `stage_name`).
@@ -253,6 +253,7 @@ class Summary(TypedDict):
     trace_replay: NotRequired[dict[str, Any]]  # --trace-replay: rows sent, lost workers (live/replay.py)
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
+    endpoints: NotRequired[dict[str, Block]]  # endpoint label -> its Block, with several endpoints only
     sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`
     # --search: probes, bracket, answer (swarm/stats/search_bracket.py `Bracket.answer`)
     search: NotRequired[dict[str, Any]]
@@ -421,6 +422,10 @@ def build(
         for name in workloads
     }
     out["models"] = {m: block(agg.combined(model=m), duration, goodput_slo=goodput_slo) for m in agg.models()}
+    if len(eps := agg.endpoints()) > 1:
+        out["endpoints"] = {
+            e: block(agg.combined(endpoint=e), duration, goodput_slo=goodput_slo) for e in eps
+        }
     out["stages"] = [
         _stage_entry(agg, stage, total, by_workload, (stage_windows or {}).get(stage), goodput_slo)
         for stage in agg.stages()

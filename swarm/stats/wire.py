@@ -28,7 +28,7 @@ class LatencyWire(TypedDict):
 
 
 class CellWire(TypedDict):
-    """One (workload, stage, class, model) cell (swarm/stats/aggregate.py `Cell`)."""
+    """One (workload, stage, class, model, endpoint) cell (swarm/stats/aggregate.py `Cell`)."""
 
     workload: str
     stage: int
@@ -51,6 +51,7 @@ class CellWire(TypedDict):
     ]  # [[completion window (stage index or -1: the drain), requests, output tokens, good]]
     klass: NotRequired[str]  # the request class (absent: "direct")
     model: str  # the served model the requests named ("" = none); since WIRE_VERSION 3
+    endpoint: str  # the endpoint the requests went to (its label; "" = none named); since 7
     goodput: list[int]  # [good requests, requests judged] (--goodput; zeros without); since 4
     per_bin: list[list[int]]  # [[floor(end / BIN_S), requests completed]]; since 4
     # [requests that reported cached prompt tokens, those cached tokens, their prompt tokens]; since 6

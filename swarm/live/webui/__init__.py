@@ -113,7 +113,8 @@ def _good(rates: Mapping[str, tuple[float, float]], key: str) -> float | None:
 
 def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str = "-") -> list[dict[str, Any]]:
     """One row per workload (and its classes), then `Total`, then one per served model when there are
-    several. `rates`: workload, "workload/class", "total" and "model:NAME" -> (qps, output tok/s);
+    several, then one per endpoint when there are several (`--host URL1,URL2`). `rates`: workload,
+    "workload/class", "total", "model:NAME" and "endpoint:LABEL" -> (qps, output tok/s);
     `client`: the "Client" column (`client_status`), the same on every row (the workers serve them all)."""
     out = []
     for name in agg.workloads():
@@ -144,6 +145,18 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
                 _good(rates, f"model:{m}"),
             )
             for m in models
+        )
+    endpoints = agg.endpoints()
+    if len(endpoints) > 1:  # each endpoint beside the total (`--host URL1,URL2`)
+        out.extend(
+            row(
+                f"endpoint {e or '(none)'}",
+                agg.combined(endpoint=e),
+                rates.get(f"endpoint:{e}", (0.0, 0.0)),
+                client,
+                _good(rates, f"endpoint:{e}"),
+            )
+            for e in endpoints
         )
     out.extend(turn_rows(agg))
     return out

@@ -34,3 +34,13 @@ def test_the_dict_form_has_the_outcome_as_text_and_survives_json():
 @pytest.mark.parametrize(("turn", "label"), [(1, "1"), (2, "2"), (3, "3"), (4, "4+"), (40, "4+")])
 def test_turns_fall_in_four_bounded_labels(turn, label):
     assert turn_bucket(turn) == label
+
+
+def test_a_record_carries_its_endpoint_to_dict_and_the_record_file(tmp_path):
+    from swarm.core.recordfile import read_records, write_records
+
+    r = RequestRecord(workload="w", start_wall_s=1.0, endpoint="http://10.0.0.2:8000")
+    assert r.to_dict()["endpoint"] == "http://10.0.0.2:8000"
+    assert RequestRecord(workload="w", start_wall_s=1.0).endpoint == ""
+    write_records([r], tmp_path / "part-0.parquet")
+    assert [x.endpoint for x in read_records(tmp_path)] == ["http://10.0.0.2:8000"]

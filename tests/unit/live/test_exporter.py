@@ -40,6 +40,7 @@ def test_counters_equal_the_sums_sent(text, records):
         assert mine
         base = (
             ("class", "direct"),
+            ("endpoint", "unknown"),  # records made outside a run name no endpoint
             ("model", model),
             ("model_name", "Qwen/Qwen3-27B"),
             ("run_id", "run-1"),
