@@ -65,7 +65,10 @@ class StreamTally:
         self._rfields = dialect.reasoning_fields
         self.chat = chat
         self._ct = 0  # tokens so far: running usage, or token-carrying chunks
-        self._running: bool | None = None  # decided on the first chunk with choices
+        # a running usage is read only where the dialect asked for one (decided on the first chunk
+        # with a usage or a token); elsewhere a chunk's usage counts no token: Ollama's completions
+        # carry a zero usage on every chunk when include_usage is asked
+        self._running: bool | None = None if dialect.continuous_usage else False
         # 0 undecided, 1 inside merged <think>, 2 answer, 3 just after </think>, 4 reasoning field
         self._think = 0
         self._head = ""  # state 0: leading content while it could still become "<think>"
@@ -182,6 +185,8 @@ class StreamTally:
                 self.usage = usage
         if fr is not None:
             self.finish_reason = fr
+            if usage is not None:  # the final usage on the finishing chunk (TGI's completions)
+                self.usage = usage
             timings = obj.get("timings")
             if timings is not None:
                 self.timings = timings

@@ -151,3 +151,27 @@ def test_in_stream_errors_of_every_shape() -> None:
 
 def test_the_option_lists_every_dialect() -> None:
     assert ("auto", *DIALECTS) == DIALECT_NAMES
+
+
+def test_ollama_completions_zero_usage_on_every_chunk_counts_no_token_away() -> None:
+    """Ollama's /v1/completions with include_usage writes `usage: {0, 0, 0}` on every chunk and the
+    real usage in a `choices: []` chunk after them (`middleware/openai.go`, CompleteWriter): not a
+    running usage. Read as one, no chunk would carry a token and TTFT would be absent."""
+    zero = (0, 0)
+    chunks = [
+        chunk(text="a", usage=zero),
+        chunk(text="b", usage=zero),
+        chunk(text="", finish="length", usage=zero),
+    ]
+    chunks.append(chunk(choices=False, usage=(3, 2)))
+    _, r = run(chunks, DIALECTS["ollama"], chat=False)
+    assert (r.output_tokens, r.prompt_tokens, r.tokens_from_usage) == (2, 3, True)
+    assert r.ttft_s == pytest.approx(0.01) and r.itl_s == pytest.approx([0.01])
+
+
+def test_tgi_completions_usage_on_the_finishing_chunk(caplog_mismatch: pytest.LogCaptureFixture) -> None:
+    """TGI's completions stream puts the usage on the last token's chunk, no `choices: []` chunk."""
+    chunks = [chunk(text="a", id=""), chunk(text="b", finish="length", usage=(3, 2), id="")]
+    _, r = run(chunks, DIALECTS["tgi"], chat=False)
+    assert (r.output_tokens, r.prompt_tokens, r.tokens_from_usage) == (2, 3, True)
+    assert caplog_mismatch.records == []
