@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
+from prometheus_client.parser import text_string_to_metric_families
 
 from swarm.cli import build_parser
 from swarm.cli import main as swarm_main
@@ -14,6 +16,7 @@ from swarm.core.errors import UsageError
 from swarm.sim.cli import build_config
 from swarm.sim.faces import FACES, Face, LlamaCppFace, VllmFace, get_face
 from swarm.sim.profile import load_profile
+from swarm.sim.protocol import ApiError
 from swarm.sim.server import SimConfig, SimServer
 
 
@@ -98,3 +101,118 @@ def test_reset_prefix_cache_is_vllm_s_endpoint_and_llama_server_has_none():
     finally:
         vllm.close()
         llama.close()
+
+
+# ---- the families of issue 29: what each face answers where its source says ------------------------
+CHAT = {
+    "model": "sim-model",
+    "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": 3,
+    "stream": True,
+}
+# face -> (health path, its body, metrics path, GET /metrics status, empty-messages error status and body)
+FAMILIES = {
+    # sglang protocol.py ErrorResponse: top-level {"object": "error", "message", "type", "param", "code"}
+    "sglang": ("/health", "", "/metrics", 200, 400, {"object", "message", "type", "param", "code"}),
+    # TGI server.rs: /health empty 200, ErrorResponse {"error": str, "error_type"}, validation 422
+    "tgi": ("/ping", "", "/metrics", 200, 422, {"error", "error_type"}),
+    # trtllm openai_server.py: Prometheus at /prometheus/metrics, /metrics the iteration stats (JSON)
+    "trtllm": (
+        "/health",
+        "",
+        "/prometheus/metrics",
+        200,
+        400,
+        {"object", "message", "type", "param", "code"},
+    ),
+    # ollama routes.go: GET / "Ollama is running", no /metrics; openai.go NewError {"error": {...}}
+    "ollama": ("/", "Ollama is running", None, 404, 400, {"error"}),
+}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_each_family_answers_health_metrics_and_errors_where_its_source_says(name):
+    health_path, health_body, metrics_path, metrics_status, err_status, err_keys = FAMILIES[name]
+    server = SimServer(SimConfig(profile=load_profile("instant"), server=name))
+
+    async def ask() -> dict:
+        got = {}
+        async with TestServer(server.app()) as ts, ClientSession() as http:
+            async with http.get(ts.make_url(health_path)) as r:
+                got["health"] = (r.status, await r.text())
+            async with http.get(ts.make_url("/metrics")) as r:
+                got["metrics"] = r.status
+            if metrics_path is not None:
+                async with http.get(ts.make_url(metrics_path)) as r:
+                    got["prometheus"] = (await r.read()).decode()
+            async with http.post(ts.make_url("/v1/chat/completions"), json={**CHAT, "messages": []}) as r:
+                got["error"] = (r.status, await r.json())
+        return got
+
+    try:
+        got = asyncio.run(ask())
+    finally:
+        server.close()
+    assert got["health"] == (200, health_body)
+    assert got["metrics"] == metrics_status
+    if metrics_path is not None:
+        families = list(text_string_to_metric_families(got["prometheus"]))
+        assert families and all(
+            f.name.startswith(f"{name}_") or f.name.startswith(f"{name}:") for f in families
+        )
+    status, body = got["error"]
+    assert status == err_status and set(body) == err_keys
+
+
+@pytest.mark.parametrize(
+    ("opts", "include", "continuous"),
+    [
+        (None, True, False),
+        ({"include_usage": False}, False, False),
+        ({"continuous_usage_stats": True}, True, True),
+    ],
+)
+def test_trtllm_streams_usage_unless_told_not_to(opts, include, continuous):
+    """openai_protocol.py StreamOptions: include_usage defaults to true, continuous_usage_stats to false."""
+    face = FACES["trtllm"](load_profile("instant"), ["sim-model"], None)
+    body = CHAT if opts is None else {**CHAT, "stream_options": opts}
+    _, _, req = face.parse(json.dumps(body).encode(), "chat")
+    assert (req.include_usage, req.continuous_usage) == (include, continuous)
+    with pytest.raises(ApiError) as e:  # a body that does not fit the schema: {"error": "<text>"}, 400
+        face.parse(b'{"messages": 3}', "chat")
+    assert e.value.status == 400 and list(json.loads(e.value.body())) == ["error"]
+
+
+@pytest.mark.parametrize(
+    ("name", "owned_by"),
+    [("sglang", "sglang"), ("tgi", "sim-model"), ("trtllm", "tensorrt_llm"), ("ollama", "library")],
+)
+def test_each_family_names_itself_in_the_model_listing(name, owned_by):
+    """How the client tells them apart: sglang ModelCard, TGI's model id, trtllm ModelCard, Ollama's namespace."""
+    face = FACES[name](load_profile("instant"), ["sim-model"], None)
+    (card,) = json.loads(face.models_body(1))["data"]
+    assert card["owned_by"] == owned_by and card["id"] == "sim-model"
+    assert "max_model_len" in card if name == "sglang" else "max_model_len" not in card
+
+
+def test_an_injected_fault_is_said_in_the_family_s_words():
+    bodies = {
+        name: json.loads(
+            FACES[name](load_profile("instant"), ["sim-model"], None).error(429, "busy", "x").body()
+        )
+        for name in ("sglang", "trtllm", "ollama")
+    }
+    assert (
+        bodies["sglang"]
+        == bodies["trtllm"]
+        == {"object": "error", "message": "busy", "type": "x", "param": None, "code": 429}
+    )
+    assert bodies["ollama"] == {
+        "error": {"message": "busy", "type": "api_error", "param": None, "code": None}
+    }
+    tgi_server = SimServer(SimConfig(profile=load_profile("instant"), server="tgi"))
+    try:
+        assert tgi_server.face.error(429, "busy", "x").body() == b'{"error":"busy","error_type":"overloaded"}'
+        assert 'tgi_request_failure{err="overloaded"} 1' in tgi_server.metrics.render().decode()
+    finally:
+        tgi_server.close()
