@@ -9,7 +9,7 @@ what differs on the wire (vLLM bench style, like `swarm/client/dialects.py` on t
 | llamacpp | `llamacpp.py` (nlohmann/llama.cpp)  | `llamacpp_render.py`  | `llamacpp_metrics.py` | /apply-template (`llamacpp_tokenizer.py`) |
 | sglang   | vLLM's; errors top-level objects    | `render.py`           | `sglang_metrics.py`   | -                                         |
 | tgi      | `tgi.py`: 422 `{"error": str}`      | `tgi.py`              | `tgi_metrics.py`      | /info, /ping                              |
-| trtllm   | vLLM's; top-level / `{"error": str}` | `render.py`, usage on | `trtllm_metrics.py` at /prometheus/metrics | /metrics: JSON list |
+| trtllm   | `trtllm.py`: extra fields refused   | `render.py`, usage on | `trtllm_metrics.py` at /prometheus/metrics | /metrics: JSON list |
 | ollama   | `ollama.py`: OpenAI error object    | `ollama.py`           | none (404)            | / (health), /api/version                  |
 
 Per family, what the wire says (docs/server-families.md has the sources and commits):
@@ -46,6 +46,7 @@ from swarm.sim import (
     sglang_metrics,
     tgi,
     tgi_metrics,
+    trtllm,
     trtllm_metrics,
 )
 from swarm.sim.engine import Engine
@@ -304,13 +305,6 @@ class TopLevelError(ApiError):
         return orjson.dumps({**e, "code": self.status})
 
 
-class ValidationText(ApiError):
-    """TensorRT-LLM's `validation_exception_handler`: `{"error": "<text>"}`, status 400."""
-
-    def body(self) -> bytes:
-        return orjson.dumps({"error": self.message})
-
-
 class SglangFace(VllmFace):
     """SGLang's OpenAI server (FastAPI, vLLM's stream shapes): `sglang:` /metrics
     (swarm/sim/sglang_metrics.py), `owned_by: sglang`, top-level error objects."""
@@ -367,13 +361,10 @@ class TrtllmFace(SglangFace):
             body, model, req = VllmFace.parse(self, raw, endpoint)
         except ApiError as e:
             if e.type == "Bad Request":  # the request does not fit the schema (pydantic)
-                raise ValidationText(400, e.message) from None
+                raise trtllm.SchemaError(400, e.message) from None
             raise TopLevelError(e.status, e.message, e.type, e.param) from None
-        opts = body.get("stream_options")
-        opts = opts if isinstance(opts, dict) else {}
-        # StreamOptions: include_usage defaults to true, continuous_usage_stats to false
-        req.include_usage = req.stream and opts.get("include_usage", True) is not False
-        req.continuous_usage = req.include_usage and opts.get("continuous_usage_stats") is True
+        trtllm.check_fields(body, endpoint)
+        trtllm.usage_defaults(body, req)
         return body, model, req
 
 
