@@ -1,4 +1,4 @@
-"""Grafana dashboards as code: four dashboards built with Grafana's own grafana-foundation-sdk.
+"""Grafana dashboards as code: five dashboards built with Grafana's own grafana-foundation-sdk.
 
 `swarm dashboards build` writes them to `dashboards/grafana/dashboards/*.json` (checked in,
 provisioned by docker-compose); tests/unit/grafana/test_dashboards.py fails when those files are
@@ -9,7 +9,10 @@ scraping a real run.
 - "vLLM server" (`vllm:*`, current names with a PromQL `or` fallback to the pre-0.12 names), and a
   row of the GPUs behind it (NVIDIA dcgm-exporter's `DCGM_FI_*`, the `dcgm` scrape job);
 - "Client vs server" (the two measured side by side, with ratios and gaps);
-- "llama.cpp server" (`llamacpp:*` of `llama-server --metrics`: slots, token rates, prompt cache).
+- "llama.cpp server" (`llamacpp:*` of `llama-server --metrics`: slots, token rates, prompt cache);
+- "LLM server (every family)": the same server figures from each engine's own names (vLLM,
+  llama.cpp, SGLang, TGI, TensorRT-LLM), one series per family, joined in the query (`by_family`;
+  why joined queries and not recording rules or a dashboard per family: `llm_server`'s docstring).
 
 Every selector uses regex matchers (`=~"$var"`) so the "All" value (`.*`) and multi-value
 selections work; every rate uses `$__rate_interval`.
@@ -882,11 +885,266 @@ def llamacpp_server() -> gdash.Dashboard:
     return d
 
 
+# ----------------------------------------------------------------------------- every family
+
+INST = 'instance=~"$instance"'
+SGLANG_RANK0 = 'tp_rank=~"0|", pp_rank=~"0|", moe_ep_rank=~"0|"'
+"""SGLang's scheduler series: one per rank with --enable-metrics-for-all-schedulers, every rank
+reporting the same batch, so only rank 0 is read (no label: the default, TP rank 0 alone)."""
+FAMILY_JOBS = "vllm|llamacpp|sglang|tgi|trtllm"  # the scrape jobs of dashboards/prometheus/prometheus.yml
+
+
+def by_family(parts: dict[str, str]) -> str:
+    """One PromQL over every family: each family's expression, labelled `family`, joined with `or`
+    (the label keeps two families on one instance apart). A family without the figure has no part."""
+    return " or ".join(f'label_replace({expr}, "family", "{fam}", "", "")' for fam, expr in parts.items())
+
+
+def fsum(metric: str, sel: str = INST) -> str:
+    return f"sum by (instance) ({metric}{{{sel}}})"
+
+
+def frate(metric: str, sel: str = INST) -> str:
+    return f"sum by (instance) ({rate(metric, sel)})"
+
+
+def fquantile(q: float, metric: str, sel: str = INST) -> str:
+    return f"histogram_quantile({q}, sum by (le, instance) ({rate(metric + '_bucket', sel)}))"
+
+
+def sg(rank: bool = False) -> str:
+    return f"{INST}, {SGLANG_RANK0}" if rank else INST
+
+
+def trt(base: str) -> str:
+    """TensorRT-LLM's name in trtllm-serve's current collector (`trtllm_`, at /prometheus/metrics).
+    Dynamo's `trtllm:` re-export and the older unprefixed collector are not drawn."""
+    return f"trtllm_{base}"
+
+
+RUNNING = {
+    "vllm": fsum("vllm:num_requests_running"),
+    "llamacpp": fsum("llamacpp:requests_processing"),
+    "sglang": fsum("sglang:num_running_reqs", sg(True)),
+    "tgi": fsum("tgi_batch_current_size"),
+    "trtllm": fsum(trt("num_requests_running")),
+}
+WAITING = {
+    "vllm": fsum("vllm:num_requests_waiting"),
+    "llamacpp": fsum("llamacpp:requests_deferred"),
+    "sglang": fsum("sglang:num_queue_reqs", sg(True)),
+    "tgi": fsum("tgi_queue_size"),
+    "trtllm": fsum(trt("num_requests_waiting")),
+}
+KV_USAGE = {
+    "vllm": f"avg by (instance) (vllm:kv_cache_usage_perc{{{INST}}} or vllm:gpu_cache_usage_perc{{{INST}}})",
+    "llamacpp": f"avg by (instance) (llamacpp:kv_cache_usage_ratio{{{INST}}})",
+    "sglang": f"avg by (instance) (sglang:token_usage{{{sg(True)}}})",
+    "trtllm": f"avg by (instance) ({trt('kv_cache_utilization')}{{{INST}}})",
+    # a reservation of the batch token budget, not KV blocks in use: its own series name says so
+    "tgi (batch token budget)": f"{fsum('tgi_batch_current_max_tokens')} / {fsum('tgi_batch_max_total_tokens')}",
+}
+PROMPT_TOKENS = {
+    "vllm": frate("vllm:prompt_tokens_total"),
+    # llama-server's prompt_tokens_total leaves out the tokens it took from its prompt cache
+    "llamacpp": f"{frate('llamacpp:prompt_tokens_total')} + {frate('llamacpp:prompt_tokens_cached_total')}",
+    "sglang": frate("sglang:prompt_tokens_total"),
+    "tgi": frate("tgi_request_input_length_sum"),
+    "trtllm": frate(trt("prompt_tokens_total")),
+}
+GENERATION_TOKENS = {
+    "vllm": frate("vllm:generation_tokens_total"),
+    "llamacpp": frate("llamacpp:tokens_predicted_total"),
+    "sglang": frate("sglang:generation_tokens_total"),
+    "tgi": frate("tgi_request_generated_tokens_sum"),
+    "trtllm": frate(trt("generation_tokens_total")),
+}
+PREFIX_HITS = {
+    "vllm": f"{frate('vllm:prefix_cache_hits_total')} / {frate('vllm:prefix_cache_queries_total')}",
+    "llamacpp": f"{frate('llamacpp:prompt_tokens_cached_total')} / "
+    f"({frate('llamacpp:prompt_tokens_cached_total')} + {frate('llamacpp:prompt_tokens_total')})",
+    "sglang": f"{frate('sglang:cached_tokens_total')} / {frate('sglang:prompt_tokens_total')}",
+    "trtllm": f"{frate(trt('prompt_cached_tokens_total'))} / {frate(trt('prompt_tokens_total'))}",
+}
+PREEMPTIONS = {
+    "vllm": frate("vllm:num_preemptions_total"),
+    "sglang": frate("sglang:num_retracted_requests_total", sg(True)),
+}
+FINISHED = {
+    "vllm": frate("vllm:request_success_total"),
+    "sglang": frate("sglang:num_requests_total"),
+    "tgi": frate("tgi_request_success"),
+    "trtllm": frate(trt("request_success_total")),
+}
+
+
+def latency(q: float, names: dict[str, str]) -> str:
+    return by_family({fam: fquantile(q, metric) for fam, metric in names.items()})
+
+
+TTFT = {
+    "vllm": "vllm:time_to_first_token_seconds",
+    "sglang": "sglang:time_to_first_token_seconds",
+    "trtllm": trt("time_to_first_token_seconds"),
+}
+ITL = {
+    "vllm": "vllm:inter_token_latency_seconds",
+    "sglang": "sglang:inter_token_latency_seconds",
+    "trtllm": trt("time_per_output_token_seconds"),
+}
+E2E = {
+    "vllm": "vllm:e2e_request_latency_seconds",
+    "sglang": "sglang:e2e_request_latency_seconds",
+    "tgi": "tgi_request_duration",
+    "trtllm": trt("e2e_request_latency_seconds"),
+}
+QUEUE = {
+    "vllm": "vllm:request_queue_time_seconds",
+    "sglang": "sglang:queue_time_seconds",
+    "tgi": "tgi_request_queue_duration",
+    "trtllm": trt("request_queue_time_seconds"),
+}
+FAMILY_LEGEND = "{{family}} {{instance}}"
+
+
+def llm_server() -> gdash.Dashboard:
+    """Every server family on one dashboard: the same figure from each engine's own names.
+
+    One dashboard whose queries join each family's expression with `or` (`by_family`), not one
+    dashboard per family and not Prometheus recording rules. Rules would need the Prometheus side
+    configured (a rule file in the compose stack, a PrometheusRule in Kubernetes) and `swarm grafana
+    push` sends dashboards to a Grafana whose Prometheus the swarm does not own: a rule that is not
+    installed there is an empty panel with no word why. The joined queries need nothing but the
+    scrape, engines run side by side compare on one panel (seed 000 weighs vLLM against SGLang
+    and TensorRT-LLM), and a new family is one entry in each table above. A family that lacks a
+    figure has no part in its panel (absent, never 0), and each panel's description says which.
+    The vLLM and llama.cpp dashboards stay for what only those engines have."""
+    d = base(
+        "llm-swarm-llm-server",
+        "LLM server (every family)",
+        "The same server figures from each engine's own /metrics (vLLM, llama.cpp, SGLang, TGI, "
+        "TensorRT-LLM), one series per family and instance: scheduler, KV cache, tokens, prefix "
+        "cache, server-side latency. Ollama has no /metrics.",
+        ["server", "sglang", "tgi", "trtllm"],
+    )
+    d = d.with_variable(
+        label_variable("instance", "server", f'label_values(up{{job=~"{FAMILY_JOBS}"}}, instance)')
+    )
+    lay = Layout(d)
+
+    lay.row("Scheduler")
+    lay.timeseries(
+        "Running requests",
+        "Requests in the running batch: vllm:num_requests_running, llamacpp:requests_processing, "
+        "sglang:num_running_reqs (TP rank 0, data-parallel ranks summed), tgi_batch_current_size, "
+        "trtllm_num_requests_running. Pinned at the engine's cap while requests wait: the cap is the limit.",
+        [Q(by_family(RUNNING), FAMILY_LEGEND)],
+        "short",
+    )
+    lay.timeseries(
+        "Waiting requests",
+        "Requests queued for the batch: vllm:num_requests_waiting, llamacpp:requests_deferred, "
+        "sglang:num_queue_reqs, tgi_queue_size, trtllm_num_requests_waiting.",
+        [Q(by_family(WAITING), FAMILY_LEGEND)],
+        "short",
+    )
+    lay.timeseries(
+        "KV cache usage",
+        "Share of the KV cache in use: vllm:kv_cache_usage_perc, llamacpp:kv_cache_usage_ratio, "
+        "sglang:token_usage, trtllm_kv_cache_utilization. TGI has no KV figure; its series is the "
+        "share of the batch token budget the running batch reserves "
+        "(tgi_batch_current_max_tokens / tgi_batch_max_total_tokens), a reservation.",
+        [Q(by_family(KV_USAGE), FAMILY_LEGEND)],
+        "percentunit",
+    )
+
+    lay.row("Tokens")
+    lay.timeseries(
+        "Prompt tokens/s",
+        "Prompt tokens per second: vllm:prompt_tokens_total, llamacpp:prompt_tokens_total + "
+        "prompt_tokens_cached_total, sglang:prompt_tokens_total, trtllm_prompt_tokens_total (these "
+        "three count a request when it finishes), TGI's tgi_request_input_length sum (recorded at "
+        "validation: requests that fail later count too).",
+        [Q(by_family(PROMPT_TOKENS), FAMILY_LEGEND)],
+        "tok/s",
+    )
+    lay.timeseries(
+        "Generated tokens/s",
+        "Tokens generated per second: vllm:generation_tokens_total, llamacpp:tokens_predicted_total, "
+        "sglang:generation_tokens_total, trtllm_generation_tokens_total, TGI's "
+        "tgi_request_generated_tokens sum (successful requests only).",
+        [Q(by_family(GENERATION_TOKENS), FAMILY_LEGEND)],
+        "tok/s",
+    )
+    lay.timeseries(
+        "Prefix cache hit rate",
+        "Prompt tokens served from the cache over prompt tokens: vLLM's prefix_cache_hits / queries, "
+        "llama.cpp's cached / (cached + evaluated), SGLang's cached_tokens_total / prompt_tokens_total "
+        "(not its cache_hit_rate gauge, zeroed on decode logs), TensorRT-LLM's prompt_cached_tokens / "
+        "prompt_tokens. TGI has no prefix-cache figure.",
+        [Q(by_family(PREFIX_HITS), FAMILY_LEGEND)],
+        "percentunit",
+    )
+    lay.timeseries(
+        "Preemptions / retractions per second",
+        "Requests pushed out of the batch for KV room: vllm:num_preemptions_total, "
+        "sglang:num_retracted_requests_total. llama.cpp, TGI and TensorRT-LLM have no such counter.",
+        [Q(by_family(PREEMPTIONS), FAMILY_LEGEND)],
+        "reqps",
+        width=12,
+    )
+    lay.timeseries(
+        "Finished requests per second",
+        "vllm:request_success_total, sglang:num_requests_total, tgi_request_success, "
+        "trtllm_request_success_total. llama.cpp has no such counter.",
+        [Q(by_family(FINISHED), FAMILY_LEGEND)],
+        "reqps",
+        width=12,
+    )
+
+    lay.row("Server-side latency")
+    lay.timeseries(
+        "TTFT p99",
+        "Server-side time to first token from each engine's histogram. TGI has none (its queue and "
+        "validation times leave prefill out) and llama.cpp has no histograms: only the client's TTFT "
+        "(the LLM load test dashboard) covers them.",
+        [Q(latency(0.99, TTFT), FAMILY_LEGEND)],
+        "s",
+        width=6,
+    )
+    lay.timeseries(
+        "Inter-token latency p99",
+        "vllm:inter_token_latency_seconds and sglang:inter_token_latency_seconds (per token); "
+        "trtllm_time_per_output_token_seconds is one mean per request (TPOT), not per token.",
+        [Q(latency(0.99, ITL), FAMILY_LEGEND)],
+        "s",
+        width=6,
+    )
+    lay.timeseries(
+        "E2E p99",
+        "Server-side request latency: vllm:e2e_request_latency_seconds, "
+        "sglang:e2e_request_latency_seconds, tgi_request_duration, trtllm_e2e_request_latency_seconds.",
+        [Q(latency(0.99, E2E), FAMILY_LEGEND)],
+        "s",
+        width=6,
+    )
+    lay.timeseries(
+        "Queue time p99",
+        "Time waiting for the batch: vllm:request_queue_time_seconds, sglang:queue_time_seconds, "
+        "tgi_request_queue_duration, trtllm_request_queue_time_seconds.",
+        [Q(latency(0.99, QUEUE), FAMILY_LEGEND)],
+        "s",
+        width=6,
+    )
+    return d
+
+
 DASHBOARDS = {
     "llm-load-test.json": llm_load_test,
     "vllm-server.json": vllm_server,
     "client-vs-server.json": client_vs_server,
     "llamacpp-server.json": llamacpp_server,
+    "llm-server.json": llm_server,
 }
 
 

@@ -188,3 +188,29 @@ def test_load_test_dashboard_speaks_the_swarms_vocabulary() -> None:
     numerator, denominator = errors.split(" / ")
     assert 'outcome!~"ok|cancelled"' in numerator and 'outcome!="cancelled"' in denominator, errors
     assert panels["Stage"].endswith(") + 1"), panels["Stage"]  # swarm_stage is the 0-based index
+
+
+def test_every_family_panel_reads_each_family_by_its_own_names() -> None:
+    """`by_family` labels each part with its family, and a family's part names only its own
+    metrics (a copy-paste slip would draw one engine's numbers under another's name)."""
+    assert dashboards.by_family({"a": "x", "b": "y"}) == (
+        'label_replace(x, "family", "a", "", "") or label_replace(y, "family", "b", "", "")'
+    )
+    prefixes = {
+        "vllm": "vllm:",
+        "llamacpp": "llamacpp:",
+        "sglang": "sglang:",
+        "tgi": "tgi_",
+        "trtllm": "trtllm_",
+    }
+    tables = [dashboards.RUNNING, dashboards.WAITING, dashboards.KV_USAGE, dashboards.PROMPT_TOKENS,
+              dashboards.GENERATION_TOKENS, dashboards.PREFIX_HITS, dashboards.PREEMPTIONS, dashboards.FINISHED,
+              dashboards.TTFT, dashboards.ITL, dashboards.E2E, dashboards.QUEUE]  # fmt: skip
+    for table in tables:
+        for fam, expr in table.items():
+            own = prefixes[fam.split(" ")[0]]
+            names = set(re.findall(r"\b(?:vllm:|llamacpp:|sglang:|tgi_|trtllm_)\w+", expr))
+            assert names and all(n.startswith(own) for n in names), (fam, expr)
+            if fam == "sglang" and table in (dashboards.RUNNING, dashboards.WAITING, dashboards.KV_USAGE):
+                assert dashboards.SGLANG_RANK0 in expr  # one scheduler's batch, not one per rank
+    assert "tgi" not in dashboards.TTFT and "llamacpp" not in dashboards.TTFT  # absent, not 0
