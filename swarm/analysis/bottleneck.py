@@ -1,6 +1,10 @@
 """What holds the ceiling, from the server's statistics per stage: the scheduler's cap
 (`max_num_seqs_cap`), the KV cache (`kv_bound`), the engine's compute (`compute_bound`) or something
 outside the engine (`outside_engine`); `cause_at` says the one cause of a single stage (a search's answer).
+The rules read only the normalised fields of `StageServerStats`, whatever the family; the sentences
+quote the family's own metric names and knobs (swarm/analysis/server_families.py), and a field the
+family lacks is said absent, never read as 0. A family with no running, waiting or KV gauge at all
+(TensorRT-LLM's older collector) gets `no_server_metrics` at the ceiling, not a guess.
 
 - max_num_seqs_cap: running requests pinned at one level (>= 80% of scrapes within 2% of the
   stage's max) below the stage's users while requests wait (mean >= 0.5) and KV usage stays
@@ -21,6 +25,8 @@ from swarm.analysis.ceiling import ceiling
 from swarm.analysis.client_bound import client_bound
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding, StageRow
+from swarm.analysis.server_families import Family
+from swarm.analysis.server_families import family as family_of
 from swarm.analysis.server_metrics import StageServerStats
 from swarm.analysis.ttft_gap import frontend_bound_at, stage_gaps, ttft_gap_findings
 from swarm.core.units import percent_text
@@ -97,39 +103,62 @@ def is_kv_bound(s: StageServerStats) -> bool:
     )
 
 
-def _cap_text(row: StageRow, s: StageServerStats, source: str) -> str:
-    knob = "the --parallel slot count" if source == "llamacpp" else "the scheduler's --max-num-seqs cap"
-    kv = (
-        "KV usage not exposed"
-        if s.kv_max is None
-        else f"KV-cache usage only {percent_text(s.kv_mean)} (max {percent_text(s.kv_max)})"
-    )
+def _kv_state(s: StageServerStats, fam: Family) -> str:
+    """The KV side of a sentence: its figures with the family's metric, or that it is absent."""
+    if s.kv_max is None:
+        return (
+            f"KV usage absent ({fam.title} exposes no such gauge)"
+            if fam.lacks("kv_usage")
+            else "KV usage not scraped in the stage"
+        )
     return (
-        f"At {row.label} running requests sat pinned at {s.running_max:.0f} (mean {s.running_mean:.1f}) while "
-        f"{s.waiting_mean:.1f} waited on average and {kv}: {knob} is the limit, not the GPU — raise it."
+        f"{fam.kv_what} only {percent_text(s.kv_mean)} (max {percent_text(s.kv_max)}{fam.named('kv_usage')})"
     )
 
 
-def _kv_text(row: StageRow, s: StageServerStats) -> str:
+def _cap_text(row: StageRow, s: StageServerStats, fam: Family) -> str:
+    return (
+        f"At {row.label} running requests sat pinned at {s.running_max:.0f} (mean {s.running_mean:.1f}"
+        f"{fam.named('running')}) while {s.waiting_mean:.1f} waited on average ({fam.metric('waiting') or 'waiting'}) "
+        f"and {_kv_state(s, fam)}: {fam.cap_knob} is the limit, not the GPU — raise it."
+    )
+
+
+def _preempted(s: StageServerStats, fam: Family) -> str:
+    if s.preemptions is None:
+        return f"no {fam.preempt_word[:-1]} counter"
+    return f"{s.preemptions:.0f} {fam.preempt_word} ({fam.metric('preemptions')})"
+
+
+def _kv_text(row: StageRow, s: StageServerStats, fam: Family) -> str:
     why = (
-        f"{s.preemptions:.0f} preemptions"
+        _preempted(s, fam)
         if (s.preemptions or 0) > 0
-        else f"{s.waiting_mean:.1f} requests waiting on average"
+        else f"{s.waiting_mean:.1f} requests waiting on average ({fam.metric('waiting') or 'waiting'})"
     )
     return (
-        f"At {row.label} the server was KV-bound: KV-cache usage peaked at {percent_text(s.kv_max)} (mean "
-        f"{percent_text(s.kv_mean)}) with {why} and {s.running_mean or 0:.0f} running: shorten --max-model-len "
-        f"or quantise the KV cache (--kv-cache-dtype fp8)."
+        f"At {row.label} the server was KV-bound: {fam.kv_what} peaked at {percent_text(s.kv_max)} (mean "
+        f"{percent_text(s.kv_mean)}{fam.named('kv_usage')}) with {why} and {s.running_mean or 0:.0f} running: "
+        f"{fam.kv_advice}."
     )
 
 
-def _compute_text(row: StageRow, s: StageServerStats) -> str:
+def _compute_text(row: StageRow, s: StageServerStats, fam: Family) -> str:
     gen = "-" if s.generation_tok_s is None else f"{s.generation_tok_s:,.0f}"
+    kv = "KV usage absent" if s.kv_max is None else f"{fam.kv_what} {percent_text(s.kv_max)} max"
     return (
         f"At {row.label} the server was compute/bandwidth-bound: {s.running_mean or 0:.0f} running with no "
-        f"cap pinned, KV-cache usage {percent_text(s.kv_max)} max and {s.preemptions or 0:.0f} preemptions, yet "
+        f"cap pinned, {kv} and {_preempted(s, fam)}, yet "
         f"QPS stopped growing at {gen} generated tok/s: more throughput needs quantisation, speculative "
         f"decoding or more GPUs."
+    )
+
+
+def _no_gauges_text(row: StageRow, fam: Family) -> str:
+    return (
+        f"At {row.label} QPS stopped growing, but {fam.title}'s metrics hold no running, waiting or KV "
+        "gauges (absent): what holds the ceiling (scheduler cap, KV cache, compute) cannot be told "
+        "from the server side."
     )
 
 
@@ -163,11 +192,12 @@ def bottlenecks(
     ceiling another finding already names (the client's CPU, the front-end): nothing is added
     there."""
     out: list[Finding] = []
+    fam = family_of(source)
     by_stage = {r.stage: r for r in rows}
     capped = capped_stages(rows, server)
     for kind, test, text in (
-        ("max_num_seqs_cap", lambda r: r.stage in capped, lambda r, s: _cap_text(r, s, source)),
-        ("kv_bound", lambda r: is_kv_bound(server[r.stage]), _kv_text),
+        ("max_num_seqs_cap", lambda r: r.stage in capped, lambda r, s: _cap_text(r, s, fam)),
+        ("kv_bound", lambda r: is_kv_bound(server[r.stage]), lambda r, s: _kv_text(r, s, fam)),
     ):
         hits = [r for r in rows if r.stage in server and test(r)]
         if hits:
@@ -189,10 +219,12 @@ def bottlenecks(
             and not explained & {r.stage for r in found}
         ):
             share = min((v for v in inside if v is not None), default=None)
-            if share is not None and share < ENGINE_SHARE_MIN:
+            if s.running_mean is None and s.kv_max is None:  # nothing to judge the engine by
+                out.append(Finding("no_server_metrics", top.stage, _no_gauges_text(by_stage[top.stage], fam)))
+            elif share is not None and share < ENGINE_SHARE_MIN:
                 out.append(Finding("outside_engine", top.stage, _outside_text(by_stage[top.stage], s, share)))
             else:
-                out.append(Finding("compute_bound", top.stage, _compute_text(by_stage[top.stage], s)))
+                out.append(Finding("compute_bound", top.stage, _compute_text(by_stage[top.stage], s, fam)))
     return out
 
 
@@ -210,19 +242,22 @@ def cause_at(
     the engine, else compute. `rows` in load order."""
     by_stage = {r.stage: r for r in rows}
     row, s = by_stage[stage], server[stage]
+    fam = family_of(source)
     load = cpu if cpu is not None else ClientLoad()
     bound = load.bound()
     if stage in bound:
         return next(f for f in client_bound([row], load) if f.stage == stage)
     if is_kv_bound(s):
-        return Finding("kv_bound", stage, _kv_text(row, s))
+        return Finding("kv_bound", stage, _kv_text(row, s, fam))
     if stage in capped_stages(rows, server):
-        return Finding("max_num_seqs_cap", stage, _cap_text(row, s, source))
+        return Finding("max_num_seqs_cap", stage, _cap_text(row, s, fam))
     upto = [r for r in rows if (r.users or 0) <= (row.users or 0)]
     front = frontend_bound_at(stage_gaps(upto, ttft_pairs or {}))
     if front is not None:
         return next(f for f in ttft_gap_findings(upto, ttft_pairs or {}) if f.kind == "frontend_bound")
     share = engine_share(s, row.users)
+    if s.running_mean is None and s.kv_max is None:
+        return Finding("no_server_metrics", stage, _no_gauges_text(row, fam))
     if share is not None and share < ENGINE_SHARE_MIN:
         return Finding("outside_engine", stage, _outside_text(row, s, share))
-    return Finding("compute_bound", stage, _compute_text(row, s))
+    return Finding("compute_bound", stage, _compute_text(row, s, fam))

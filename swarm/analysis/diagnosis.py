@@ -58,11 +58,16 @@ def diagnose(
     bound_reported: Iterable[ClientBound | Mapping[str, Any]] = (),
     by_load: bool = False,
     ttft_pairs: Mapping[int, TtftComparison] | None = None,
+    unobservable: str | None = None,
 ) -> list[Finding]:
     """Every finding for a run, in reading order: trust, ceiling, cause, SLO, client vs server.
     `cpu`: the workers' CPU per stage (client_cpu.jsonl); without it, `bound_reported`
     (summary.json's `client_bound`, the master's live judgement of the same reports).
-    `ttft_pairs`: client vs server TTFT on the same requests per stage (`compare_ttft`)."""
+    `ttft_pairs`: client vs server TTFT on the same requests per stage (`compare_ttft`).
+    `source`: the server's family (server_families.py), whose metric names the sentences quote.
+    `unobservable`: why the server side was not scraped (the poller's reason: a 404, a forced
+    family whose names were not there, `--server-family none`), said in the `no_server_metrics`
+    finding; without server statistics the findings are the client's own signals only."""
     # by_load: a search probes loads out of order; the ceiling is read along the load, not the clock
     rows = sorted(rows, key=lambda r: ((r.users or 0) if by_load else 0, r.stage))
     load = cpu if cpu is not None else ClientLoad()
@@ -72,21 +77,14 @@ def diagnose(
     if sat:
         findings.append(sat)
     has_server = bool(server) and any(s.samples for s in server.values())
-    gap = ttft_gap_findings(rows, ttft_pairs or {}, untrusted) if has_server else []
+    gap = ttft_gap_findings(rows, ttft_pairs or {}, untrusted, source=source) if has_server else []
     frontend = [f for f in gap if f.kind == "frontend_bound"]
     if has_server:
         explained = untrusted | ({r.stage for r in rows} if frontend else set())
         findings += bottlenecks(rows, server, source, explained=explained)
         findings += frontend
     else:
-        findings.append(
-            Finding(
-                "no_server_metrics",
-                None,
-                "No server metrics were scraped: the cause of any ceiling (scheduler cap, KV "
-                "cache, compute) cannot be told from the client side alone.",
-            )
-        )
+        findings.append(not_observable(unobservable))
     if slo_text:
         f = slo_max_concurrency(rows, slo_text)
         if f:
@@ -95,3 +93,15 @@ def diagnose(
         findings += [f for f in gap if f.kind != "frontend_bound"]
         findings += reconcile_totals(run_server, client_total or {}, client_last_end)
     return findings
+
+
+def not_observable(reason: str | None) -> Finding:
+    """The finding of a run without server statistics: why, and that the client's signals are all
+    the diagnosis has."""
+    return Finding(
+        "no_server_metrics",
+        None,
+        f"Server side not observable ({reason or 'no server metrics were scraped'}): the diagnosis uses "
+        "the client's own signals only (its TTFT, ITL, errors and the concurrency it holds); the "
+        "cause of any ceiling (scheduler cap, KV cache, compute) cannot be told from them.",
+    )

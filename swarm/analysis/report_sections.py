@@ -15,8 +15,12 @@ from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.gpu_diagnosis import GPU_ACTIVE, GPU_IDLE
 from swarm.analysis.report_cells import fmt, table_html
 from swarm.analysis.rundir import RunData
+from swarm.analysis.server_families import Family
+from swarm.analysis.server_families import family as family_of
 from swarm.analysis.server_metrics import StageServerStats
 from swarm.core.units import stage_name, stage_number
+
+ABSENT = "absent"  # a server figure the target's family does not expose (never shown as 0 or "-")
 
 
 def stage_html(data: RunData, found: Sequence[Finding]) -> str:
@@ -45,12 +49,10 @@ def stage_html(data: RunData, found: Sequence[Finding]) -> str:
         "client CPU max",
     ]
     rows, classes = [], []
+    fam = family_of(data.source)
     for r in data.rows:
         s = data.server.get(r.stage)
         users = "-" if r.users is None else f"{'~' if data.users_estimated else ''}{r.users}"
-
-        def pair(a: Any, b: Any, kind: str = "") -> str:
-            return "-" if a is None and b is None else f"{fmt(a, kind)} / {fmt(b, kind)}"
 
         rows.append(
             [
@@ -67,17 +69,32 @@ def stage_html(data: RunData, found: Sequence[Finding]) -> str:
                 "-" if r.e2e_p99 is None else f"{r.e2e_p99:.2f}",
                 fmt(r.tpot_p50, "ms"),
                 fmt(r.itl_p99, "ms"),
-                pair(s.running_mean, s.running_max) if s else "-",
-                pair(s.waiting_mean, s.waiting_max) if s else "-",
-                pair(s.kv_mean, s.kv_max, "pct") if s else "-",
-                fmt(s.preemptions, "int") if s else "-",
-                fmt(s.prefix_hit_rate, "pct") if s else "-",
-                fmt(s.generation_tok_s) if s else "-",
+                *_server_cells(s, fam),
                 "-" if cpu.get(r.stage) is None else f"{cpu[r.stage]:.0f}%",
             ]
         )
         classes.append("untrusted" if r.stage in untrusted else "")
     return table_html(header, rows, classes)
+
+
+def _server_cells(s: StageServerStats | None, fam: Family) -> list[str]:
+    """The stage table's server columns: "-" without server statistics, "absent" where the
+    family exposes no such figure."""
+
+    def pair(a: Any, b: Any, kind: str = "") -> str:
+        return "-" if a is None and b is None else f"{fmt(a, kind)} / {fmt(b, kind)}"
+
+    if s is None:
+        return ["-"] * 6
+    cells = {
+        "running": pair(s.running_mean, s.running_max),
+        "waiting": pair(s.waiting_mean, s.waiting_max),
+        "kv_usage": pair(s.kv_mean, s.kv_max, "pct"),
+        "preemptions": fmt(s.preemptions, "int"),
+        "prefix_hits": fmt(s.prefix_hit_rate, "pct"),
+        "generation_tokens": fmt(s.generation_tok_s),
+    }
+    return [ABSENT if fam.lacks(name) else text for name, text in cells.items()]
 
 
 def _bucket_text(v: float | None, bucket: tuple[float, float] | None) -> str:
@@ -113,14 +130,18 @@ CLIENT_SERVER_NOTE = (
 def client_server_html(data: RunData) -> str:
     """One row per stage, client against server: TTFT on the same requests, the server's latencies
     and counts; then speculative decoding where the server reported it."""
-    rows = [_client_server_row(r, data.server.get(r.stage), data.ttft_pairs.get(r.stage)) for r in data.rows]
+    fam = family_of(data.source)
+    rows = [
+        _client_server_row(r, data.server.get(r.stage), data.ttft_pairs.get(r.stage), fam) for r in data.rows
+    ]
     return table_html(CLIENT_SERVER_HEADER, rows) + CLIENT_SERVER_NOTE + _speculative_html(data)
 
 
-def _same_requests_cells(cmp: TtftComparison | None) -> list[str]:
-    """Client and server TTFT on the same requests: counts, means and their gap, p50 and p99."""
+def _same_requests_cells(cmp: TtftComparison | None, fam: Family) -> list[str]:
+    """Client and server TTFT on the same requests: counts, means and their gap, p50 and p99 (the
+    server's "absent" where its family has no TTFT histogram, TGI)."""
     if cmp is None:
-        return ["-"] * 8
+        return [ABSENT] * 8 if fam.lacks("ttft") else ["-"] * 8
     c, v = cmp.client, cmp.server
     return [
         f"{c.count:,.0f} / {v.count:,.0f}" + ("" if cmp.same_requests else " (not the same)"),
@@ -134,25 +155,32 @@ def _same_requests_cells(cmp: TtftComparison | None) -> list[str]:
     ]
 
 
-def _client_server_row(r: StageRow, s: StageServerStats | None, cmp: TtftComparison | None) -> list[str]:
+def _client_server_row(
+    r: StageRow, s: StageServerStats | None, cmp: TtftComparison | None, fam: Family
+) -> list[str]:
     lat = s.latency if s else {}
+
+    def srv(lacks: bool, text: str | None) -> str:
+        return "-" if s is None or text is None else ABSENT if lacks else text
 
     def pq(key: str, kind: str = "ms") -> str:
         d = lat.get(key) or {}
-        return "-" if not d else f"{fmt(d.get('p50'), kind)} / {fmt(d.get('p99'), kind)}"
+        return srv(fam.lacks(key), "-" if not d else f"{fmt(d.get('p50'), kind)} / {fmt(d.get('p99'), kind)}")
 
+    e2e = lat.get("e2e")
+    reasons = ", ".join(f"{k} {v:,.0f}" for k, v in s.finish_reasons.items()) if s else ""
     return [
         str(stage_number(r.stage)),
         "-" if r.users is None else str(r.users),
-        *_same_requests_cells(cmp),
+        *_same_requests_cells(cmp, fam),
         pq("queue"),
         pq("itl"),
-        "-" if not lat.get("e2e") else f"{lat['e2e']['p50'] or 0:.2f} / {lat['e2e']['p99'] or 0:.2f} s",
+        srv(fam.lacks("e2e"), "-" if not e2e else f"{e2e['p50'] or 0:.2f} / {e2e['p99'] or 0:.2f} s"),
         fmt(r.requests - r.failures - r.cancelled, "int"),
-        fmt(s.requests, "int") if s else "-",
+        srv(fam.name != "unknown" and not fam.success, fmt(s.requests, "int") if s else None),
         fmt(r.output_tokens, "int"),
-        fmt(s.generation_tokens, "int") if s else "-",
-        html.escape(", ".join(f"{k} {v:,.0f}" for k, v in s.finish_reasons.items())) if s else "-",
+        srv(fam.lacks("generation_tokens"), fmt(s.generation_tokens, "int") if s else None),
+        srv(fam.name != "unknown" and fam.reason_label is None, html.escape(reasons)),
     ]
 
 

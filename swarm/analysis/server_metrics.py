@@ -1,19 +1,15 @@
 """The target's own numbers: scrape its Prometheus /metrics, normalise, aggregate per stage.
 
-One normalised `ServerSnapshot` per scrape, whatever the server:
-
-- vLLM 0.12+ names (`vllm:kv_cache_usage_perc`, `vllm:prefix_cache_*`, `vllm:inter_token_latency_seconds`)
-- vLLM 0.10/0.11 names (`vllm:gpu_cache_usage_perc`, `vllm:gpu_prefix_cache_*`,
-  `vllm:time_per_output_token_seconds`); 0.10/0.11 expose old and new side by side: the new
-  name wins, the old one is never added on top of it
-- llama.cpp `llama-server --metrics` (`llamacpp:*`: running/deferred, token counters, no histograms).
-  Its `prompt_tokens_total` leaves out the tokens reused from the prompt cache, which
-  `prompt_tokens_cached_total` counts (llama.cpp b6xxx+): `prompt_tokens` is their sum (every
-  prompt token of every request, as vLLM's counter and the responses' usage count them),
-  `prefix_hits` the cached part and `prefix_queries` the sum again.
+One normalised `ServerSnapshot` per scrape, whatever the server: vLLM, llama.cpp, SGLang, TGI,
+TensorRT-LLM, each family's names (and what each lacks) in swarm/analysis/server_families.py,
+detected from the names or forced (`parse_metrics(family=...)`, `swarm run --server-family`).
+`source` is the family's name (`unknown`: none of them). A field the family does not expose is
+None, never 0.
 
 Label sets: with several `model_name`s the one asked for is kept (all of them when it is not
-there); data-parallel engines (`engine` label) are summed (KV usage: averaged).
+there; TensorRT-LLM's literal "undefined" is no model); the other label sets are summed
+(data-parallel engines: vLLM's `engine`, SGLang's `dp_rank`; KV usage averaged), except the
+rank labels a family names (SGLang's tp/pp/moe-ep ranks report one batch each: the lowest is read).
 
 Pure functions turn a series of snapshots into per-stage statistics (`stage_stats`): gauge
 mean/max, counter deltas and rates, and histogram percentiles from bucket deltas with the same
@@ -31,45 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarm.analysis.server_families import (
+    COUNTER_FIELDS,
+    GAUGE_FIELDS,
+    NO_REASON,
+    Family,
+    detect,
+)
+from swarm.analysis.server_families import family as family_of
 from swarm.stats.quantiles import (
     PERCENTILES,
     bucket_width,
     histogram_quantile,
 )
 
-# normalised field -> source sample names, preferred first (the first one present wins)
-GAUGES: dict[str, tuple[str, ...]] = {
-    "running": ("vllm:num_requests_running", "llamacpp:requests_processing"),
-    "waiting": ("vllm:num_requests_waiting", "llamacpp:requests_deferred"),
-    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio"),
-}
-COUNTERS: dict[str, tuple[str, ...]] = {
-    "prompt_tokens": ("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
-    "generation_tokens": ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"),
-    "preemptions": ("vllm:num_preemptions_total",),
-    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-    # llama.cpp (b11434) exposes the same three under its own prefix
-    "spec_drafts": ("vllm:spec_decode_num_drafts_total", "llamacpp:spec_decode_num_drafts_total"),
-    "spec_draft_tokens": (
-        "vllm:spec_decode_num_draft_tokens_total",
-        "llamacpp:spec_decode_num_draft_tokens_total",
-    ),
-    "spec_accepted": (
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "llamacpp:spec_decode_num_accepted_tokens_total",
-    ),
-}
-SUCCESS = "vllm:request_success_total"  # label finished_reason
-LLAMACPP_CACHED = "llamacpp:prompt_tokens_cached_total"  # prompt tokens reused, not in prompt_tokens_total
-HISTOGRAMS: dict[str, tuple[str, ...]] = {
-    "ttft": ("vllm:time_to_first_token_seconds",),
-    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-    "e2e": ("vllm:e2e_request_latency_seconds",),
-    "queue": ("vllm:request_queue_time_seconds",),
-    "prefill": ("vllm:request_prefill_time_seconds",),
-    "decode": ("vllm:request_decode_time_seconds",),
-}
 AVERAGED_GAUGES = frozenset({"kv_usage"})  # a fraction per engine: averaged, not summed
 SERVER_QUANTILES = ("p50", "p90", "p99")  # what a server histogram is summarised by (per stage)
 
@@ -134,7 +105,7 @@ class ServerSnapshot:
     """One scrape, normalised. None = the server does not expose that number."""
 
     ts: float
-    source: str = "unknown"  # vllm | llamacpp | unknown
+    source: str = "unknown"  # the family: vllm | llamacpp | sglang | tgi | trtllm | unknown
     model: str | None = None
     running: float | None = None
     waiting: float | None = None
@@ -152,7 +123,7 @@ class ServerSnapshot:
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"ts": self.ts, "source": self.source, "model": self.model}
-        for name in (*GAUGES, *COUNTERS):
+        for name in (*GAUGE_FIELDS, *COUNTER_FIELDS):
             d[name] = getattr(self, name)
         d["request_success"] = dict(self.request_success)
         d["histograms"] = {k: h.to_json() for k, h in self.histograms.items()}
@@ -161,7 +132,7 @@ class ServerSnapshot:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ServerSnapshot:
         snap = cls(ts=float(d["ts"]), source=d.get("source", "unknown"), model=d.get("model"))
-        for name in (*GAUGES, *COUNTERS):
+        for name in (*GAUGE_FIELDS, *COUNTER_FIELDS):
             v = d.get(name)
             setattr(snap, name, None if v is None else float(v))
         snap.request_success = {k: float(v) for k, v in (d.get("request_success") or {}).items()}
@@ -169,68 +140,108 @@ class ServerSnapshot:
         return snap
 
 
-def parse_metrics(text: str, ts: float | None = None, model: str | None = None) -> ServerSnapshot:
-    """Prometheus text exposition -> ServerSnapshot. Raises ValueError on text that is not one."""
+def parse_metrics(
+    text: str, ts: float | None = None, model: str | None = None, family: str = "auto"
+) -> ServerSnapshot:
+    """Prometheus text exposition -> ServerSnapshot. Raises ValueError on text that is not one.
+
+    `family`: `auto` detects it from the names (server_families.detect); a family's name reads the
+    scrape with that family's names whatever else it holds (the snapshot's `source` is then that
+    family, and every field it finds none of stays None)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
+    for metric_family in text_string_to_metric_families(text):
+        for s in metric_family.samples:
             samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
-    names = set(samples)
+    source = detect(samples) if family == "auto" else family
+    fam = family_of(source)
     models = sorted(
         {lab["model_name"] for rows in samples.values() for lab, _ in rows if "model_name" in lab}
+        - {"undefined"}  # TensorRT-LLM's literal label value
     )
     keep = model if model in models else None
 
     def rows(name: str) -> list[tuple[dict[str, str], float]]:
-        out = samples.get(name, [])
-        return [(lab, v) for lab, v in out if keep is None or lab.get("model_name", keep) == keep]
+        out = [
+            (lab, v)
+            for lab, v in samples.get(name, [])
+            if (keep is None or lab.get("model_name", keep) == keep) and not math.isnan(v)
+        ]
+        return _lowest_rank(out, fam.rank_labels)
 
-    source = (
-        "vllm"
-        if any(n.startswith("vllm:") for n in names)
-        else "llamacpp"
-        if any(n.startswith("llamacpp:") for n in names)
-        else "unknown"
-    )
     snap = ServerSnapshot(
         ts=time.time() if ts is None else ts,
         source=source,
         model=keep or (models[0] if len(models) == 1 else None),
     )
-    for fieldname, candidates in (*GAUGES.items(), *COUNTERS.items()):
+    _read_values(snap, fam, rows)
+    success = _first_present(fam.success, rows) if fam.success else None
+    for lab, v in rows(success) if success else []:
+        reason = lab.get(fam.reason_label, "unknown") if fam.reason_label else NO_REASON
+        snap.request_success[reason] = snap.request_success.get(reason, 0.0) + v
+    for key, candidates in fam.histograms.items():
+        hist = _histogram(rows, candidates)
+        if hist is not None:
+            snap.histograms[key] = hist
+    return snap
+
+
+def _first_present(names: Sequence[str], rows: Any) -> str:
+    return next((n for n in names if rows(n)), names[0])
+
+
+def _lowest_rank(
+    rows: list[tuple[dict[str, str], float]], rank_labels: Sequence[str]
+) -> list[tuple[dict[str, str], float]]:
+    """Only the series of the lowest value of each rank label (SGLang's tp/pp/moe-ep ranks: each
+    rank reports the same scheduler's batch); series without the label are kept."""
+    for label in rank_labels:
+        ranks = [lab[label] for lab, _ in rows if label in lab]
+        if ranks:
+            low = min(ranks, key=lambda r: (len(r), r))  # numeric order for decimal ranks
+            rows = [(lab, v) for lab, v in rows if lab.get(label, low) == low]
+    return rows
+
+
+def _read_values(snap: ServerSnapshot, fam: Family, rows: Any) -> None:
+    """The gauges, ratios and counters of `fam` into `snap` (the first name present per field);
+    llama.cpp's cached prompt tokens added back."""
+    for fieldname, candidates in (*fam.gauges.items(), *fam.counters.items()):
         for name in candidates:
-            values = [v for _, v in rows(name) if not math.isnan(v)]
+            values = [v for _, v in rows(name)]
             if values:
                 total = math.fsum(values)
                 setattr(snap, fieldname, total / len(values) if fieldname in AVERAGED_GAUGES else total)
                 break
-    cached = [v for _, v in rows(LLAMACPP_CACHED) if not math.isnan(v)]
-    if source == "llamacpp" and cached and snap.prompt_tokens is not None:
+    for fieldname, (num, den) in fam.ratios.items():
+        top, bottom = math.fsum(v for _, v in rows(num)), math.fsum(v for _, v in rows(den))
+        if rows(num) and bottom > 0:
+            setattr(snap, fieldname, top / bottom)
+    cached = [v for _, v in rows(fam.cached)] if fam.cached else []
+    if cached and snap.prompt_tokens is not None:
         snap.prefix_hits = math.fsum(cached)
         snap.prompt_tokens += snap.prefix_hits
         snap.prefix_queries = snap.prompt_tokens
-    for lab, v in rows(SUCCESS):
-        reason = lab.get("finished_reason", "unknown")
-        snap.request_success[reason] = snap.request_success.get(reason, 0.0) + v
-    for key, candidates in HISTOGRAMS.items():
-        for name in candidates:
-            buckets: dict[float, float] = {}
-            for lab, v in rows(name + "_bucket"):
-                le = float(lab.get("le", "nan"))
-                if not math.isnan(le):
-                    buckets[le] = buckets.get(le, 0.0) + v
-            if buckets:
-                bounds = tuple(sorted(buckets))
-                snap.histograms[key] = Histogram(
-                    bounds,
-                    tuple(buckets[b] for b in bounds),
-                    math.fsum(v for _, v in rows(name + "_sum")),
-                    math.fsum(v for _, v in rows(name + "_count")),
-                )
-                break
-    return snap
+
+
+def _histogram(rows: Any, candidates: Sequence[str]) -> Histogram | None:
+    """The first of `candidates` with buckets, its label sets summed bucket by bucket."""
+    for name in candidates:
+        buckets: dict[float, float] = {}
+        for lab, v in rows(name + "_bucket"):
+            le = float(lab.get("le", "nan"))
+            if not math.isnan(le):
+                buckets[le] = buckets.get(le, 0.0) + v
+        if buckets:
+            bounds = tuple(sorted(buckets))
+            return Histogram(
+                bounds,
+                tuple(buckets[b] for b in bounds),
+                math.fsum(v for _, v in rows(name + "_sum")),
+                math.fsum(v for _, v in rows(name + "_count")),
+            )
+    return None
 
 
 # ---------------------------------------------------------------------------------------- per stage
@@ -265,7 +276,7 @@ class StageServerStats:
     # how far the delta of processed prompt tokens (prompt_tokens - prefix_hits) can be off the
     # server's true count only because of how its /metrics printed them (`printed_error`)
     processed_error: float = 0.0
-    source: str = "unknown"  # vllm | llamacpp | unknown: the server the last scrape came from
+    source: str = "unknown"  # the family the last scrape came from (server_families.py)
     requests: float | None = None  # request_success delta, all reasons
     finish_reasons: dict[str, float] = field(default_factory=dict)
     spec_acceptance_rate: float | None = None  # accepted / draft tokens
@@ -327,7 +338,7 @@ def window_stats(
     out.duration_s = last.ts - base.ts
     out.first_ts, out.last_ts = base.ts, last.ts
     out.source = last.source
-    deltas = {name: _counter_delta(getattr(last, name), getattr(base, name)) for name in COUNTERS}
+    deltas = {name: _counter_delta(getattr(last, name), getattr(base, name)) for name in COUNTER_FIELDS}
     out.preemptions = deltas["preemptions"]
     out.prompt_tokens, out.generation_tokens = deltas["prompt_tokens"], deltas["generation_tokens"]
     if out.prompt_tokens is not None:
@@ -394,6 +405,24 @@ def read_snapshots(path: Path) -> list[ServerSnapshot]:
     return out
 
 
-def metrics_url(host: str) -> str:
-    """The default --server-metrics URL: the target's own /metrics."""
-    return host.rstrip("/") + "/metrics"
+UNOBSERVABLE_SUFFIX = "_unobservable.txt"
+"""Beside a server_metrics JSONL (its stem + this): why the server side was not observable (the poller's
+first failure, or `--server-family none`), one line, for the diagnosis of a run without server
+statistics."""
+
+
+def unobservable_path(jsonl: Path) -> Path:
+    """Where the poller of `jsonl` leaves its reason."""
+    return Path(jsonl).with_name(Path(jsonl).stem + UNOBSERVABLE_SUFFIX)
+
+
+def unobservable_reason(jsonl: Path) -> str | None:
+    """The reason the poller of `jsonl` left (None: it left none)."""
+    path = unobservable_path(jsonl)
+    return (path.read_text().strip() or None) if path.exists() else None
+
+
+def metrics_url(host: str, family: str = "auto") -> str:
+    """The default --server-metrics URL: the target's own /metrics (TensorRT-LLM's Prometheus text
+    is at /prometheus/metrics: its /metrics is a JSON list of iteration stats)."""
+    return host.rstrip("/") + family_of(family).metrics_path

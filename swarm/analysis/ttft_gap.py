@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding, StageRow, prose_seconds
+from swarm.analysis.server_families import family as family_of
 
 FRONTEND_GAP_MIN = 0.05  # s: a mean client-engine TTFT gap under 50 ms is the HTTP path, not a bottleneck
 FRONTEND_SHARE = 0.25  # ... and it must be this share of the client's TTFT to be the bottleneck
@@ -60,17 +61,34 @@ def ttft_gap_findings(
     rows: Sequence[StageRow],
     pairs: Mapping[int, TtftComparison],
     client_bound_stages: set[int] = frozenset(),
+    *,
+    source: str = "vllm",
 ) -> list[Finding]:
     """Client vs server TTFT on the same requests (swarm/analysis/client_server.py), read along
     the load: a gap that grows into a large share of the client's TTFT is `frontend_bound` (or,
     where the client's CPU was over the bar there, the client: said in the client_bound finding);
     a steady gap over NETWORK_GAP_MIN at every load is `network_delay`; anything smaller is the
     HTTP/SSE path, said as a plain `client_vs_server` line. Means, not percentiles: a histogram's
-    sum and count are exact, its percentiles are interpolated inside buckets up to 1.5 s wide."""
+    sum and count are exact, its percentiles are interpolated inside buckets up to 1.5 s wide.
+    `source`: the server's family; one without a TTFT histogram (TGI) is said so, not compared."""
+    fam = family_of(source)
+    if not pairs and fam.lacks("ttft"):
+        return [_no_server_ttft(fam.title)]
     gaps = stage_gaps(rows, pairs)
     if not gaps:
         return [_not_compared()] if pairs else []
     return [_gap_finding(gaps, client_bound_stages)]
+
+
+def _no_server_ttft(title: str) -> Finding:
+    return Finding(
+        "client_vs_server",
+        None,
+        f"Client and server TTFT not compared: {title} exposes no TTFT histogram (server TTFT absent), "
+        "so the TTFT figures are the client's only and a front-end or network wait cannot be told "
+        "apart from the engine's.",
+        trusted=False,
+    )
 
 
 def _not_compared() -> Finding:

@@ -27,6 +27,7 @@ _RUN_GROUP_EXCEPTIONS = {
     "--goodput-min": "search/SLO",
     "--saturation-guard": "search/SLO",
     "--prometheus-port": "observability",
+    "--server-family": "observability",
     "--run-id": "outputs",
 }
 RUN_SETS_ITSELF = ("--swarm-out",)

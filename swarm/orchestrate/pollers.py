@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis.gpu_metrics import GPU_METRICS, GpuSnapshot, parse_dcgm
-from swarm.analysis.server_metrics import parse_metrics
+from swarm.analysis.server_families import family as family_of
+from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics, unobservable_path
 from swarm.core.terminal import printable
 
 
@@ -28,10 +29,17 @@ class ServerPoller:
     """Scrapes `url` every `interval_s` in a plain thread, one JSON line per scrape into `out_path`.
 
     `start()` returns at once; `stop()` takes a last scrape (so counters cover the run's end),
-    then joins. A target without /metrics (404, connection refused, not Prometheus text) is said
-    once through `log` and the run goes on; later scrapes keep trying quietly. `samples` counts
-    the lines written, `error` holds the first failure. The first good scrape's raw text is kept
-    beside the JSONL as `<stem>_sample.txt` for checking metric names.
+    then joins. A target without /metrics (404, connection refused, not Prometheus text, a JSON
+    list as TensorRT-LLM's /metrics) is said once through `log` ("server side not observable
+    (<reason>): ...") and written beside the JSONL (`<stem>_unobservable.txt`) for the diagnosis;
+    the run goes on and later scrapes keep trying quietly. `samples` counts the lines written,
+    `error` holds the first failure. The first good scrape's raw text is kept beside the JSONL as
+    `<stem>_sample.txt` for checking metric names.
+
+    `family` (`swarm run --server-family`): `auto` detects the server's family from the names; a
+    family's name reads every scrape with that family's names, and a scrape holding none of them
+    is a failure like the others (one line naming the family the names look like), never a
+    snapshot of empty fields; `none` scrapes nothing and says so.
     """
 
     def __init__(
@@ -43,8 +51,10 @@ class ServerPoller:
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 5.0,
         log: Callable[[str], None] | None = None,
+        family: str = "auto",
     ) -> None:
         self.url = url
+        self.family = family
         self.out_path = Path(out_path)
         self.interval_s = interval_s
         self.model = model
@@ -62,13 +72,28 @@ class ServerPoller:
 
     def parse(self, text: str, ts: float) -> Any:
         """One scrape's text -> the snapshot written (anything with `to_json`). ValueError: unusable."""
-        snap = parse_metrics(text, ts=ts, model=self.model)
+        if text.lstrip().startswith(("[", "{")):
+            raise ValueError(
+                "JSON, not Prometheus text: TensorRT-LLM serves its Prometheus metrics at "
+                "/prometheus/metrics (give --server-metrics or --server-family trtllm)"
+            )
+        snap = parse_metrics(text, ts=ts, model=self.model, family=self.family)
         if snap.source == "unknown":
-            raise ValueError("no vLLM or llama.cpp metrics in it")
+            raise ValueError("none of the vLLM, llama.cpp, SGLang, TGI or TensorRT-LLM metric names in it")
+        if self.family != "auto" and _empty(snap):
+            seen = parse_metrics(text, ts=ts).source
+            looks = f"its names are {seen}'s" if seen != "unknown" else "its names are of no known family"
+            title = family_of(self.family).title
+            raise ValueError(
+                f"--server-family {self.family}, but none of {title}'s metric names are in it ({looks})"
+            )
         return snap
 
     def start(self) -> ServerPoller:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.family == "none":
+            self._failed("--server-family none")
+            return self
         self._thread.start()
         return self
 
@@ -102,11 +127,15 @@ class ServerPoller:
         reason = printable(reason)  # it may quote the target (a /metrics line, a status line)
         if self.error is None:
             self.error = reason
-            self.log(
-                f"swarm: {self.what} unavailable at {self.url}: {reason} (said once; the "
-                "client-side numbers are still reported)"
-            )
+            self.log(self.failure_line(reason))
         return None
+
+    def failure_line(self, reason: str) -> str:
+        """The once-said line of the first failure (the server's reason also left for the diagnosis)."""
+        why = reason if self.family == "none" else f"{reason} at {self.url}"
+        self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        unobservable_path(self.out_path).write_text(why + "\n")
+        return f"swarm: server side not observable ({why}): the diagnosis uses the client's own signals only"
 
     def _loop(self) -> None:
         self.scrape_once()
@@ -130,6 +159,18 @@ class GpuPoller(ServerPoller):
 
     def parse(self, text: str, ts: float) -> GpuSnapshot:
         return parse_dcgm(text, ts, self.url)
+
+    def failure_line(self, reason: str) -> str:
+        return (
+            f"swarm: {self.what} unavailable at {self.url}: {reason} (said once; the "
+            "client-side numbers are still reported)"
+        )
+
+
+def _empty(snap: ServerSnapshot) -> bool:
+    """A snapshot with no field, histogram or success count: the scrape held none of its family's names."""
+    fields = (snap.running, snap.waiting, snap.kv_usage, snap.prompt_tokens, snap.generation_tokens)
+    return all(v is None for v in fields) and not snap.histograms and not snap.request_success
 
 
 def start_gpu_pollers(urls: Sequence[str], out_dir: Path, interval_s: float = 1.0) -> list[GpuPoller]:

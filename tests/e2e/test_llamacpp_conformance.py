@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from swarm.analysis.server_metrics import COUNTERS, GAUGES, LLAMACPP_CACHED
+from swarm.analysis.server_families import LLAMACPP
 from tests.e2e.test_vllm_conformance import ask
 from tests.helpers.support import sim_server
 
@@ -213,8 +213,8 @@ def test_metrics_have_llamacpps_families(llamacpp_target, llama_sim, llamacpp_re
     assert ours == {name: real[name] for name in ours}, (
         "a family the simulator exposes differs from llama.cpp's"
     )
-    read = {n for names in (*COUNTERS.values(), *GAUGES.values()) for n in names if n.startswith("llamacpp:")}
-    read.add(LLAMACPP_CACHED)
+    read = {n for names in (*LLAMACPP.counters.values(), *LLAMACPP.gauges.values()) for n in names}
+    read.add(LLAMACPP.cached)
     for name in read:
         base = name.removesuffix("_total")
         if base in real or name in real:  # (what this llama.cpp build has of all the swarm can read)

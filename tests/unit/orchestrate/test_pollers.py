@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from swarm.analysis.gpu_metrics import GPU_METRICS, read_gpu_snapshots
-from swarm.analysis.server_metrics import metrics_url, read_snapshots
+from swarm.analysis.server_metrics import metrics_url, read_snapshots, unobservable_reason
 from swarm.orchestrate.pollers import ServerPoller, start_gpu_pollers
 from tests.helpers.dcgm_standin import exposition
 from tests.helpers.support import DATA
@@ -80,8 +80,47 @@ def test_poller_degrades_gracefully(tmp_path, metrics_server, kind):
     poller = ServerPoller(url, tmp_path / "m.jsonl", interval_s=0.02, timeout_s=1, log=logs.append).start()
     threading.Event().wait(0.15)
     poller.stop()
-    assert len(logs) == 1 and "server metrics unavailable" in logs[0]  # said once
+    assert len(logs) == 1 and logs[0].startswith("swarm: server side not observable (")  # said once
+    assert logs[0].endswith("): the diagnosis uses the client's own signals only")
     assert poller.samples == 0 and not (tmp_path / "m.jsonl").exists()
+    assert (
+        unobservable_reason(tmp_path / "m.jsonl") == logs[0].split("(", 1)[1].rsplit(")", 1)[0]
+    )  # for the diagnosis
+    if kind == "404":
+        assert unobservable_reason(tmp_path / "m.jsonl") == f"HTTP 404 at {url}"
+
+
+def _one_scrape(tmp_path, url: str, family: str) -> tuple[ServerPoller, list[str]]:
+    logs: list[str] = []
+    poller = ServerPoller(url, tmp_path / "m.jsonl", family=family, timeout_s=1, log=logs.append)
+    poller.scrape_once()
+    return poller, logs
+
+
+def test_a_forced_family_reads_its_names_and_a_wrong_one_is_one_line(tmp_path, metrics_server):
+    url = metrics_url(metrics_server(fixture("vllm_0_33_metrics.txt").encode()))
+    poller, logs = _one_scrape(tmp_path, url, "vllm")
+    assert poller.samples == 1 and logs == [] and read_snapshots(tmp_path / "m.jsonl")[0].source == "vllm"
+    poller, logs = _one_scrape(tmp_path / "wrong", url, "sglang")
+    assert poller.samples == 0 and len(logs) == 1, logs  # no snapshot of empty fields: one line
+    assert (
+        "--server-family sglang, but none of SGLang's metric names are in it (its names are vllm's)"
+        in logs[0]
+    )
+
+
+def test_family_none_scrapes_nothing_and_trtllm_json_metrics_are_named(tmp_path, metrics_server):
+    url = metrics_url(metrics_server(b'[{"iter": 1, "numActiveRequests": 2}]'))
+    logs: list[str] = []
+    poller = ServerPoller(url, tmp_path / "m.jsonl", family="none", log=logs.append).start()
+    poller.stop()
+    assert logs == [
+        "swarm: server side not observable (--server-family none): the diagnosis uses the client's own signals only"
+    ]
+    assert unobservable_reason(tmp_path / "m.jsonl") == "--server-family none" and poller.samples == 0
+    poller, logs = _one_scrape(tmp_path / "json", url, "auto")
+    assert poller.samples == 0 and "JSON, not Prometheus text" in logs[0] and "/prometheus/metrics" in logs[0]
+    assert metrics_url("http://h:8000/", "trtllm") == "http://h:8000/prometheus/metrics"
 
 
 def test_gpu_pollers_share_one_file_one_sample_per_exporter(tmp_path, metrics_server):
