@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis import plots
+from swarm.analysis.endpoints import run_findings
 from swarm.analysis.plots import render_plots
 from swarm.analysis.report_page import render_html
-from swarm.analysis.rundir import RunData, findings, load_run
+from swarm.analysis.rundir import RunData, load_run
 from swarm.core.units import stage_name
 
 REPORT = "report.html"
@@ -89,7 +90,7 @@ def write_report(directory: Path, slo: str | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     data = load_run(Path(directory))
-    found = findings(data, slo)
+    found = run_findings(data, slo)
     stage_table(data).to_csv(data.directory / STAGES_CSV, index=False)
     pngs = {}
     for name, fig in render_plots(data, found).items():

@@ -64,7 +64,7 @@ the client was the bottleneck and those latencies are not trusted.</p>
 {_error_messages(s)}
 <h2>Confidence intervals (95%)</h2>
 {ci_html(s)}
-{conversations_html(data)}<h2>Client vs server</h2>
+{conversations_html(data)}{endpoints_section(data, found)}<h2>Client vs server</h2>
 {client_server_html(data) if data.snapshots else "<p class='note'>No server metrics: nothing to compare.</p>"}
 {_gpu_section(data)}
 <h2>Plots</h2>
@@ -159,4 +159,48 @@ def _gpu_section(data: RunData) -> str:
     return (
         "<h2>GPUs</h2>\n" + gpu_html(data) + "\n<p class='meta'>From dcgm-exporter (--gpu-metrics), "
         f"per stage after its warm-up. Rows in red: a GPU under {GPU_IDLE:.0%} while another worked.</p>"
+    )
+
+
+ENDPOINT_HEADER = ["endpoint", "stage", "users", "req", "fail", "QPS", "TTFT p50 ms", "TTFT p99 ms",
+                   "E2E p99 s", "running mean/max", "waiting mean/max", "KV mean/max", "scrapes"]  # fmt: skip
+
+
+def endpoints_section(data: RunData, found: Sequence[Finding]) -> str:
+    """Several endpoints: each endpoint's stages (its records; users estimated as its peak in flight)
+    with its own server's numbers, then the causes side by side and any outage (each endpoint's own
+    findings are in the Diagnosis, "endpoint LABEL: ...")."""
+    if not data.endpoints:
+        return ""
+
+    def pair(a: object, b: object, kind: str = "") -> str:
+        return "-" if a is None and b is None else f"{fmt(a, kind)} / {fmt(b, kind)}"
+
+    rows = []
+    for label, sub in data.endpoints.items():
+        for r in sub.rows:
+            s = sub.server.get(r.stage)
+            rows.append(
+                [
+                    label,
+                    str(r.stage + 1),
+                    "-" if r.users is None else f"~{r.users}",
+                    fmt(r.requests, "int"),
+                    fmt(r.failures, "int"),
+                    fmt(r.qps),
+                    fmt(r.ttft_p50, "ms"),
+                    fmt(r.ttft_p99, "ms"),
+                    "-" if r.e2e_p99 is None else f"{r.e2e_p99:.2f}",
+                    pair(s.running_mean, s.running_max) if s else "-",
+                    pair(s.waiting_mean, s.waiting_max) if s else "-",
+                    pair(s.kv_mean, s.kv_max, "pct") if s else "-",
+                    f"{sub.source} ({len(sub.snapshots)})",
+                ]
+            )
+    side_by_side = [f for f in found if f.kind in ("endpoints_differ", "endpoint_down")]
+    return (
+        f"<h2>Endpoints ({len(data.endpoints)})</h2>\n{table_html(ENDPOINT_HEADER, rows)}\n"
+        "<p class='meta'>Each endpoint from its own request records and its own server's /metrics; "
+        "users ~ its peak of requests in flight. The whole run is the Stages table.</p>\n"
+        + (f"<ul class='findings'>{_findings_items(side_by_side)}</ul>\n" if side_by_side else "")
     )

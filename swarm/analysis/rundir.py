@@ -8,6 +8,10 @@ What a run leaves (every piece may be missing; `RunData.notes` says what is):
   and wall seconds per stage, one line per report, read back into a `swarm.stats.cpu.ClientLoad`.
 - `gpu_metrics.jsonl` (swarm/orchestrate/pollers.py GpuPoller, `--gpu-metrics`): dcgm-exporter scrapes,
   per stage and GPU in `RunData.gpus`.
+- several endpoints (`--host URL1,URL2`): `endpoints.json` names each endpoint (its label, as the
+  records' `endpoint` column) and its scrapes' file (`server_metrics-N.jsonl`, in place of
+  `server_metrics.jsonl`); `RunData.endpoints` holds one sub-run per endpoint (its records, its
+  scrapes, the run's stage windows), which swarm/analysis/endpoints.py diagnoses one by one.
 
 `stage_rows()` is the only place that knows the summary's stage layout; `findings()` runs the
 diagnosis over what was loaded.
@@ -38,6 +42,7 @@ from swarm.analysis.server_metrics import (
     StageServerStats,
     read_snapshots,
     stage_stats,
+    unobservable_reason,
     window_stats,
 )
 from swarm.core.errors import UsageError
@@ -51,6 +56,12 @@ REQUESTS = "requests.parquet"
 RECORDS_DIR = "records"
 SERVER_METRICS = "server_metrics.jsonl"
 CLIENT_CPU = "client_cpu.jsonl"
+ENDPOINTS = "endpoints.json"
+
+
+def endpoint_metrics_name(index: int) -> str:
+    """The scrapes' file of the endpoint at 0-based `index` in --host (a run with several)."""
+    return f"server_metrics-{index + 1}.jsonl"
 
 
 @dataclass
@@ -69,6 +80,9 @@ class RunData:
     gpus: dict[int, list[GpuWindow]] = field(default_factory=dict)  # stage -> one window per GPU
     # stage -> client vs server TTFT on the same requests (the server's windows)
     ttft_pairs: dict[int, TtftComparison] = field(default_factory=dict)
+    # several endpoints: label -> that endpoint's sub-run (its records and scrapes, the run's windows)
+    endpoints: dict[str, RunData] = field(default_factory=dict)
+    metrics_file: str = SERVER_METRICS  # the scrapes' file (an endpoint's sub-run: its own)
 
     @property
     def name(self) -> str:
@@ -292,27 +306,26 @@ def _load_summary(path: Path) -> Summary:
     )
 
 
-def load_run(directory: Path) -> RunData:
-    directory = Path(directory)
-    summary = _load_summary(directory / SUMMARY)
-    cpu_lines = _read_jsonl(directory / CLIENT_CPU)
-    data = RunData(
-        directory,
-        summary,
-        _read_records(directory),
-        read_snapshots(directory / SERVER_METRICS),
-        ClientLoad.from_lines(cpu_lines),
-    )
-    if not summary:
-        data.notes.append("no summary.json: client numbers computed from the request records")
-    if data.records is None:
-        data.notes.append("no request records (requests.parquet): no per-request timeline")
-    data.rows, data.users_estimated = stage_rows(summary, data.records)
-    if data.users_estimated:
-        data.notes.append(
-            "the summary has no user count per stage: users estimated as the peak of "
-            "requests in flight (marked ~)"
-        )
+def _endpoint_files(directory: Path, records: Any) -> dict[str, str | None]:
+    """label -> its scrapes' file name, for a run with several endpoints (endpoints.json, else the
+    records' `endpoint` column with more than one label: no scrapes then); {} for one endpoint."""
+    path = directory / ENDPOINTS
+    if path.exists():
+        try:
+            index = json.loads(path.read_text())["endpoints"]
+            return {str(e["label"]): e.get("server_metrics") for e in index}
+        except (ValueError, KeyError, TypeError) as e:
+            raise UsageError(f"{path} is not a readable endpoint list ({_first_line(e)})") from None
+    if records is not None and "endpoint" in records.columns:
+        labels = sorted(str(x) for x in records["endpoint"].dropna().unique() if x)
+        if len(labels) > 1:
+            return dict.fromkeys(labels)
+    return {}
+
+
+def _add_server(data: RunData) -> None:
+    """The per-stage (after warm-up) and whole-run server statistics and the client vs server TTFT
+    pairs, from `data.snapshots` over `data.rows`' windows."""
     windows = [
         (r.stage, r.start_s + r.warmup_s, r.end_s)
         for r in data.rows
@@ -323,7 +336,55 @@ def load_run(directory: Path) -> RunData:
         snaps = sorted(data.snapshots, key=lambda s: s.ts)
         data.run_server = window_stats(snaps, -1, snaps[0].ts, snaps[-1].ts)
         data.ttft_pairs = compare_ttft(data.records, data.server, snaps)
-    else:
+
+
+def _endpoint_run(data: RunData, label: str, metrics_file: str | None) -> RunData:
+    """One endpoint's sub-run: its records, its scrapes, the run's stage windows; its blocks
+    computed exactly from its records and its users estimated as its peak of requests in flight."""
+    df = data.records
+    mine = df[df["endpoint"] == label] if df is not None and "endpoint" in df.columns else None
+    windows = [
+        {"stage": r.stage, "start_s": r.start_s, "end_s": r.end_s, "warmup_s": r.warmup_s,
+         "duration_s": r.duration_s}
+        for r in data.rows
+    ]  # fmt: skip
+    summary = cast(Summary, {"run_id": f"{data.name} {label}", "stages": windows})
+    snapshots = read_snapshots(data.directory / metrics_file) if metrics_file else []
+    sub = RunData(
+        data.directory, summary, mine if mine is not None and len(mine) else None, snapshots, ClientLoad()
+    )
+    sub.rows, sub.users_estimated = stage_rows(summary, sub.records)
+    _add_server(sub)
+    if not snapshots:
+        sub.notes.append(f"no server metrics for endpoint {label}")
+    return sub
+
+
+def load_run(directory: Path) -> RunData:
+    directory = Path(directory)
+    summary = _load_summary(directory / SUMMARY)
+    cpu_lines = _read_jsonl(directory / CLIENT_CPU)
+    records = _read_records(directory)
+    endpoints = _endpoint_files(directory, records)
+    snapshots = [] if endpoints else read_snapshots(directory / SERVER_METRICS)
+    data = RunData(directory, summary, records, snapshots, ClientLoad.from_lines(cpu_lines))
+    if not summary:
+        data.notes.append("no summary.json: client numbers computed from the request records")
+    if data.records is None:
+        data.notes.append("no request records (requests.parquet): no per-request timeline")
+    data.rows, data.users_estimated = stage_rows(summary, data.records)
+    if data.users_estimated:
+        data.notes.append(
+            "the summary has no user count per stage: users estimated as the peak of "
+            "requests in flight (marked ~)"
+        )
+    _add_server(data)
+    if endpoints:
+        data.notes.append(
+            f"{len(endpoints)} endpoints: the server metrics are per endpoint (Endpoints, below); "
+            "the whole run's own rows are the client's"
+        )
+    elif not data.snapshots:
         data.notes.append(
             "no server metrics (server_metrics.jsonl): the target exposed no /metrics or none "
             "were scraped; client-side numbers only"
@@ -332,7 +393,13 @@ def load_run(directory: Path) -> RunData:
         data.notes.append(_cpu_note(cpu_lines, summary))
     data.gpu_snapshots = read_gpu_snapshots(directory / GPU_METRICS)
     if data.gpu_snapshots:
+        windows = [
+            (r.stage, r.start_s + r.warmup_s, r.end_s)
+            for r in data.rows
+            if r.start_s is not None and r.end_s is not None
+        ]
         data.gpus = gpu_stage_stats(data.gpu_snapshots, windows)
+    data.endpoints = {label: _endpoint_run(data, label, f) for label, f in endpoints.items()}
     return data
 
 
@@ -349,6 +416,7 @@ def findings(data: RunData, slo: str | None = None) -> list[Finding]:
         bound_reported=data.summary.get("client_bound", ()),
         by_load=bool(data.summary.get("search")),
         ttft_pairs=data.ttft_pairs,
+        unobservable=unobservable_reason(data.directory / data.metrics_file),
     )
     return found + gpu_findings(data.rows, data.gpus, found)
 

@@ -56,6 +56,10 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
             file=sys.stderr,
         )
         return master_code or 1
+    from swarm.client.mismatch import logged_lines
+
+    for line in logged_lines(p.read_text(errors="replace") for p in sorted(plan.out.glob("*.log"))):
+        print(f"swarm: {line}", file=sys.stderr)  # a dialect that misread the streams (once per run)
     from swarm.analysis.report import write_report
     from swarm.analysis.search import early_ends
 
@@ -64,11 +68,30 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
     if summary.get("search"):
         print_search(plan.out, summary)
     report = write_report(plan.out, slo=None if plan.search else plan.slo)
+    if len(plan.hosts) > 1:
+        for line in endpoint_lines(plan.out):
+            print(f"swarm: {line}")
     print(
         f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
         f"report in {report}"
     )
     return master_code
+
+
+def endpoint_lines(out: Path) -> list[str]:
+    """Several endpoints: from the report's diagnosis.json, each endpoint's cause, the causes side by
+    side and each endpoint that stopped answering (swarm/analysis/endpoints.py)."""
+    import json
+
+    from swarm.analysis.endpoints import CAUSES
+
+    found = json.loads((out / "diagnosis.json").read_text())
+    return [
+        f["text"]
+        for f in found
+        if f["kind"] in ("endpoints_differ", "endpoint_down")
+        or (f["kind"] in CAUSES and f["text"].startswith("endpoint "))
+    ]
 
 
 def print_search(out: Path, summary: dict) -> None:

@@ -23,7 +23,7 @@ from swarm.core.errors import EXIT_USAGE, UsageError
 from swarm.core.options import BY_FLAG
 from swarm.core.run_options import passed_on, passed_on_args
 from swarm.core.units import check_run_id, new_run_id, parse_duration, parse_timespan
-from swarm.core.urls import check_host, check_url
+from swarm.core.urls import check_url, split_hosts
 from swarm.load.stages import StagePlan
 
 START_TIMEOUT_S = 30.0  # for the simulator to answer, and for the workers to connect to the master
@@ -31,7 +31,7 @@ START_TIMEOUT_S = 30.0  # for the simulator to answer, and for the workers to co
 
 @dataclass
 class RunPlan:
-    host: str | None
+    hosts: tuple[str, ...]  # the endpoints' base URLs (--host URL1,URL2,...); () = the embedded simulator
     workload: str
     workers: int
     users: int
@@ -51,6 +51,7 @@ class RunPlan:
     stage_time_s: int = 30
     warmup_s: int = 0
     server_metrics: str | None = None
+    server_family: str = "auto"  # --server-family: the metric names the poller reads /metrics with
     grafana_url: str | None = None
     extra: list[str] = field(default_factory=list)
     gpu_metrics: list[str] = field(default_factory=list)
@@ -218,7 +219,7 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
     run_id = check_run_id(args.run_id) if args.run_id else new_run_id()
     trace_args, trace_span = _trace_plan(args, stages)
     return RunPlan(
-        host=args.host.rstrip("/") if args.host else None,
+        hosts=split_hosts(args.host) if args.host else (),
         workload=args.workload,
         workers=args.workers,
         users=args.users,
@@ -239,6 +240,7 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
         stage_time_s=int(stages.stage_s) or 30,
         warmup_s=int(stages.warmup_s),
         server_metrics=args.server_metrics,
+        server_family=args.server_family,
         grafana_url=args.grafana_url or None,
         extra=extra,
         gpu_metrics=gpu_metrics,
@@ -267,7 +269,7 @@ def _check_counts(args: argparse.Namespace) -> int:
     if run_time <= 0:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
     if args.host is not None:
-        check_host(args.host)
+        split_hosts(args.host)  # each endpoint checked; an empty item or one given twice refused
     return run_time
 
 
@@ -275,6 +277,11 @@ def _metrics_urls(args: argparse.Namespace) -> list[str]:
     """--server-metrics checked; the --gpu-metrics URLs (repeated or comma-separated), each checked."""
     if args.server_metrics is not None:
         check_url(args.server_metrics, "--server-metrics", "http://127.0.0.1:8000/metrics")
+        if args.host and len(split_hosts(args.host)) > 1:
+            raise UsageError(
+                "--server-metrics names one /metrics: with several --host endpoints each is scraped at "
+                "its own /metrics; leave it out"
+            )
     gpu_metrics = [u.strip() for arg in args.gpu_metrics for u in arg.split(",") if u.strip()]
     for url in gpu_metrics:
         check_url(url, "--gpu-metrics", "http://gpu-host:9400/metrics")

@@ -22,12 +22,14 @@ import os
 import subprocess
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from swarm.core.apikey import key_for, origin
-from swarm.core.errors import TargetError
+from swarm.core.errors import TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S
 from swarm.core.run_options import RUN_GROUPS, add_run_options
+from swarm.core.urls import endpoint_label
 from swarm.orchestrate import outdir
 from swarm.orchestrate.collect import finish
 from swarm.orchestrate.commands import master_command, sim_command, worker_command
@@ -50,7 +52,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
     g = {name: p.add_argument_group(title) for name, title in RUN_GROUPS.items()}
     g["target"].add_argument(
-        "--host", help="target base URL (e.g. http://127.0.0.1:8000); default: start the embedded simulator"
+        "--host",
+        help="target base URL (e.g. http://127.0.0.1:8000), or several endpoints comma-separated "
+        "(http://a:8000,http://b:8000: load spread by --balance, each scraped and diagnosed on its own); "
+        "default: start the embedded simulator",
     )
     g["target"].add_argument(
         "--sim-profile",
@@ -181,14 +186,14 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     quit_early: set[str] = set()  # workers that exited while the master still ran
     try:
         with sigterm_as_interrupt():
-            host = _start_target(plan, procs, env, api_key)
-            master, prom_port = _start_locust(plan, procs, env, host)
+            hosts = _start_target(plan, procs, env, api_key)
+            master, prom_port = _start_locust(plan, procs, env, hosts)
             load = describe_load(plan)
             print(
                 f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
                 f"{plan.workload}, {plan.expected_s}s -> {plan.out}"
             )
-            pollers.append(_server_poller(plan, host, api_key).start())
+            pollers += [p.start() for p in _server_pollers(plan, hosts, api_key)]
             pollers += start_gpu_pollers(plan.gpu_metrics, plan.out, interval_s=1.0)
             if annotator is not None:
                 annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
@@ -210,24 +215,28 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     return finish(plan, master_code, procs, quit_early)
 
 
-def _start_target(plan: RunPlan, procs: Processes, env: dict[str, str], api_key: str | None) -> str:
-    """The embedded simulator started (and answering), or the given target checked; its base URL."""
-    if plan.host is not None:
-        check_target(plan.host, api_key, model=plan.model)
-        return plan.host
+def _start_target(
+    plan: RunPlan, procs: Processes, env: dict[str, str], api_key: str | None
+) -> tuple[str, ...]:
+    """The embedded simulator started (and answering), or the given endpoints checked; their base URLs."""
+    if plan.hosts:
+        check_targets(plan.hosts, api_key, model=plan.model)
+        return plan.hosts
     port = free_port()
     sim = procs.start("sim", sim_command(plan, port), env, server=True)
     host = f"http://127.0.0.1:{port}"
     if not wait_http(host + "/health", sim, START_TIMEOUT_S):
         raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
     print(f"swarm: embedded simulator ({plan.sim_profile}) at {host}")
-    return host
+    return (host,)
 
 
 def _start_locust(
-    plan: RunPlan, procs: Processes, env: dict[str, str], host: str
+    plan: RunPlan, procs: Processes, env: dict[str, str], hosts: tuple[str, ...]
 ) -> tuple[subprocess.Popen, int]:
-    """The master, then its workers; the master and the port of its /metrics (the live line's)."""
+    """The master, then its workers (every endpoint in their --host); the master and the port of
+    its /metrics (the live line's)."""
+    host = ",".join(hosts)
     master_port = free_port()
     prom_port = plan.prometheus_port or free_port()  # the progress line reads it too
     master = procs.start("master", master_command(plan, host, master_port, prom_port), env)
@@ -236,20 +245,33 @@ def _start_locust(
     return master, prom_port
 
 
-def _server_poller(plan: RunPlan, host: str, api_key: str | None) -> ServerPoller:
-    """The poller of the target's /metrics (or --server-metrics), with the key where it belongs."""
+def _server_pollers(plan: RunPlan, hosts: tuple[str, ...], api_key: str | None) -> list[ServerPoller]:
+    """One poller per endpoint, each of its /metrics (or --server-metrics for a single one) with the
+    key where it belongs. One endpoint: DIR/server_metrics.jsonl; several: one file each
+    (analysis/rundir.py `endpoint_metrics_name`), named with its endpoint in DIR/endpoints.json."""
+    from swarm.analysis.rundir import ENDPOINTS, SERVER_METRICS, endpoint_metrics_name
     from swarm.analysis.server_metrics import metrics_url
     from swarm.orchestrate.pollers import ServerPoller
 
-    metrics_at = plan.server_metrics or metrics_url(host)
+    files = [SERVER_METRICS] if len(hosts) == 1 else [endpoint_metrics_name(i) for i in range(len(hosts))]
+    if len(hosts) > 1:
+        index = [{"label": endpoint_label(h), "server_metrics": f} for h, f in zip(hosts, files, strict=True)]
+        (plan.out / ENDPOINTS).write_text(json.dumps({"endpoints": index}, indent=2) + "\n")
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    return ServerPoller(
-        metrics_at,
-        plan.out / "server_metrics.jsonl",
-        interval_s=1.0,
-        model=plan.model,
-        headers=auth if key_for(api_key, origin(host), metrics_at) else None,  # the key's origin only
-    )
+    pollers = []
+    for host, name in zip(hosts, files, strict=True):
+        metrics_at = plan.server_metrics or metrics_url(host, plan.server_family)
+        pollers.append(
+            ServerPoller(
+                metrics_at,
+                plan.out / name,
+                interval_s=1.0,
+                model=plan.model,
+                headers=auth if key_for(api_key, origin(host), metrics_at) else None,  # the key's origin only
+                family=plan.server_family,
+            )
+        )
+    return pollers
 
 
 def _start_progress(plan: RunPlan, prom_port: int, annotator: Annotator | None) -> Progress:
@@ -268,9 +290,28 @@ def _start_progress(plan: RunPlan, prom_port: int, annotator: Annotator | None) 
     ).start()
 
 
-def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> None:
+def check_targets(hosts: Sequence[str], api_key: str | None, model: str | None = None) -> None:
+    """Every endpoint must answer (`check_target`, one line naming the one that does not) and serve
+    what --model names. Without --model each endpoint is sent the model it serves itself (the
+    workers discover each endpoint's model and dialect, swarm/live/user.py); endpoints serving
+    different models are said in one line, so a mix nobody meant is seen before the load starts."""
+    served = {endpoint_label(h): check_target(h, api_key, model=model) for h in hosts}
+    if model is not None or len(hosts) < 2:
+        return
+    from swarm.client.dialects import first_model
+
+    firsts = {label: first_model(listed) for label, listed in served.items() if listed is not None}
+    if len(set(firsts.values())) > 1:
+        each = ", ".join(f"{label} serves {name or '(no model)'}" for label, name in firsts.items())
+        print(
+            f"swarm: the endpoints serve different models ({each}); each is sent its own (--model NAME: one for all)"
+        )
+
+
+def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> Any:
     """Fail fast with one line when the target does not answer at all (before any user spawns), or
-    when a model `model` names is not served (swarm.client.discovery.require_model_served)."""
+    when a model `model` names is not served (swarm.client.discovery.require_model_served).
+    Returns its /v1/models answer, parsed, or None when it gave none."""
     from swarm.client.discovery import require_model_served
     from swarm.load.models import parse_models
 
@@ -281,14 +322,18 @@ def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: 
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             body = r.read()
     except urllib.error.HTTPError:
-        return  # it answers; auth or routing problems are recorded per request with their reason
+        return None  # it answers; auth or routing problems are recorded per request with their reason
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise TargetError(f"target {host} is unreachable: {reason}") from None
+        raise TargetError(f"target {endpoint_label(host)} is unreachable: {reason}") from None
+    try:
+        listed = json.loads(body)
+    except ValueError:
+        return None  # no model list to check against: the workers' discovery tells per request
     split = parse_models(model) if model else None
     if split is not None:
         try:
-            listed = json.loads(body)
-        except ValueError:
-            return  # no model list to check against: the workers' discovery tells per request
-        require_model_served(listed, split.names, str(split), split.split)
+            require_model_served(listed, split.names, str(split), split.split)
+        except UsageError as e:
+            raise UsageError(f"{e} (endpoint {endpoint_label(host)})") from None
+    return listed

@@ -30,7 +30,7 @@ class Procs:
 
 
 def plan(out: Path) -> RunPlan:
-    return RunPlan(host="http://t", workload="short_qa", workers=1, users=1, spawn_rate=1.0, run_time_s=5,
+    return RunPlan(hosts=("http://t",), workload="short_qa", workers=1, users=1, spawn_rate=1.0, run_time_s=5,
                    stop_timeout_s=1, out=out, run_id="r1", slo=None, model=None, sim_profile="p", sim_args=[],
                    prometheus_port=None)  # fmt: skip
 
@@ -49,3 +49,19 @@ def test_a_worker_that_failed_mid_run_is_named_and_fails_the_run(tmp_path, capsy
     assert finish(plan(tmp_path), 0, procs, quit_early={"worker-0", "worker-1"}) == 2
     assert "swarm: worker-0 exited 2: locust: error: bad option" in capsys.readouterr().err
     assert finish(plan(tmp_path), 0, procs, quit_early=set()) == 1  # (no summary) at the run's end: not named
+
+
+def test_endpoint_lines_are_each_endpoints_cause_their_contrast_and_outages(tmp_path):
+    import json
+
+    from swarm.orchestrate.collect import endpoint_lines
+
+    found = [
+        {"kind": "saturation", "text": "Ceiling at 8 users: ..."},
+        {"kind": "kv_bound", "text": "endpoint http://b:2: At 8 users the server was KV-bound: ..."},
+        {"kind": "client_vs_server", "text": "endpoint http://b:2: The client recorded ..."},
+        {"kind": "endpoints_differ", "text": "endpoint http://b:2 is KV-bound; endpoint http://a:1 is not."},
+        {"kind": "endpoint_down", "text": "endpoint http://a:1 stopped answering at ..."},
+    ]
+    (tmp_path / "diagnosis.json").write_text(json.dumps(found))
+    assert endpoint_lines(tmp_path) == [f["text"] for f in found[1::2] + found[4:]]

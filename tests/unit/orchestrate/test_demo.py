@@ -14,7 +14,7 @@ def test_defaults_are_the_slo_search_on_the_calibrated_simulator():
     demo.configure(p)
     args = p.parse_args([])
     plan = plan_from_args(args, run.run_options())
-    assert plan.host is None and plan.sim_profile == "rtx5090x4-qwen3.6-27b"
+    assert plan.hosts == () and plan.sim_profile == "rtx5090x4-qwen3.6-27b"
     assert plan.search == "concurrency" and plan.slo == "ttft_p99<=800ms" and plan.workload == "short_qa"
     assert plan.search_budget_s <= 210  # slower and right: settled stages, ~3 min with start-up
     assert "--search" in plan.search_args and "--slo" not in plan.search_args

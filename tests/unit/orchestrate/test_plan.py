@@ -65,7 +65,7 @@ def test_the_users_fit_the_workers_open_files(monkeypatch):
 
 def test_the_plan_from_the_defaults():
     p = make()
-    assert (p.host, p.workers, p.users, p.spawn_rate, p.run_time_s) == (None, 2, 16, 16.0, 30)
+    assert (p.hosts, p.workers, p.users, p.spawn_rate, p.run_time_s) == ((), 2, 16, 16.0, 30)
     assert str(p.out) == "runs/r1" and p.run_id == "r1" and p.extra == []
     assert p.expected_s == 30 and describe_load(p) == "16 users"
 
@@ -81,4 +81,28 @@ def test_how_long_the_load_lasts_and_what_it_is():
 
 
 def test_the_host_loses_its_trailing_slash():
-    assert make("--host", "http://127.0.0.1:8000/").host == "http://127.0.0.1:8000"
+    assert make("--host", "http://127.0.0.1:8000/").hosts == ("http://127.0.0.1:8000",)
+
+
+def test_several_endpoints_each_checked_in_order():
+    p = make("--host", "http://a:8001/,http://b:8002")
+    assert p.hosts == ("http://a:8001", "http://b:8002")
+
+
+@pytest.mark.parametrize(
+    "host, message",
+    [
+        ("http://a:8001,,http://b:8002", "an empty URL in the list"),
+        ("http://a:8001,http://a:8001/", "http://a:8001 is given twice"),
+        ("http://a:8001,b:8002", "'b:8002' is not a URL"),
+        ("http://a:8001,http://b:8002/v1", "without /v1"),
+    ],
+)
+def test_a_bad_endpoint_in_the_list_is_one_line(host, message):
+    with pytest.raises(UsageError, match=message):
+        make("--host", host)
+
+
+def test_server_metrics_is_refused_with_several_endpoints():
+    with pytest.raises(UsageError, match="each is scraped at its own /metrics"):
+        make("--host", "http://a:8001,http://b:8002", "--server-metrics", "http://a:8001/metrics")

@@ -47,7 +47,7 @@ class Procs:
 
 
 def plan(**kw) -> RunPlan:
-    base = dict(host="http://t", workload="short_qa", workers=2, users=4, spawn_rate=4.0, run_time_s=10,
+    base = dict(hosts=("http://t",), workload="short_qa", workers=2, users=4, spawn_rate=4.0, run_time_s=10,
                 stop_timeout_s=7, out=Path("out"), run_id="r", slo=None, model=None, sim_profile="p",
                 sim_args=[], prometheus_port=None)  # fmt: skip
     return RunPlan(**{**base, **kw})

@@ -1,0 +1,77 @@
+"""`swarm run --host A,B` (swarm/orchestrate/run.py): every endpoint checked before the load starts
+(one line naming the one that does not answer or lacks --model's model; different models said),
+and one server-metrics poller per endpoint, each into its own file named in endpoints.json."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from swarm.analysis.rundir import ENDPOINTS, SERVER_METRICS, endpoint_metrics_name
+from swarm.core.errors import TargetError, UsageError
+from swarm.orchestrate import run
+from tests.helpers.support import free_port
+
+
+def models_server(owner: str, *names: str) -> ThreadingHTTPServer:
+    body = json.dumps({"data": [{"id": n, "owned_by": owner} for n in names]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture(scope="module")
+def two():
+    a, b = models_server("vllm", "qwen"), models_server("llamacpp", "tiny.gguf")
+    yield tuple(f"http://127.0.0.1:{s.server_address[1]}" for s in (a, b))
+    for s in (a, b):
+        s.shutdown()
+
+
+def test_endpoints_serving_different_models_are_said_and_each_sent_its_own(two, capsys):
+    run.check_targets(two, None)
+    out = capsys.readouterr().out
+    assert f"{two[0]} serves qwen, {two[1]} serves tiny.gguf" in out and "each is sent its own" in out
+
+
+def test_model_is_checked_on_every_endpoint_naming_the_one_that_lacks_it(two):
+    run.check_targets(two, None, model="qwen")  # llama.cpp answers any name with its one model
+    vllm_only = (two[0], two[0].replace("127.0.0.1", "localhost"))
+    with pytest.raises(UsageError, match=rf"tiny.gguf is not served .* \(endpoint {two[0]}\)"):
+        run.check_targets(vllm_only, None, model="tiny.gguf")
+
+
+def test_an_endpoint_that_does_not_answer_is_named(two):
+    dead = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(TargetError, match=f"target {dead} is unreachable"):
+        run.check_targets((two[0], dead), None)
+
+
+def test_one_poller_per_endpoint_each_into_its_own_file(tmp_path):
+    from types import SimpleNamespace
+
+    plan = SimpleNamespace(out=tmp_path, server_metrics=None, model=None, server_family="auto")
+    hosts = ("http://u:p@a:1", "http://b:2")
+    pollers = run._server_pollers(plan, hosts, "sk-1")
+    assert [p.url for p in pollers] == ["http://u:p@a:1/metrics", "http://b:2/metrics"]
+    assert [p.out_path.name for p in pollers] == [endpoint_metrics_name(0), endpoint_metrics_name(1)]
+    index = json.loads((tmp_path / ENDPOINTS).read_text())["endpoints"]
+    assert index == [{"label": "http://a:1", "server_metrics": endpoint_metrics_name(0)},
+                     {"label": "http://b:2", "server_metrics": endpoint_metrics_name(1)}]  # fmt: skip
+    assert all(p.headers == {"Authorization": "Bearer sk-1"} for p in pollers)  # each its own target
+    (one,) = run._server_pollers(plan, ("http://b:2",), None)
+    assert one.out_path.name == SERVER_METRICS and one.headers == {}
