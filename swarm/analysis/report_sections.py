@@ -141,7 +141,9 @@ def _same_requests_cells(cmp: TtftComparison | None, fam: Family) -> list[str]:
     """Client and server TTFT on the same requests: counts, means and their gap, p50 and p99 (the
     server's "absent" where its family has no TTFT histogram, TGI)."""
     if cmp is None:
-        return [ABSENT] * 8 if fam.lacks("ttft") else ["-"] * 8
+        if fam.lacks("ttft"):  # the client's side not compared ("-"), the server's absent
+            return ["-", "-", ABSENT, ABSENT, "-", ABSENT, "-", ABSENT]
+        return ["-"] * 8
     c, v = cmp.client, cmp.server
     return [
         f"{c.count:,.0f} / {v.count:,.0f}" + ("" if cmp.same_requests else " (not the same)"),

@@ -25,6 +25,10 @@ from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics, unobser
 from swarm.core.terminal import printable
 
 
+class FamilyMismatch(ValueError):
+    """A scrape with none of the forced family's names (`swarm run --server-family`)."""
+
+
 class ServerPoller:
     """Scrapes `url` every `interval_s` in a plain thread, one JSON line per scrape into `out_path`.
 
@@ -82,11 +86,9 @@ class ServerPoller:
             raise ValueError("none of the vLLM, llama.cpp, SGLang, TGI or TensorRT-LLM metric names in it")
         if self.family != "auto" and _empty(snap):
             seen = parse_metrics(text, ts=ts).source
-            looks = f"its names are {seen}'s" if seen != "unknown" else "its names are of no known family"
+            looks = f"the names are {seen}'s" if seen != "unknown" else "the names are of no known family"
             title = family_of(self.family).title
-            raise ValueError(
-                f"--server-family {self.family}, but none of {title}'s metric names are in it ({looks})"
-            )
+            raise FamilyMismatch(f"--server-family {self.family}: none of {title}'s metric names, {looks},")
         return snap
 
     def start(self) -> ServerPoller:
@@ -114,6 +116,8 @@ class ServerPoller:
             return self._failed(f"HTTP {e.code}")
         except (urllib.error.URLError, OSError) as e:
             return self._failed(str(getattr(e, "reason", e)))
+        except FamilyMismatch as e:
+            return self._failed(str(e))
         except ValueError as e:
             return self._failed(f"not usable Prometheus text ({e})")
         with self._lock, open(self.out_path, "a") as out:

@@ -38,3 +38,18 @@ def test_an_idle_gpu_beside_a_busy_one_is_marked(tmp_path):
     text = gpu_html(data)
     assert text.count('<tr class="untrusted">') == 1 and "h1 gpu 1" in text.split('class="untrusted"')[1]
     assert "40.0 of 80" in text
+
+
+def test_a_figure_the_family_lacks_is_shown_absent_never_0(tmp_path):
+    from swarm.analysis.report_sections import stage_html
+
+    data = load_run(make_run(tmp_path / "run", table=SHORT_QA[:1]))
+    assert "absent" not in stage_html(data, []) + client_server_html(data)  # vLLM: every figure there
+    for snap in data.snapshots:
+        snap.source = "tgi"  # no preemption or prefix-cache counter, no TTFT or ITL histogram
+    data.ttft_pairs = {}
+    stages = stage_html(data, [])
+    assert stages.count("<td>absent</td>") == 2  # preempt, prefix hit
+    row = client_server_html(data).split("<tr>")[2]
+    # TTFT: the client's side not compared, the server's absent (mean, gap, p50, p99); ITL and finish reasons
+    assert row.count("<td>absent</td>") == 6 and "<td>-</td><td>-</td><td>absent</td><td>absent</td>" in row

@@ -104,8 +104,7 @@ def test_a_forced_family_reads_its_names_and_a_wrong_one_is_one_line(tmp_path, m
     poller, logs = _one_scrape(tmp_path / "wrong", url, "sglang")
     assert poller.samples == 0 and len(logs) == 1, logs  # no snapshot of empty fields: one line
     assert (
-        "--server-family sglang, but none of SGLang's metric names are in it (its names are vllm's)"
-        in logs[0]
+        f"(--server-family sglang: none of SGLang's metric names, the names are vllm's, at {url})" in logs[0]
     )
 
 
