@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.analysis.finding import Finding
+from swarm.analysis.server_families import family as family_of
 from swarm.analysis.server_metrics import StageServerStats
 from swarm.core.units import percent_text
 from swarm.stats.summary import Block
@@ -47,7 +48,7 @@ def prompt_cache_vs_server(
     if run_server.source == "llamacpp":
         text = _llamacpp_text(run_server, said, cause)
     elif run_server.prefix_hits is not None:
-        text = _vllm_text(run_server.prefix_hits, said, cause)
+        text = _hits_text(run_server.source, run_server.prefix_hits, said, cause)
     else:
         return []
     unreported = (
@@ -125,18 +126,25 @@ def _llamacpp_text(run_server: StageServerStats, said: CacheSaid, cause: str) ->
     )
 
 
-def _vllm_text(hits: float, said: CacheSaid, cause: str) -> str:
-    """The cached tokens the responses said against vllm:prefix_cache_hits_total."""
+def _hits_text(source: str, hits: float, said: CacheSaid, cause: str) -> str:
+    """The cached tokens the responses said against the family's prefix-hits counter
+    (vllm:prefix_cache_hits_total, sglang:cached_tokens_total, trtllm_prompt_cached_tokens_total)."""
     prompt, cached = said.prompt, said.cached
+    fam = family_of(source)
+    counter = fam.metric("prefix_hits") or "the server's prefix-cache hits counter"
     if cached == hits:
+        how = " (whole KV blocks, counted once per request)" if source == "vllm" else ""
         return (
-            f"Cached prompt tokens reconcile exactly: the responses said vLLM's prefix cache served "
+            f"Cached prompt tokens reconcile exactly: the responses said {fam.title}'s prefix cache served "
             f"{cached:,} of their {prompt:,} prompt tokens ({said.share}), the increase of "
-            f"vllm:prefix_cache_hits_total (whole KV blocks, counted once per request)."
+            f"{counter}{how}."
         )
-    why = cause if hits > cached else "a KV connector's hits (in cached_tokens, not in prefix_cache_hits)"
+    lower = (
+        "a KV connector's hits (in cached_tokens, not in prefix_cache_hits)" if source == "vllm" else cause
+    )
+    why = cause if hits > cached else lower
     return (
         f"Cached prompt tokens differ: the responses said {cached:,} of their {prompt:,} prompt tokens "
-        f"came from the prefix cache, vllm:prefix_cache_hits_total grew by {hits:,.0f} "
+        f"came from the prefix cache, {counter} grew by {hits:,.0f} "
         f"({hits - cached:+,.0f}): {why}."
     )

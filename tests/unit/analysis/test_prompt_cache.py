@@ -51,6 +51,13 @@ def test_vllm_cached_tokens_reconcile_with_prefix_cache_hits():
     assert "KV connector" in k.text
 
 
+def test_sglang_and_trtllm_cached_tokens_name_their_own_counter():
+    (f,) = prompt_cache_vs_server(server("sglang", 10_000, 4_096), client(10_000, 4_096))
+    assert "SGLang's prefix cache served 4,096" in f.text and "sglang:cached_tokens_total." in f.text
+    (g,) = prompt_cache_vs_server(server("trtllm", 10_000, 4_000), client(10_000, 4_096))
+    assert "trtllm_prompt_cached_tokens_total grew by 4,000 (-96)" in g.text and "vllm" not in g.text
+
+
 def test_vllm_without_the_flag_says_how_to_get_it():
     no_cache = {"requests": 40, "prompt_tokens": 10_000, "prompt_cache": None}
     (f,) = prompt_cache_vs_server(server("vllm", 10_000, 4_096), no_cache)
