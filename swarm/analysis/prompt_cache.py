@@ -140,7 +140,10 @@ def _hits_text(source: str, hits: float, said: CacheSaid, cause: str) -> str:
             f"{counter}{how}."
         )
     lower = (
-        "a KV connector's hits (in cached_tokens, not in prefix_cache_hits)" if source == "vllm" else cause
+        "a KV connector's hits (in cached_tokens, not in prefix_cache_hits)"
+        if source == "vllm"
+        else "the counter missed some the responses said (a request counted after the last scrape, "
+        "or a counter that counts otherwise)"
     )
     why = cause if hits > cached else lower
     return (

@@ -56,6 +56,7 @@ def test_sglang_and_trtllm_cached_tokens_name_their_own_counter():
     assert "SGLang's prefix cache served 4,096" in f.text and "sglang:cached_tokens_total." in f.text
     (g,) = prompt_cache_vs_server(server("trtllm", 10_000, 4_000), client(10_000, 4_096))
     assert "trtllm_prompt_cached_tokens_total grew by 4,000 (-96)" in g.text and "vllm" not in g.text
+    assert "the counter missed some the responses said" in g.text
 
 
 def test_vllm_without_the_flag_says_how_to_get_it():
