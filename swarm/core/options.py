@@ -21,7 +21,11 @@ from typing import Any
 ENDPOINT_NAMES = ("chat", "completions")
 DIALECT_NAMES = ("auto", "vllm", "sglang", "trtllm", "llamacpp", "tgi", "ollama", "openai")
 ARRIVALS = ("poisson", "constant")
+BALANCE_NAMES = ("round-robin", "least-inflight")
+"""--balance's choices: how a process spreads requests over several endpoints (swarm/live/balance.py)."""
 TRACE_FORMATS = ("mooncake", "azure", "burstgpt", "jsonl")
+SERVER_FAMILY_NAMES = ("auto", "vllm", "llamacpp", "sglang", "tgi", "trtllm", "none")
+"""--server-family's choices: the metric families swarm/analysis/server_families.py reads, auto, none."""
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 DEFAULT_REQUEST_DEADLINE_S = 600.0
 DEFAULT_STOP_TIMEOUT_S = 30
@@ -122,6 +126,18 @@ OPTIONS: tuple[Option, ...] = (
         "workload",
         default="chat",
         choices=ENDPOINT_NAMES,
+    ),
+    Option(
+        "--balance",
+        "with several endpoints (--host URL1,URL2,...): round-robin (default: each in turn) or "
+        "least-inflight (the one with the fewest of this process's requests in flight, ties in turn). "
+        "An endpoint whose last 3 requests all failed to connect is passed over for 1 s, doubling up to "
+        "16 s while it stays down, then tried again; every request is still sent and recorded once, "
+        "with its endpoint and, on the dead one, connect_error and its reason",
+        "workload",
+        default="round-robin",
+        choices=BALANCE_NAMES,
+        run=True,
     ),
     Option(
         "--dialect",
@@ -346,6 +362,18 @@ OPTIONS: tuple[Option, ...] = (
         env_var="SWARM_GOODPUT",
         web_ui=False,
         metavar="SPEC",
+        run=True,
+    ),
+    Option(
+        "--server-family",
+        "whose metric names the target's /metrics is read with: auto (detected from the names; default), "
+        "vllm, llamacpp, sglang, tgi, trtllm (its default URL is /prometheus/metrics), or none (not "
+        "scraped: the diagnosis uses the client's own signals only)",
+        "statistics",
+        "auto",
+        None,
+        SERVER_FAMILY_NAMES,
+        web_ui=False,
         run=True,
     ),
     Option(
