@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "swarm.orchestrate.tune",
         "search a server's configurations (a grid, a list, or guided by the diagnosis): one swarm run each",
     ),
+    "twin": (
+        "swarm.orchestrate.twin",
+        "a digital twin of a server: fit the simulator to a measured run, predict configurations",
+    ),
     "report": (
         "swarm.analysis.report",
         "render DIR/report.html (plots, stage table, diagnosis) from a run's files",

@@ -99,6 +99,24 @@ class GuidedStep:
 
 
 @dataclass
+class PredictedMeasured:
+    """`swarm tune --predict-first`: one configuration's answer as the twin predicted it and as measured."""
+
+    config: str  # the ConfigResult.name
+    predicted: float | None
+    measured: float | None
+    error: float | None  # (predicted - measured) / measured; None when either is missing
+    notes: list[str] = field(default_factory=list)  # the prediction's assumptions and extrapolations
+
+
+def prediction_error(predicted: float | None, measured: float | None) -> float | None:
+    """(predicted - measured) / measured: +0.1 is a prediction 10% above what was measured."""
+    if predicted is None or not measured:
+        return None
+    return (predicted - measured) / measured
+
+
+@dataclass
 class TuneResult:
     """A whole tune (tune.json)."""
 
@@ -110,6 +128,7 @@ class TuneResult:
     configs: list[ConfigResult]
     steps: list[GuidedStep] = field(default_factory=list)  # guided mode only
     best: str | None = None  # ConfigResult.name of the best configuration for the SLO
+    predictions: list[PredictedMeasured] = field(default_factory=list)  # --predict-first only
 
 
 # ---------------------------------------------------------------------------------------- one run
@@ -346,6 +365,9 @@ def table_text(result: TuneResult) -> str:
     priced = result.gpu_hourly_cost is not None
     head = ["config", "status", "answer (bracket)", "QPS", "output tok/s", "TTFT p99 (ms)", "TPOT p99 (ms)"]
     head += ["bottleneck"] + (["$/M tok"] if priced else [])
+    predicted = {p.config: p for p in result.predictions}
+    if predicted:
+        head.append("predicted (error)")
     rows = []
     for c in result.configs:
         name = c.name + (" *" if c.name == result.best else "")
@@ -364,11 +386,20 @@ def table_text(result: TuneResult) -> str:
         ]
         if priced:
             cells.append("-" if c.cost_per_m_output_tokens is None else f"{c.cost_per_m_output_tokens:.2f}")
+        if predicted:
+            cells.append(_predicted_text(predicted.get(c.name)))
         rows.append(cells)
     lines = [line.rstrip() for line in align(head, rows)]
     if result.best:
         lines.append(f"* best for {'the SLO' if result.slo else 'its load'}: {result.best}")
     return "\n".join(lines)
+
+
+def _predicted_text(p: PredictedMeasured | None) -> str:
+    """ "197 (+3.7%)" for a --predict-first configuration, "-" for one the twin did not predict."""
+    if p is None or p.predicted is None:
+        return "-"
+    return _num(p.predicted) + ("" if p.error is None else f" ({100 * p.error:+.1f}%)")
 
 
 # ---------------------------------------------------------------------------------------- tune.json
@@ -393,6 +424,7 @@ def read_tune_json(path: Path) -> TuneResult:
         c["bracket"] = tuple(c["bracket"]) if c.get("bracket") is not None else None
         configs.append(ConfigResult(**c))
     steps = [GuidedStep(**s) for s in raw.get("steps") or []]
+    predictions = [PredictedMeasured(**p) for p in raw.get("predictions") or []]
     return TuneResult(
         serve_cmd=list(raw["serve_cmd"]),
         search=raw.get("search"),
@@ -402,4 +434,5 @@ def read_tune_json(path: Path) -> TuneResult:
         configs=configs,
         steps=steps,
         best=raw.get("best"),
+        predictions=predictions,
     )

@@ -67,6 +67,14 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"--guided: at most N configurations measured (default {DEFAULT_BUDGET})",
     )
+    own.add_argument(
+        "--predict-first",
+        type=int,
+        metavar="K",
+        help="measure the base configuration, fit a twin to it (swarm twin), predict every configuration "
+        "on its virtual clock and measure only the K best, each printed with its predicted answer and "
+        "the error (needs --search concurrency, --slo ttft_p99<=LIMIT and --workload)",
+    )
     own.add_argument("--gpus", type=int, default=1, help="GPUs the server uses, for the cost (default 1)")
     own.add_argument(
         "--gpu-hourly-cost",
@@ -152,6 +160,9 @@ class TunePlan:
     search: str | None
     precision: float
     previous: dict[str, ConfigResult] = field(default_factory=dict)  # --resume: measured ones
+    predict_first: int | None = None  # --predict-first K
+    slo: str | None = None
+    workload: str | None = None
 
 
 def plan_from_args(args: argparse.Namespace) -> TunePlan:
@@ -185,6 +196,10 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
     )
     if args.guided and not run_args.search and not run_args.slo:
         raise UsageError("--guided with a --sweep needs --slo: its answer is the highest stage meeting it")
+    if args.predict_first is not None:
+        from swarm.orchestrate.tune_twin import check_predict_first
+
+        check_predict_first(args.predict_first, run_args, args.guided)
     if not run_args.search:  # a sweep's answer moves by whole stages: any higher answer is a step up
         precision = 0.0
     ctx = TuneContext(
@@ -204,6 +219,7 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
         DEFAULT_PRECISION if precision is None else precision,
     )
     plan.previous = _previous(Path(args.resume), out) if args.resume else _fresh(out)
+    plan.predict_first, plan.slo, plan.workload = args.predict_first, run_args.slo, run_args.workload
     return plan
 
 
@@ -247,6 +263,20 @@ def main(args: argparse.Namespace) -> int:
         with sigterm_handed_on():
             if plan.guided:
                 _guided(plan, result)
+            elif plan.predict_first is not None:
+                from swarm.orchestrate.tune_twin import PredictFirst, predict_first
+
+                measure = lambda flags: _measured(plan, result, flags)  # noqa: E731
+                pf = PredictFirst(
+                    plan.ctx.out,
+                    plan.ctx.serve_cmd,
+                    plan.configs,
+                    plan.predict_first,
+                    plan.slo or "",
+                    plan.workload or "",
+                    measure,
+                )
+                predict_first(pf, result)
             else:
                 for flags in plan.configs:
                     _measured(plan, result, flags)

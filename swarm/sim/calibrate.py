@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import heapq
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,8 @@ CHAT_PROMPTS = (
 SEED_SHORT_QA = {10: 13.4, 30: 28.1, 64: 45.2, 128: 60.2, 200: 64.9, 256: 64.7}
 SEED_CHAT = {10: 4.7, 30: 15.1, 64: 22.9, 128: 29.1, 200: 32.2}
 CLIENT_GAP_S = 0.003  # between one response's end and the next request's arrival
+# a request drawn by a workload: (the prompt's pseudo-tokens, chat template included; its max_tokens)
+Draw = Callable[[random.Random], tuple[list[str], int]]
 
 
 @dataclass
@@ -66,16 +69,25 @@ class LevelResult:
     mean_output_tokens: float
     ttft_p99: float | None = None  # of the requests sent after warm-up that finished in the window
     ttft_share_above: float | None = None  # ... the share of them whose TTFT exceeds `ttft_limit_s`
+    output_tok_s: float = 0.0  # output tokens of the requests finished in the window, per second
+    tpot_mean: float | None = None  # their mean time per output token after the first
 
 
 class _Clients:
     """`concurrency` clients in a closed loop on the engine's virtual clock: each sends a prompt
-    drawn from `prompts` CLIENT_GAP_S after its last answer ended (`send_again`)."""
+    drawn from `prompts` (or by `draw`) CLIENT_GAP_S after its last answer ended (`send_again`)."""
 
     def __init__(
-        self, profile: Profile, prompts: tuple[str, ...], max_tokens: int, concurrency: int, seed: int
+        self,
+        profile: Profile,
+        prompts: tuple[str, ...],
+        max_tokens: int,
+        concurrency: int,
+        seed: int,
+        draw: Draw | None = None,
     ):
         self.profile, self.prompts, self.max_tokens = profile, prompts, max_tokens
+        self.draw = draw
         self.rng = random.Random(seed)
         self.engine = Engine(profile)
         self.finished: list[Sequence] = []  # since the last step
@@ -93,8 +105,12 @@ class _Clients:
         profile, rng = self.profile, self.rng
         while self.arrivals and self.arrivals[0][0] <= t:
             at, _ = heapq.heappop(self.arrivals)
-            pieces = chat_prompt_tokens([{"role": "user", "content": rng.choice(self.prompts)}])
-            total, _, _ = profile.draw_output(rng, self.max_tokens, thinking=False)
+            if self.draw is None:
+                pieces = chat_prompt_tokens([{"role": "user", "content": rng.choice(self.prompts)}])
+                max_tokens = self.max_tokens
+            else:
+                pieces, max_tokens = self.draw(rng)
+            total, _, _ = profile.draw_output(rng, max_tokens, thinking=False)
             hashes = prompt_block_hashes(pieces, profile.block_size) if profile.prefix_caching else ()
             self.engine.add(Sequence(f"r{self.counter}", len(pieces), total, hashes, at))
             self.counter += 1
@@ -119,11 +135,13 @@ def closed_loop(
     duration_s: float,
     seed: int = 0,
     ttft_limit_s: float | None = None,
+    draw: Draw | None = None,
 ) -> LevelResult:
     """`concurrency` clients in a closed loop on the virtual clock; QPS over `duration_s` after
     warm-up, and the steady TTFT p99 (the engine's time to first token: the client and HTTP add
-    about a millisecond on the real-time simulator)."""
-    clients = _Clients(profile, prompts, max_tokens, concurrency, seed)
+    about a millisecond on the real-time simulator). `draw`, when given, draws each request
+    instead of `prompts` and `max_tokens`."""
+    clients = _Clients(profile, prompts, max_tokens, concurrency, seed, draw)
     engine = clients.engine
     t = 0.0
     end = warmup_s + duration_s
@@ -134,6 +152,7 @@ def closed_loop(
     max_kv = 0.0
     preempt_start = 0
     ttfts: list[float] = []
+    tpots: list[float] = []
     while t < end:
         t, stepped = clients.step(t)
         if not stepped:
@@ -150,6 +169,8 @@ def closed_loop(
             if warmup_s <= t < end:
                 done_in_window += 1
                 tokens_in_window += seq.generated
+                if seq.first_token_time is not None and seq.generated > 1:
+                    tpots.append((t - seq.first_token_time) / (seq.generated - 1))
                 if seq.arrival_time >= warmup_s and seq.first_token_time is not None:
                     ttfts.append(seq.first_token_time - seq.arrival_time)
             clients.send_again(t)
@@ -166,6 +187,8 @@ def closed_loop(
         ttft_share_above=(
             float(np.mean(np.asarray(ttfts) > ttft_limit_s)) if ttfts and ttft_limit_s is not None else None
         ),
+        output_tok_s=tokens_in_window / duration_s,
+        tpot_mean=float(np.mean(tpots)) if tpots else None,
     )
 
 

@@ -234,3 +234,19 @@ def test_tune_json_round_trip(tmp_path):
     tr.write_tune_json(path, result())
     assert tr.read_tune_json(path) == result()
     assert not list(path.parent.glob("*.tmp"))
+
+
+def test_predicted_against_measured_in_the_table_and_tune_json(tmp_path):
+    """--predict-first: each measured configuration's predicted answer and its error ride along."""
+    assert tr.prediction_error(110.0, 100.0) == pytest.approx(0.1)
+    assert tr.prediction_error(None, 100.0) is None and tr.prediction_error(90.0, None) is None
+    ok = ConfigResult("max-num-seqs=256", {"--max-num-seqs": "256"}, ["x"], "ok", answer=200.0, qps=60.0)
+    base = ConfigResult("base", {}, ["x"], "ok", answer=64.0, qps=44.0)
+    result = TuneResult(["x"], "concurrency", "ttft_p99<=800ms", 1, None, [base, ok])
+    result.predictions = [tr.PredictedMeasured("max-num-seqs=256", 197.0, 200.0, -0.015, ["extrapolated"])]
+    lines = tr.table_text(result).splitlines()
+    assert lines[0].rstrip().endswith("predicted (error)")
+    assert lines[2].rstrip().endswith("-")  # base: not predicted
+    assert lines[3].rstrip().endswith("197 (-1.5%)")
+    tr.write_tune_json(tmp_path / "tune.json", result)
+    assert tr.read_tune_json(tmp_path / "tune.json").predictions == result.predictions

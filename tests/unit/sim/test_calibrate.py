@@ -21,3 +21,23 @@ def test_calibrated_profile_on_virtual_clock_matches_seed_000():
     assert abs(r256.qps / r200.qps - 1) < 0.03
     assert r256.max_kv >= 0.95 and r200.mean_kv >= 0.9
     assert 27 <= r200.mean_output_tokens <= 33
+
+
+def test_a_drawn_workload_and_the_windows_token_rate_and_tpot():
+    """`draw` replaces the prompt list (swarm twin predicts any built-in workload); on the instant
+    profile's constant lengths the output rate is QPS x tokens and the TPOT is one step."""
+    from swarm.sim.profile import LengthComponent, LengthDist, StepCost
+
+    profile = load_profile("instant").with_overrides(
+        step=StepCost(base_s=0.01), output_tokens=LengthDist((LengthComponent(value=11),))
+    )
+    drawn: list[int] = []
+
+    def draw(rng):
+        drawn.append(1)
+        return ["<|im_start|>", "user", "hi"], 50
+
+    r = closed_loop(profile, (), 0, 4, warmup_s=1.0, duration_s=5.0, draw=draw)
+    assert drawn and r.mean_output_tokens == 11
+    assert r.output_tok_s == pytest.approx(r.qps * 11)
+    assert r.tpot_mean == pytest.approx(0.01)

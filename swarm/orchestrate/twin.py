@@ -1,0 +1,134 @@
+"""`swarm twin`: a digital twin of the user's server, fitted from a measured run.
+
+`swarm twin fit RUN_DIR [-o PROFILE.toml]` fits the simulator's engine to what the run's /metrics
+scrapes and request records show (analysis/twin_fit.py: each parameter's value, evidence, fit
+quality, and what the run cannot determine refused by name) and writes the twin's profile.
+`swarm twin predict PROFILE --grid KEY=V1,V2 --search concurrency --slo "ttft_p99<=800ms"
+--workload W [--assume "decode_cost*0.6"] [--out DIR]` answers each configuration on the virtual
+clock (orchestrate/twin_predict.py) and prints swarm tune's table, with DIR/tune.json and
+DIR/tune.html (Pareto chart) when --out is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from swarm.core.errors import UsageError
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="twin_command", metavar="{fit,predict}")
+    fit = sub.add_parser("fit", help="fit a twin's profile to a measured run directory")
+    fit.add_argument("run_dir", metavar="RUN_DIR", help="a swarm run --out directory (a sweep or a search)")
+    fit.add_argument(
+        "-o", "--out", metavar="PROFILE.toml", help="where to write the profile (default: RUN_DIR/twin.toml)"
+    )
+    pr = sub.add_parser("predict", help="answer configurations on the twin's virtual clock")
+    pr.add_argument("profile", metavar="PROFILE", help="a twin profile written by swarm twin fit")
+    pr.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a flag's values (repeatable; the cross product, as swarm tune --grid)",
+    )
+    pr.add_argument("--search", choices=("concurrency",), help="what to search: the most users (closed loop)")
+    pr.add_argument("--slo", metavar="SPEC", help='the objective the answer meets: "ttft_p99<=800ms"')
+    pr.add_argument("--workload", metavar="W", help="the requests, as swarm run --workload (e.g. short_qa)")
+    pr.add_argument(
+        "--assume",
+        action="append",
+        default=[],
+        metavar="NAME*F|NAME=V",
+        help='an effect no flag maps, e.g. "decode_cost*0.6" (quantisation); names: base_cost, '
+        "decode_cost, prefill_cost, kv_cache_tokens, seq_state_tokens, max_num_seqs (repeatable)",
+    )
+    pr.add_argument("--out", metavar="DIR", help="write DIR/tune.json and DIR/tune.html (Pareto chart)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.twin_command == "fit":
+        return fit_main(Path(args.run_dir), Path(args.out) if args.out else None)
+    if args.twin_command == "predict":
+        return predict_main(args)
+    raise UsageError("swarm twin: give fit RUN_DIR or predict PROFILE (see swarm twin --help)")
+
+
+def fit_main(run_dir: Path, out: Path | None) -> int:
+    from swarm.analysis.rundir import load_run
+    from swarm.analysis.twin_evidence import run_evidence
+    from swarm.analysis.twin_fit import fit_twin
+    from swarm.orchestrate.twin_profile import write_twin
+
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: not a directory (give a swarm run --out directory)")
+    fit = fit_twin(run_evidence(load_run(run_dir)))
+    path = out or run_dir / "twin.toml"
+    write_twin(path, fit, str(run_dir))
+    for p in fit.params.values():
+        value = (
+            "refused" if p.value is None else f"{p.value:g}" if isinstance(p.value, float) else str(p.value)
+        )
+        print(f"swarm twin: {p.name} = {value} [{p.status}] {p.evidence} ({p.quality})")
+    print(f"swarm twin: profile in {path}")
+    return 0
+
+
+def ttft_limit(slo: str | None) -> float:
+    """The TTFT p99 limit of an --slo: the one objective the twin predicts."""
+    from swarm.stats import slo as slo_spec
+
+    if not slo:
+        raise UsageError('--slo is required: the objective the answer meets, e.g. "ttft_p99<=800ms"')
+    objectives = slo_spec.parse(slo)
+    wrong = [
+        o.text
+        for o in objectives
+        if o.metric != "ttft_p99" or o.op not in ("<=", "<") or o.workload != "total"
+    ]
+    if wrong:
+        raise UsageError(
+            f"--slo {wrong[0]!r}: the twin predicts ttft_p99<=LIMIT only (the virtual clock's TTFT)"
+        )
+    return min(o.threshold for o in objectives)
+
+
+def predict_main(args: argparse.Namespace) -> int:
+    from swarm.analysis.tune_report import write_tune_report
+    from swarm.analysis.tune_results import TuneResult, best_config, table_text, write_tune_json
+    from swarm.orchestrate.tune_plan import config_name, grid_configs, parse_grid
+    from swarm.orchestrate.twin_predict import parse_assumptions, predict, workload_draw
+    from swarm.orchestrate.twin_profile import read_twin
+
+    if args.search != "concurrency":
+        raise UsageError("--search concurrency is required: the twin searches the most users meeting the SLO")
+    if not args.workload:
+        raise UsageError("--workload is required: the requests the fitted run sent, e.g. short_qa")
+    limit = ttft_limit(args.slo)
+    assumptions = parse_assumptions(args.assume)
+    twin = read_twin(Path(args.profile))
+    configs = grid_configs(parse_grid(args.grid))
+    draw = workload_draw(args.workload)
+    predictions = [predict(twin, config_name(f), f, assumptions, draw, limit) for f in configs]
+    result = TuneResult(
+        serve_cmd=["swarm", "twin", "predict", args.profile],
+        search="concurrency",
+        slo=args.slo,
+        gpus=1,
+        gpu_hourly_cost=None,
+        configs=[p.config for p in predictions],
+    )
+    best = best_config(result.configs)
+    result.best = best.name if best else None
+    print(table_text(result))
+    for p in predictions:
+        if p.notes:
+            print(f"swarm twin: {p.config.name}: {'; '.join(p.notes)}")
+    if args.out:
+        out = Path(args.out)
+        write_tune_json(out / "tune.json", result)
+        print(f"swarm twin: predictions in {out / 'tune.json'}, report {write_tune_report(out, result)}")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,259 @@
+"""A twin's predictions: each configuration searched on the simulator's engine on a virtual clock.
+
+For one configuration (a `swarm tune` grid's flags) the twin's profile takes the flags as
+`swarm sim` maps a real server's (`flag_overrides`), then the stated assumptions (`--assume
+"decode_cost*0.6"`: effects no flag maps, such as quantisation or speculative decoding), and the
+concurrency search runs closed loops on sim/calibrate.py's virtual clock: the most users whose steady
+TTFT p99 meets the SLO, in seconds of CPU instead of a server restart and minutes of load. The result
+is a tune `ConfigResult` (its table, Pareto chart and bottleneck column are tune's own), with the
+notes a prediction carries: the assumptions, and where it is extrapolated (more running sequences
+than the fitted run reached, or a parameter the fit marked extrapolated that the answer relies on).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from swarm.analysis.tune_results import ConfigResult, ProbePoint
+from swarm.analysis.twin_fit import REFUSED
+from swarm.core.errors import UsageError
+from swarm.orchestrate.twin_profile import Twin
+from swarm.sim.calibrate import Draw, LevelResult, closed_loop
+from swarm.sim.memory import VLLM_KV_DTYPES
+from swarm.sim.profile import Profile, StepCost
+
+WARMUP_S = 10.0  # virtual seconds before each level's window
+WINDOW_S = 60.0
+MAX_USERS = 4096
+# --assume NAME: the profile field it changes
+ASSUMABLE = {
+    "base_cost": "step.base_s",
+    "decode_cost": "step.decode_token_s",
+    "prefill_cost": "step.prefill_token_s",
+    "kv_cache_tokens": "engine.kv_cache_tokens",
+    "seq_state_tokens": "engine.seq_state_tokens",
+    "max_num_seqs": "engine.max_num_seqs",
+}
+_ASSUME = re.compile(r"^\s*(?P<name>[a-z_]+)\s*(?P<op>[*=])\s*(?P<num>[0-9.eE+-]+)\s*$")
+# a real server's flag -> the profile field it sets (the same mapping as sim/engine_flags.py)
+INT_FLAGS = {
+    "--max-num-seqs": "max_num_seqs",
+    "-np": "max_num_seqs",
+    "--parallel": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "-b": "max_num_batched_tokens",
+    "--batch-size": "max_num_batched_tokens",
+    "--max-model-len": "max_model_len",
+    "-ub": "ubatch_tokens",
+    "--ubatch-size": "ubatch_tokens",
+}
+BOOL_FLAGS = {
+    "--enable-chunked-prefill": ("chunked_prefill", True),
+    "--no-enable-chunked-prefill": ("chunked_prefill", False),
+    "--enable-prefix-caching": ("prefix_caching", True),
+    "--no-enable-prefix-caching": ("prefix_caching", False),
+}
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    op: str  # "*" or "="
+    value: float
+    text: str
+
+
+def parse_assumptions(specs: list[str]) -> list[Assumption]:
+    out = []
+    for spec in specs:
+        m = _ASSUME.match(spec)
+        if not m or m["name"] not in ASSUMABLE:
+            raise UsageError(
+                f"bad --assume {spec!r}: expected NAME*FACTOR or NAME=VALUE with NAME one of "
+                f"{', '.join(ASSUMABLE)}, e.g. decode_cost*0.6"
+            )
+        try:
+            value = float(m["num"])
+        except ValueError:
+            raise UsageError(f"bad --assume {spec!r}: {m['num']!r} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise UsageError(f"bad --assume {spec!r}: the number must be finite and >= 0")
+        out.append(Assumption(m["name"], m["op"], value, spec.strip()))
+    return out
+
+
+def flag_overrides(flags: dict[str, str], profile: Profile) -> dict[str, object]:
+    """The profile fields a configuration's flags set. UsageError on a flag the twin cannot map."""
+    out: dict[str, object] = {}
+    for flag, value in flags.items():
+        if flag in INT_FLAGS:
+            try:
+                out[INT_FLAGS[flag]] = int(value)
+            except ValueError:
+                raise UsageError(f"{flag} {value}: not an integer") from None
+        elif flag in BOOL_FLAGS:
+            out[BOOL_FLAGS[flag][0]] = BOOL_FLAGS[flag][1]
+        elif flag == "--kv-cache-dtype":
+            if value not in VLLM_KV_DTYPES:
+                raise UsageError(f"--kv-cache-dtype {value}: one of {', '.join(VLLM_KV_DTYPES)}")
+            out["kv_cache_tokens"] = int(profile.kv_cache_tokens / VLLM_KV_DTYPES[value])
+        else:
+            raise UsageError(
+                f"{flag}: the twin maps no such flag (it needs what the run cannot show, e.g. the weights' "
+                'memory for --gpu-memory-utilization); state its effect with --assume, e.g. "kv_cache_tokens*1.1"'
+            )
+    return out
+
+
+def _assumed(profile: Profile, assumptions: list[Assumption]) -> Profile:
+    step = profile.step
+    changes: dict[str, object] = {}
+    for a in assumptions:
+        table, _, key = ASSUMABLE[a.name].partition(".")
+        current = getattr(step if table == "step" else profile, key)
+        new = current * a.value if a.op == "*" else a.value
+        if table == "step":
+            step = StepCost(**{**step.__dict__, key: float(new)})
+        else:
+            changes[key] = round(new)
+    return profile.with_overrides(step=step, **changes)
+
+
+@dataclass
+class Prediction:
+    config: ConfigResult
+    notes: list[str] = field(default_factory=list)  # assumptions and extrapolations
+
+
+def configure_profile(twin: Twin, flags: dict[str, str], assumptions: list[Assumption]) -> Profile:
+    """The twin's profile at these flags and assumptions. UsageError naming a refused parameter
+    the prediction needs and nothing gives."""
+    overrides = flag_overrides(flags, twin.profile)
+    named = {ASSUMABLE[a.name] for a in assumptions if a.op == "="}
+    for name, p in twin.params.items():
+        field_name = name.partition(".")[2]
+        given = field_name in overrides or name in named
+        if p.status == REFUSED and name in {"engine.max_num_seqs", "engine.kv_cache_tokens"} and not given:
+            how = "--grid max-num-seqs=N" if field_name == "max_num_seqs" else f'--assume "{field_name}=N"'
+            raise UsageError(f"the twin refused {field_name} ({p.evidence}); give it with {how}")
+        if (
+            p.status == REFUSED
+            and name.startswith("step.")
+            and not any(ASSUMABLE[a.name] == name for a in assumptions if a.op == "=")
+        ):
+            raise UsageError(f"the twin refused {name} ({p.evidence}); it cannot predict without it")
+    return _assumed(twin.profile.with_overrides(**overrides), assumptions)
+
+
+def search_users(
+    level: Callable[[int], LevelResult], limit_s: float
+) -> tuple[int | None, int | None, dict[int, LevelResult]]:
+    """(most users meeting TTFT p99 <= limit_s, fewest failing it, every level run): doubling from 1,
+    then bisection down to one user."""
+    seen: dict[int, LevelResult] = {}
+
+    def ok(users: int) -> bool:
+        seen[users] = r = level(users)
+        return r.ttft_p99 is not None and r.ttft_p99 <= limit_s
+
+    if not ok(1):
+        return None, 1, seen
+    lo, hi = 1, 2
+    while hi <= MAX_USERS and ok(hi):
+        lo, hi = hi, hi * 2
+    if hi > MAX_USERS:
+        return lo, None, seen
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo, hi, seen
+
+
+def bottleneck(r: LevelResult, profile: Profile) -> tuple[str, str]:
+    """What held the load at the first failing level, read from the twin's engine."""
+    if r.max_kv >= 0.95 or r.preemptions:
+        return "kv_bound", (
+            f"At {r.concurrency} users the twin's KV cache filled ({100 * r.max_kv:.0f}% at most, "
+            f"{r.preemptions} preemptions) with {r.mean_running:.0f} running"
+        )
+    if r.mean_running >= 0.95 * profile.max_num_seqs:
+        return "max_num_seqs_cap", (
+            f"At {r.concurrency} users running sat at the cap ({r.mean_running:.0f} of "
+            f"{profile.max_num_seqs}) with the KV cache {100 * r.mean_kv:.0f}% full"
+        )
+    return "compute_bound", (
+        f"At {r.concurrency} users {r.mean_running:.0f} ran, under the cap ({profile.max_num_seqs}) with the "
+        f"KV cache {100 * r.mean_kv:.0f}% full: each step's cost grew with the batch"
+    )
+
+
+def _point(r: LevelResult, limit_s: float) -> ProbePoint:
+    per_user = 1.0 / r.tpot_mean if r.tpot_mean else r.output_tok_s / max(r.concurrency, 1)
+    return ProbePoint(
+        users=r.concurrency,
+        rate=None,
+        qps=r.qps,
+        output_tok_s=r.output_tok_s,
+        output_tok_s_per_user=per_user,
+        ttft_p99_s=r.ttft_p99,
+        tpot_p99_s=None,
+        met_slo=r.ttft_p99 is not None and r.ttft_p99 <= limit_s,
+    )
+
+
+def predict(
+    twin: Twin, name: str, flags: dict[str, str], assumptions: list[Assumption], draw: Draw, limit_s: float
+) -> Prediction:
+    """One configuration predicted: its answer for TTFT p99 <= limit_s on the virtual clock."""
+    profile = configure_profile(twin, flags, assumptions)
+
+    def level(users: int) -> LevelResult:
+        return closed_loop(
+            profile, (), 0, users, WARMUP_S, WINDOW_S, seed=users, ttft_limit_s=limit_s, draw=draw
+        )
+
+    answer, failing, seen = search_users(level, limit_s)
+    at = seen[answer] if answer is not None else seen[1]
+    kind, why = bottleneck(seen[failing], profile) if failing is not None else ("no_saturation", "")
+    config = ConfigResult(
+        name=name,
+        flags=dict(flags),
+        command=[],
+        status="ok",
+        answer=None if answer is None else float(answer),
+        bracket=None if answer is None or failing is None else (float(answer), float(failing)),
+        qps=at.qps,
+        output_tok_s=at.output_tok_s,
+        ttft_p99_s=at.ttft_p99,
+        bottleneck=kind,
+        why=why or None,
+        points=[_point(seen[u], limit_s) for u in sorted(seen)],
+    )
+    notes = [f"assumes {a.text}" for a in assumptions]
+    reached = twin.running_reached
+    if reached is not None and max(r.mean_running for r in seen.values()) > 1.05 * reached:
+        top = max(r.mean_running for r in seen.values())
+        notes.append(f"extrapolated: up to {top:.0f} running; the fitted run reached {reached:g}")
+    return Prediction(config, notes)
+
+
+def workload_draw(spec: str) -> Draw:
+    """Requests drawn as `swarm run --workload SPEC` draws them: (pseudo-tokens, max_tokens)."""
+    from swarm.core.tokens import chat_prompt_tokens
+    from swarm.load.workloads import Mix
+
+    mix = Mix.from_spec(spec)
+    if mix.needs_tokenizer:
+        raise UsageError(
+            f"--workload {spec}: it needs the server's tokenizer; the twin predicts built-in prompt sets"
+        )
+
+    def draw(rng: random.Random) -> tuple[list[str], int]:
+        req = mix.next_request(rng)
+        return chat_prompt_tokens(req.messages), req.max_tokens
+
+    return draw

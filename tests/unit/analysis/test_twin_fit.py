@@ -1,0 +1,133 @@
+"""analysis/twin_fit.py: synthetic evidence made from known engine parameters; the fit recovers
+them, refuses what the evidence cannot give by name, and marks what it only extrapolates."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from swarm.analysis.twin_fit import (
+    EXTRAPOLATED,
+    FITTED,
+    REFUSED,
+    RunEvidence,
+    StageEvidence,
+    fit_line,
+    fit_twin,
+    length_components,
+)
+
+BASE, DECODE, PREFILL = 0.02, 0.00044, 0.00005
+POOL, STATE, CAP = 66_000, 320, 64
+
+
+def stage(users: int, tokens_per_seq: float, kv: bool = True, itl: bool = True, **kw) -> StageEvidence:
+    running = min(users, CAP)
+    waiting = users - running
+    prefill_tok_s = 300.0
+    step = (BASE + DECODE * running) / (1 - PREFILL * prefill_tok_s)  # ITL with the prefill its steps carry
+    held = running * tokens_per_seq
+    fields = dict(
+        stage=users,
+        users=users,
+        running_mean=float(running),
+        running_max=float(running),
+        running_pinned=1.0,
+        waiting_mean=float(waiting),
+        kv_mean=(running * STATE + held) / POOL if kv else None,
+        itl_mean_s=step if itl else None,
+        prefill_tok_s=prefill_tok_s,
+        kv_tokens_mean=held,
+        prefix_hit_rate=0.25,
+    )
+    return StageEvidence(**(fields | kw))
+
+
+def evidence(stages, ttft=None, outputs=(10, 20, 20, 50), cut=0.25) -> RunEvidence:
+    rng = random.Random(1)
+    low = ttft
+    if low is None:  # TTFT at 1 user: one step with the prompt in it, a little noise
+        low = tuple(
+            (p, BASE + DECODE + PREFILL * p + rng.gauss(0, 0.0002))
+            for p in [rng.randint(50, 2000) for _ in range(60)]
+        )
+    return RunEvidence(tuple(stages), low, tuple(outputs), cut, 2100, 16, "vllm")
+
+
+def test_fit_line_recovers_a_line_and_its_fit():
+    line = fit_line([1, 2, 3, 4], [3, 5, 7, 9])
+    assert (line.intercept, line.slope, line.r2) == (pytest.approx(1), pytest.approx(2), pytest.approx(1))
+
+
+def test_the_fit_recovers_step_prefill_cap_and_a_separable_kv_pool():
+    # varied lengths per stage: state and tokens can be told apart
+    fit = fit_twin(evidence([stage(8, 40), stage(24, 400), stage(48, 120), stage(96, 300)]))
+    p = fit.params
+    assert p["step.base_s"].value == pytest.approx(BASE, rel=0.02) and p["step.base_s"].status == FITTED
+    assert p["step.decode_token_s"].value == pytest.approx(DECODE, rel=0.02)
+    assert p["step.prefill_token_s"].value == pytest.approx(PREFILL, rel=0.1)
+    assert p["step.prefill_token_s"].status == FITTED
+    assert (p["engine.max_num_seqs"].value, p["engine.max_num_seqs"].status) == (CAP, FITTED)
+    assert p["engine.kv_cache_tokens"].value == pytest.approx(POOL, rel=0.01)
+    assert p["engine.seq_state_tokens"].value == pytest.approx(STATE, rel=0.01)
+    assert p["engine.kv_cache_tokens"].status == FITTED
+    assert p["engine.prefix_caching"].value is True
+    assert fit.running_reached == CAP
+    for param in p.values():  # every parameter says what it rests on and how well
+        assert param.evidence and param.quality
+
+
+def test_one_workload_leaves_the_pool_in_its_own_tokens_marked_extrapolated():
+    fit = fit_twin(evidence([stage(8, 40), stage(24, 40), stage(48, 40), stage(96, 40)]))
+    pool, state = fit.params["engine.kv_cache_tokens"], fit.params["engine.seq_state_tokens"]
+    assert pool.status == state.status == EXTRAPOLATED
+    assert "could not be told apart" in pool.evidence
+    # the share of one running sequence is kept: 40 held tokens take what state + 40 take of the real pool
+    assert 40 / pool.value == pytest.approx((STATE + 40) / POOL, rel=0.01)
+    assert state.value == 0
+
+
+def test_no_kv_gauge_refuses_kv_capacity_by_name():
+    fit = fit_twin(evidence([stage(8, 40, kv=False), stage(48, 40, kv=False)]))
+    for name in ("engine.kv_cache_tokens", "engine.seq_state_tokens"):
+        p = fit.params[name]
+        assert (p.value, p.status) == (None, REFUSED)
+        assert "no KV-usage gauge" in p.evidence
+
+
+def test_a_cap_never_reached_is_refused():
+    fit = fit_twin(evidence([stage(8, 40), stage(24, 40), stage(48, 40)]))
+    cap = fit.params["engine.max_num_seqs"]
+    assert (cap.value, cap.status) == (None, REFUSED)
+    assert "never reached: at most 48 running" in cap.evidence
+
+
+def test_no_itl_or_one_batch_size_refuses_the_step_cost():
+    fit = fit_twin(evidence([stage(8, 40, itl=False), stage(48, 40, itl=False)]))
+    assert fit.params["step.base_s"].status == REFUSED and fit.running_reached is None
+    fit = fit_twin(evidence([stage(96, 40), stage(128, 40)]))  # both pinned at 64 running
+    assert fit.params["step.decode_token_s"].status == REFUSED
+
+
+def test_prefill_below_the_noise_is_zero_and_extrapolated():
+    rng = random.Random(2)
+    noisy = tuple((p, 0.05 + rng.gauss(0, 0.01)) for p in [rng.randint(10, 18) for _ in range(60)])
+    p = fit_twin(evidence([stage(8, 40), stage(48, 40)], ttft=noisy)).params["step.prefill_token_s"]
+    assert (p.value, p.status) == (0.0, EXTRAPOLATED)
+    assert "within its noise" in p.evidence
+
+
+def test_no_prefix_counters_is_refused_and_lengths_are_the_records():
+    fit = fit_twin(evidence([stage(8, 40, prefix_hit_rate=None), stage(48, 40, prefix_hit_rate=None)]))
+    assert fit.params["engine.prefix_caching"].status == REFUSED
+    assert fit.output_lengths == [(1.0, 10, 10), (2.0, 20, 20), (1.0, 50, 50)]
+    assert "25% cut by max_tokens" in fit.params["lengths.output"].evidence
+
+
+def test_many_lengths_become_quantile_bins_that_cover_every_one():
+    outputs = list(range(1, 1001))
+    comps = length_components(outputs)
+    assert len(comps) <= 64
+    assert sum(w for w, _, _ in comps) == len(outputs)
+    assert comps[0][1] == 1 and comps[-1][2] == 1000
