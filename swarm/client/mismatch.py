@@ -16,12 +16,15 @@ but three would give wrong numbers without a word:
 
 The tally notes `unread` only on chunks it found no token in (a role or finish chunk when the
 dialect is right: no per-token cost) and checks the other two once per request in `fill`
-(swarm/client/tally.py). `warn_once` logs each (dialect, kind) once per process.
+(swarm/client/tally.py). `warn_once` logs each (dialect, kind) once per process; `swarm run`'s
+Locust processes write their logs to files, so it prints the distinct lines found in them once at
+the end of the run (`logged_lines`, swarm/orchestrate/collect.py).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from swarm.client.dialects import DIALECTS, Dialect
 
@@ -89,3 +92,19 @@ def reset_warnings() -> None:
     """Forget what was said (a new run in the same process: tests, `swarm tune`'s runs are
     processes of their own)."""
     _warned.clear()
+
+
+def logged_lines(logs: Iterable[str]) -> list[str]:
+    """The distinct mismatch lines in the text of some process logs (Locust's format: `[time]
+    host/WARNING/swarm.client.mismatch: LINE`), in the order first seen: one per run however many
+    worker processes said it."""
+    mark = f"/{__name__}: "
+    seen: dict[str, None] = {}
+    for text in logs:
+        if mark not in text:
+            continue
+        for row in text.splitlines():
+            _, found, line = row.partition(mark)
+            if found:
+                seen.setdefault(line.strip(), None)
+    return list(seen)

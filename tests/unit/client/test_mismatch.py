@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from swarm.client.dialects import DIALECTS
-from swarm.client.mismatch import mismatch_line, reset_warnings, unread_reasoning
+from swarm.client.mismatch import logged_lines, mismatch_line, reset_warnings, unread_reasoning
 from tests.unit.client.test_dialects import chunk, run
 from tests.unit.client.test_dialects_families import ollama_stream, tgi_stream
 
@@ -64,3 +64,14 @@ def test_unread_reasoning_ignores_empty_and_read_fields() -> None:
     assert unread_reasoning({"tool_calls": []}, ()) is None
     with pytest.raises(ValueError, match="unknown mismatch kind"):
         mismatch_line(DIALECTS["vllm"], "other")
+
+
+def test_the_lines_of_several_worker_logs_are_said_once() -> None:
+    line = mismatch_line(DIALECTS["vllm"], "no_running_usage")
+    worker = f"[2026-11-27 19:00:00,001] host/INFO/root: started\n[2026-11-27 19:00:01,002] host/WARNING/swarm.client.mismatch: {line}\n"
+    other = mismatch_line(DIALECTS["llamacpp"], "unread", "reasoning")
+    assert logged_lines([worker, worker, f"x/WARNING/swarm.client.mismatch: {other}\n", "no line"]) == [
+        line,
+        other,
+    ]
+    assert logged_lines(["[t] host/INFO/root: nothing"]) == []
