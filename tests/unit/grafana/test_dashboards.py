@@ -214,3 +214,37 @@ def test_every_family_panel_reads_each_family_by_its_own_names() -> None:
             if fam == "sglang" and table in (dashboards.RUNNING, dashboards.WAITING, dashboards.KV_USAGE):
                 assert dashboards.SGLANG_RANK0 in expr  # one scheduler's batch, not one per rank
     assert "tgi" not in dashboards.TTFT and "llamacpp" not in dashboards.TTFT  # absent, not 0
+
+
+def test_every_family_panel_agrees_with_the_metric_map() -> None:
+    """The dashboard's per-family tables and the report's map of each family's names
+    (swarm/analysis/server_families.py) say the same: a family is in a panel iff it has the field,
+    and every name a panel reads is one the map gives that family."""
+    from swarm.analysis.server_families import FAMILIES
+
+    fields = {
+        "running": dashboards.RUNNING, "waiting": dashboards.WAITING, "kv_usage": dashboards.KV_USAGE,
+        "prompt_tokens": dashboards.PROMPT_TOKENS, "generation_tokens": dashboards.GENERATION_TOKENS,
+        "prefix_hits": dashboards.PREFIX_HITS, "preemptions": dashboards.PREEMPTIONS, "ttft": dashboards.TTFT,
+        "itl": dashboards.ITL, "e2e": dashboards.E2E, "queue": dashboards.QUEUE,
+    }  # fmt: skip
+    for name, fam in FAMILIES.items():
+        known = {
+            n
+            for table in (fam.gauges, fam.counters, fam.histograms)
+            for names in table.values()
+            for n in names
+        }
+        known |= {n for pair in fam.ratios.values() for n in pair} | set(fam.success) | {fam.cached} - {None}
+        for field, table in [*fields.items(), ("success", dashboards.FINISHED)]:
+            has = (
+                bool(fam.success)
+                if field == "success"
+                else fam.has(field) or (field == "prefix_hits" and fam.cached)
+            )
+            parts = [expr for key, expr in table.items() if key.split(" ")[0] == name]
+            assert bool(parts) == bool(has), (name, field)
+            for expr in parts:
+                used = set(re.findall(r"\b(?:vllm:|llamacpp:|sglang:|tgi_|trtllm_)\w+", expr))
+                used = {re.sub(r"_bucket$", "", n) for n in used}
+                assert used <= known, (name, field, used - known)
