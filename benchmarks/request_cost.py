@@ -298,7 +298,11 @@ def send_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
     opts = LLMOptions(model=MODEL, dialect="vllm", ignore_eos=True)
     state = swarm_state(env)
     state.options = opts
-    state.served = ServedModel(MODEL, get_dialect("vllm"), True)
+    served = ServedModel(MODEL, get_dialect("vllm"), True)
+    if hasattr(state, "served_at"):  # one per endpoint (--host URL1,URL2; older trees: one)
+        state.served_at["http://127.0.0.1:1"] = served
+    else:
+        state.served = served
     # LLMUser.__init__ without FastHttpUser's session: the transport gets the fake pool
     u = object.__new__(U)
     u.environment = env
@@ -316,7 +320,14 @@ def send_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
         "Content-Type: application/json\r\nContent-Length: "
     ).encode("latin-1")
     pool = FakePool(http_reads(head, body, mode))
-    u.transport = Transport(pool, req_head, common, opts.request_timeout, opts.request_deadline or None)
+    transport = Transport(pool, req_head, common, opts.request_timeout, opts.request_deadline or None)
+    try:  # several endpoints: one transport each, and the process's balancer over them
+        from swarm.live.endpoints import Endpoint
+
+        u.endpoints = (Endpoint("http://127.0.0.1:1", "", u._url, transport),)
+        u.balancer = state.balancer(("http://127.0.0.1:1",), "round-robin")
+    except ImportError:  # a tree from before swarm/live/endpoints.py: one transport
+        u.transport = transport
     sinks = Sinks(tmp)
     state.llm_request.add_listener(sinks.on_record)
     req = LLMRequest("custom", MESSAGES, MAX_TOKENS)

@@ -6,7 +6,10 @@ module a key loaded from $OPENAI_API_KEY went to whatever host was typed there. 
 
 - at `init` the key is bound to an origin (`scheme://host:port`, swarm/core/apikey.py):
   `--api-key-origin` / $SWARM_API_KEY_ORIGIN if given, else the `--host` given at start (flag,
-  $LOCUST_HOST, config file), else the locustfile's LLM users' `host` when they share one. A
+  $LOCUST_HOST, config file), else the locustfile's LLM users' `host` when they share one. With
+  several endpoints (`--host URL1,URL2`) it is bound to each origin given there at start (each is a
+  target the user named), and `--api-key-origin` may name several too (URL1,URL2): an endpoint
+  outside them gets no key. The bound origins travel as one comma-separated text. A
   worker without one of its own takes its master's (the master sends its bound origin with the
   options of every spawn message, and the web UI cannot change it: see `refuse_key_fields`);
 - every request, discovery and tokenizer call gets the key only when its origin is that one
@@ -44,14 +47,14 @@ def bind(environment: Any, web_ui: Any = None, class_hosts: tuple[str, ...] = ()
     state = swarm_state(environment)
     given = getattr(opts, "api_key_origin", None) or None
     if given:
-        bound = origin(given)
+        bound = _origins(given)
         if bound is None:
             raise UsageError(
                 f"--api-key-origin {given!r} is not an http(s) URL: use e.g. http://10.0.0.5:8000"
             )
     else:
-        class_origins = {origin(h) for h in class_hosts if h}
-        bound = origin(getattr(environment, "host", None)) or (
+        class_origins = {_origins(h) for h in class_hosts if h}
+        bound = _origins(getattr(environment, "host", None)) or (
             class_origins.pop() if len(class_origins) == 1 else None
         )
     state.key_origin = bound
@@ -87,8 +90,8 @@ def key_for(environment: Any, url: str | None) -> str | None:
         return None
     bound = state.key_origin
     if bound is None and isinstance(getattr(environment, "runner", None), WorkerRunner):
-        bound = origin(getattr(environment.parsed_options, "api_key_origin", None))  # the master's
-    sent = _key_for(key, bound, url)
+        bound = _origins(getattr(environment.parsed_options, "api_key_origin", None))  # the master's
+    sent = next((k for b in (bound or "").split(",") if (k := _key_for(key, b or None, url))), None)
     if sent is None:
         where = origin(url) or str(url)
         if where not in _said:
@@ -103,6 +106,15 @@ def key_for(environment: Any, url: str | None) -> str | None:
                     where,
                 )
     return sent
+
+
+def _origins(urls: str | None) -> str | None:
+    """The origins of a comma-separated URL list (one URL too), comma-joined in order without
+    repeats; None when there is none or any item is not an http(s) URL."""
+    found = [origin(u) for u in (urls or "").split(",")] if urls else []
+    if not found or None in found:
+        return None
+    return ",".join(dict.fromkeys(o for o in found if o))
 
 
 def refuse_key_fields(web_ui: Any) -> None:

@@ -18,6 +18,7 @@ from locust import events
 from swarm.client.dialects import ENDPOINTS, get_dialect, ignore_eos_dialects
 from swarm.core.errors import UsageError, exit_code, one_line
 from swarm.core.options import (
+    BALANCE_NAMES,
     DEFAULT_REQUEST_DEADLINE_S,
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_STOP_TIMEOUT_S,
@@ -75,6 +76,7 @@ class LLMOptions:
     tokenizer: str = "auto"  # auto, server, pseudo or a PATH (swarm/client/tokenize.py)
     models: ModelSplit | None = None  # --model parsed: one name, or a weighted split a:3,b:1
     session_header: str | None = None  # chat_session: header carrying each turn's session id
+    balance: str = "round-robin"  # --balance: over several endpoints (swarm/live/balance.py)
 
     def _model_text(self) -> str | None:
         return str(self.models) if self.models is not None else None
@@ -126,6 +128,7 @@ class LLMOptions:
             tokenizer=str(read.get("tokenizer", "auto")),
             models=models,
             session_header=_header_name(read.get("session_header")),
+            balance=_balance(read.get("balance", "round-robin")),
         )
 
 
@@ -208,6 +211,13 @@ def _check_workload_fits(workload: str | None, knobs: Knobs, dialect: str) -> No
 
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
+
+
+def _balance(value: Any) -> str:
+    """--balance (the web UI sends it as text)."""
+    if str(value) not in BALANCE_NAMES:
+        raise UsageError(f"--balance must be one of {', '.join(BALANCE_NAMES)} (got {value!r})")
+    return str(value)
 
 
 def _header_name(value: Any) -> str | None:

@@ -22,6 +22,7 @@ from swarm.client.discovery import discover, require_model_served
 from swarm.client.tokenize import Http, open_tokenizer
 from swarm.core.errors import UsageError
 from swarm.core.tokenizer import Tokenizer
+from swarm.core.urls import endpoint_label, split_hosts
 from swarm.live.keyorigin import key_for
 from swarm.live.state import swarm_state
 
@@ -40,8 +41,14 @@ def draw_seed(environment: Any) -> None:
         parsed.seed = random.SystemRandom().getrandbits(31)
 
 
+def _hosts(environment: Any, class_host: str) -> tuple[str, ...]:
+    """The endpoints' base URLs: `--host` (or the user class's host) split (swarm/core/urls.py)."""
+    host = getattr(environment, "host", None) or class_host
+    return split_hosts(host) if host else ()
+
+
 def _target(host: str) -> tuple[str | None, str]:
-    """`--host` -> (scheme://host:port without credentials, or None; path prefix without /v1)."""
+    """One endpoint -> (scheme://host:port without credentials, or None; path prefix without /v1)."""
     parts = urlsplit(host)
     prefix = parts.path.rstrip("/")
     prefix = prefix[:-3] if prefix.endswith("/v1") else prefix
@@ -50,15 +57,19 @@ def _target(host: str) -> tuple[str | None, str]:
 
 def check_models(environment: Any, user_classes: list[type]) -> None:
     """With `--model a:3,b:1`: every model of the split is served (UsageError naming what is), and
-    the discovery is kept for the users; with one `--model` on a vLLM, that it is listed. Not on a
-    master."""
+    the discovery is kept for the users; with one `--model` on a vLLM, that it is listed. At every
+    endpoint (`--host URL1,URL2`). Not on a master."""
     if isinstance(getattr(environment, "runner", None), MasterRunner):
         return
+    for host in _hosts(environment, next((c.host for c in user_classes if c.host), "")):
+        _check_models_at(environment, host)
+
+
+def _check_models_at(environment: Any, host: str) -> None:
     state = swarm_state(environment)
     opts = state.llm_options(environment)
     split = opts.split
-    host = getattr(environment, "host", None) or next((c.host for c in user_classes if c.host), "")
-    origin, prefix = _target(host or "")
+    origin, prefix = _target(host)
     if origin is None:
         return
     http = Http(origin, key_for(environment, origin))
@@ -75,14 +86,15 @@ def check_models(environment: Any, user_classes: list[type]) -> None:
         return
     served = discover(http.get, prefix, opts.model, opts.dialect, opts.ignore_eos, split.names, str(split))
     if served.discovered:
-        state.served = served
+        state.served_at[endpoint_label(host)] = served
 
 
 def prompt_tokenizer(environment: Any, class_host: str, wants_eos: bool, what: str) -> Tokenizer:
-    """The `--tokenizer` that builds prompts of exact lengths for `what` (the server's when it has one);
-    UsageError when `what` forces output lengths (`wants_eos`) and the target's dialect cannot."""
+    """The `--tokenizer` that builds prompts of exact lengths for `what` (the server's when it has one:
+    the first endpoint's, with several); UsageError when `what` forces output lengths (`wants_eos`)
+    and the target's dialect cannot."""
     opts = swarm_state(environment).llm_options(environment)
-    origin, prefix = _target(getattr(environment, "host", None) or class_host)
+    origin, prefix = _target(next(iter(_hosts(environment, class_host)), ""))
     base = origin + prefix if origin else None
     model, dialect = opts.model, opts.dialect
     if origin and opts.tokenizer in ("auto", "server"):

@@ -25,6 +25,7 @@ from locust.event import EventHook
 
 from swarm.client.discovery import ServedModel
 from swarm.core.events import llm_request
+from swarm.live.balance import Balancer
 from swarm.live.options import LLMOptions
 from swarm.live.replay_schedule import Replay
 from swarm.load.arrivals import ArrivalSchedule
@@ -55,7 +56,11 @@ class SwarmState:
     )  # see LLMUser.llm_request
     options: LLMOptions | None = None  # validated at init and at each test start
     mixes: dict[str, Mix] = field(default_factory=dict)  # workload spec -> its mix
-    served: ServedModel | None = None  # model and dialect, from the options or /v1/models
+    # model and dialect of each endpoint (its label -> what the options or its /v1/models say)
+    served_at: dict[str, ServedModel] = field(default_factory=dict)
+    endpoints: tuple[str, ...] = ()  # the endpoints' labels, the first one Locust's host (set at init)
+    # (endpoint URLs, --balance) -> this process's balancer over them (swarm/live/balance.py)
+    balancers: dict[tuple[tuple[str, ...], str], Balancer] = field(default_factory=dict)
     served_lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     stats: StatsHandles | None = None  # this process's statistics side (set at init: swarm/live/plugin.py)
     llm_request: EventHook = llm_request  # fired once per finished request with record=
@@ -66,7 +71,8 @@ class SwarmState:
     # --trace-replay's trace, loaded once per process: (the options it was loaded with, it)
     trace: tuple[tuple[str, ...], Trace] | None = None
     search: dict[str, Any] | None = None  # --search: the result (summary.json `search`), set when it ends
-    key_origin: str | None = None  # the origin the API key is sent to (swarm/live/keyorigin.py)
+    # the origin(s) the API key is sent to, comma-separated (swarm/live/keyorigin.py)
+    key_origin: str | None = None
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """The validated options (cached; `reset_options` before a new test)."""
@@ -74,6 +80,18 @@ class SwarmState:
             self.options = LLMOptions.from_parsed(getattr(environment, "parsed_options", None))
             self.mixes = {}
         return self.options
+
+    @property
+    def served(self) -> ServedModel | None:
+        """The first endpoint's model and dialect (the one the run's model name and limits come from)."""
+        return self.served_at.get(self.endpoints[0]) if self.endpoints else None
+
+    def balancer(self, labels: tuple[str, ...], policy: str) -> Balancer:
+        """This process's balancer over the endpoints `labels` (made on first use)."""
+        b = self.balancers.get((labels, policy))
+        if b is None:
+            b = self.balancers[(labels, policy)] = Balancer(labels, policy)
+        return b
 
     def reset_options(self) -> None:
         self.options = None

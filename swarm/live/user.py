@@ -15,6 +15,13 @@ however the run stops. Cancelled requests fire the swarm's `llm_request` only, n
 `request`: Locust has no outcome for them (as a success their cut E2E would enter its percentiles,
 as a failure they would fail the run's exit code), and they did not complete.
 
+Several endpoints (`--host URL1,URL2,...`): each user holds one transport per endpoint (its own
+connection pool per origin, its own Host and Authorization headers: the API key only where
+swarm/live/keyorigin.py allows it), and each request goes where the process's balancer says
+(`--balance`, swarm/live/balance.py); its record names the endpoint (`endpoint_label`, on every
+record, one endpoint too). Locust itself sees the first endpoint as the user's host. Model and
+dialect are discovered per endpoint (replicas or different engines side by side).
+
 Importing this module registers the swarm's options and statistics with Locust (swarm/live/plugin.py).
 """
 
@@ -25,7 +32,6 @@ import random
 import secrets
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import gevent
 from locust import FastHttpUser, constant, events, task
@@ -33,17 +39,17 @@ from locust.runners import WorkerRunner
 
 import swarm.live.plugin  # noqa: F401  (registers the swarm's options, statistics listeners and shape messages)
 from swarm.client.clock import Clock
-from swarm.client.dialects import ENDPOINTS
 from swarm.client.discovery import ServedModel, discover
 from swarm.client.tally import StreamTally, TextTally
-from swarm.client.transport import MALFORMED, Transport, failure
+from swarm.client.transport import MALFORMED, failure
 from swarm.core.apikey import scrub
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.core.terminal import printable
-from swarm.core.urls import check_host
+from swarm.core.urls import endpoint_label, split_hosts
+from swarm.live.endpoints import CONTENT_LENGTH, Endpoint, make_endpoint
 from swarm.live.gc_tuning import relax_full_collections
-from swarm.live.keyorigin import bind, key_for
+from swarm.live.keyorigin import bind
 from swarm.live.locust_fixes import mark_internal_error
 from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
@@ -66,6 +72,7 @@ def _validate(environment: Any) -> None:
     state = swarm_state(environment)
     state.reset_options()
     state.llm_options(environment)
+    state.endpoints = ()
     staged = [f for f in ("sweep", "rate", "trace_replay") if getattr(environment.parsed_options, f, "")]
     if staged and getattr(environment, "shape_class", None) is None:
         raise UsageError(
@@ -78,8 +85,10 @@ def _validate(environment: Any) -> None:
         if isinstance(user_class, type) and issubclass(user_class, LLMUser):
             state.mix(environment, user_class.workload)
             host = getattr(environment, "host", None) or user_class.host
-            if host:
-                check_host(host)  # http://[::1 or a port past 65535 too, before anything starts
+            if host:  # http://[::1, a port past 65535, an empty or repeated item: before anything starts
+                hosts = split_hosts(host)
+                if not state.endpoints:
+                    state.endpoints = tuple(endpoint_label(h) for h in hosts)
 
 
 @events.init.add_listener
@@ -109,7 +118,9 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
         mark_internal_error()
         gevent.spawn(_quit_once_connected, environment)
         return
-    swarm_state(environment).served = None
+    state = swarm_state(environment)
+    state.served_at.clear()
+    state.balancers.clear()  # each test starts with every endpoint in the balance
     try:
         _validate(environment)
         draw_seed(environment)
@@ -157,38 +168,18 @@ class LLMUser(FastHttpUser):
         self.opts = self.state.llm_options(environment)
         self.network_timeout = self.opts.request_timeout
         self.connection_timeout = self.opts.request_timeout
+        hosts = split_hosts(self.host) if self.host else ()
+        if hosts:
+            self.host = hosts[0]  # Locust's own client (and anything else of it) sees one URL: the first
         super().__init__(environment)
         Clock.probe()  # here, at spawn: not inside the first request's timing
         self.mix = self.state.mix(environment, type(self).workload)
         self.split = self.opts.split  # --model a:3,b:1: each request draws its model (None: one model)
         self.rng = random.Random()
-        parts = urlsplit(self.host)
-        prefix = parts.path.rstrip("/")
-        if prefix.endswith("/v1"):
-            prefix = prefix[:-3]
-        self._prefix = prefix
-        base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/"
-        pool = self.client.client.clientpool.get_client(base)._connection_pool
-        host_header = parts.netloc.rpartition("@")[2]
-        key = key_for(environment, self.host)  # None at a host other than the key's origin
-        if key:
-            auth = f"Authorization: Bearer {key}\r\n"
-        elif self.client.auth_header:  # user:password@ in --host
-            auth = f"Authorization: {self.client.auth_header}\r\n"
-        else:
-            auth = ""
-        common_headers = f"Host: {host_header}\r\nUser-Agent: llm-swarm\r\n{auth}"
         self._secret = self.opts.api_key or None  # scrubbed from the error messages a server sends
         self._chat = self.opts.endpoint == "chat"
-        path = prefix + ENDPOINTS[self.opts.endpoint]
-        self._url = f"{parts.scheme}://{host_header}{path}"
-        head = (
-            f"POST {path} HTTP/1.1\r\n{common_headers}Accept: text/event-stream\r\n"
-            "Content-Type: application/json\r\nContent-Length: "
-        ).encode("latin-1")
-        self.transport = Transport(
-            pool, head, common_headers, self.opts.request_timeout, self.opts.request_deadline or None
-        )
+        self.endpoints = tuple(make_endpoint(environment, self.client, self.opts, h) for h in hosts)
+        self.balancer = self.state.balancer(tuple(e.label for e in self.endpoints), self.opts.balance)
         # conversations (chat_session, swarm/load/sessions.py): the one this user holds, if any
         self._sessions = any(getattr(w, "sessions", False) for w, _ in self.mix.items)
         self.conversation: Conversation | None = None
@@ -200,9 +191,7 @@ class LLMUser(FastHttpUser):
         self._pause_s = 0.0  # the backoff the last request earned (`backoff_s`), taken in closed loop
         self._jitter = random.Random()  # apart from `rng`: a seeded run draws the same requests
         header = self.opts.session_header
-        self._session_head = (  # the request head without its Content-Length, and the header's name
-            (head[: -len(b"Content-Length: ")], f"{header}: ".encode("latin-1")) if header else None
-        )
+        self._session_header = f"{header}: ".encode("latin-1") if header else None  # --session-header
 
     @task
     def llm_request(self) -> None:
@@ -287,21 +276,21 @@ class LLMUser(FastHttpUser):
         else:
             conv.failed()
 
-    def served(self) -> ServedModel:
-        """Model and dialect, from the options or (once per process) from /v1/models."""
+    def served(self, endpoint: Endpoint) -> ServedModel:
+        """`endpoint`'s model and dialect, from the options or (once per process) from its /v1/models."""
         state = self.state
-        s = state.served
+        s = state.served_at.get(endpoint.label)
         if s is not None and s.fresh():
             return s
         with state.served_lock:
-            s = state.served
+            s = state.served_at.get(endpoint.label)
             if s is not None and s.fresh():
                 return s
             opts = self.opts
             # (a split's models were checked at test start, swarm/live/prepare.py `check_models`; one
             # that went away since is answered with the server's 404 per request, recorded as such)
-            s = state.served = discover(
-                self.transport.get, self._prefix, opts.model, opts.dialect, opts.ignore_eos
+            s = state.served_at[endpoint.label] = discover(
+                endpoint.transport.get, endpoint.prefix, opts.model, opts.dialect, opts.ignore_eos
             )
         return s
 
@@ -331,15 +320,19 @@ class LLMUser(FastHttpUser):
         if session is not None:
             record.session_id = session.id
             record.turn = session.turn + 1
+        i = self.balancer.pick()  # counted in flight there until `done` below
+        endpoint = self.endpoints[i]
+        record.endpoint = endpoint.label
         self.state.in_flight += 1  # until _fire, which every path reaches
-        n_bytes = self._exchange(req, record, session, trace_row)
+        n_bytes = self._exchange(req, record, session, trace_row, endpoint)
         outcome = record.outcome
         if outcome is not Outcome.OK:
             record.tpot_s = None
             if outcome is Outcome.CANCELLED and record.prompt_tokens is None:
                 record.prompt_tokens = req.prompt_tokens  # the server's count, when the workload knows it
-        self._fire(record, n_bytes)
-        transport = self.transport
+        self.balancer.done(i, outcome)
+        self._fire(record, n_bytes, endpoint.url)
+        transport = endpoint.transport
         cut = transport.cut
         if cut is not None:  # the stop that cancelled it goes on, now that the request is recorded
             transport.cut = None
@@ -352,15 +345,20 @@ class LLMUser(FastHttpUser):
         return record
 
     def _exchange(
-        self, req: LLMRequest, record: RequestRecord, session: Conversation | None, trace_row: int | None
+        self,
+        req: LLMRequest,
+        record: RequestRecord,
+        session: Conversation | None,
+        trace_row: int | None,
+        endpoint: Endpoint,
     ) -> int:
         """Write the body, send it and tally the stream into `record`, its outcome and error set
         (any exception of ours an `internal` outcome); returns the bytes read."""
         n_bytes = 0
         t0 = time.perf_counter()
-        transport = self.transport
+        transport = endpoint.transport
         try:
-            served = self.served()
+            served = self.served(endpoint)
             if not record.model:
                 record.model = served.model or ""
             chat = self._chat
@@ -377,9 +375,9 @@ class LLMUser(FastHttpUser):
             head = transport.head
             if session is not None:
                 tally: StreamTally = TextTally(served.dialect, chat)
-                if self._session_head is not None:
-                    base, name = self._session_head
-                    head = base + name + session.id.encode() + b"\r\nContent-Length: "
+                if self._session_header is not None:  # before the head's closing Content-Length
+                    head = head[: -len(CONTENT_LENGTH)] + self._session_header + session.id.encode() + b"\r\n"
+                    head += CONTENT_LENGTH
             else:
                 tally = StreamTally(served.dialect, chat)
             data = head + str(len(body)).encode() + b"\r\n\r\n" + body
@@ -418,7 +416,7 @@ class LLMUser(FastHttpUser):
         if pause > 0 and not self.state.stopping:
             gevent.sleep(pause)
 
-    def _fire(self, record: RequestRecord, n_bytes: int) -> None:
+    def _fire(self, record: RequestRecord, n_bytes: int, url: str) -> None:
         self.state.in_flight -= 1
         self.state.llm_request.fire(record=record)
         if record.outcome is Outcome.CANCELLED:
@@ -432,7 +430,7 @@ class LLMUser(FastHttpUser):
             response_length=n_bytes,
             exception=exc,
             context={},
-            url=self._url,
+            url=url,
             start_time=record.start_wall_s,
             response=None,
         )

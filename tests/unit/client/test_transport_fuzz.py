@@ -67,7 +67,7 @@ def harness():
     opts = argparse.Namespace(model="m", dialect="vllm", request_timeout=2.0, request_deadline=5.0)
     env = Environment(user_classes=[FuzzUser], host=FuzzUser.host, parsed_options=opts)
     user = FuzzUser(env)
-    swarm_state(env).served = ServedModel("m", get_dialect("vllm"), True)
+    swarm_state(env).served_at["http://127.0.0.1:1"] = ServedModel("m", get_dialect("vllm"), True)
     fired: dict[str, list] = {"records": [], "requests": []}
 
     def on_record(record, **_):
@@ -89,7 +89,7 @@ def play(harness, response: bytes, cuts: list[int]) -> Any:
     fired["records"].clear()
     fired["requests"].clear()
     client, server = socket.socketpair()
-    user.transport.pool = _OnePool(client)
+    user.endpoints[0].transport.pool = _OnePool(client)
 
     def serve() -> None:
         try:

@@ -22,7 +22,7 @@ def test_a_stop_mid_stream_is_one_cancelled_record_and_goes_on(harness, stop):  
     user, req, fired = harness
     fired["records"].clear()
     client, server = socket.socketpair()
-    user.transport.pool = _OnePool(client)
+    user.endpoints[0].transport.pool = _OnePool(client)
     first = b'data: {"id":"x","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
     server.sendall(HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(first), first))
 
@@ -50,4 +50,4 @@ def test_a_stop_mid_stream_is_one_cancelled_record_and_goes_on(harness, stop):  
     assert record.outcome is Outcome.CANCELLED
     assert record.error.startswith("cut by the swarm's stop while in flight (streaming)")
     assert record.ttft_s is not None  # the first token had come
-    assert user.transport.cut is None
+    assert user.endpoints[0].transport.cut is None
