@@ -137,11 +137,17 @@ def fit_step(ev: RunEvidence, prefill_token_s: float) -> tuple[list[Param], floa
     )
     q = _quality(line, "stages")
     base = Param("step.base_s", round(max(line.intercept, 0.0), 7), FITTED, f"ITL at 0 running: {where}", q)
+    resolved = line.slope > 2 * line.slope_se
     decode = Param(
         "step.decode_token_s",
         round(max(line.slope, 0.0), 8),
-        FITTED,
-        f"ITL per running sequence: {where} (fitted up to {reach:.1f} running)",
+        FITTED if resolved else EXTRAPOLATED,
+        f"ITL per running sequence: {where} (fitted up to {reach:.1f} running)"
+        + (
+            ""
+            if resolved
+            else "; the ITL did not grow measurably with the batch, so every batch costs the same in the twin"
+        ),
         q,
     )
     return [base, decode], reach
@@ -152,9 +158,11 @@ def fit_prefill(ev: RunEvidence) -> Param:
     if len(ev.ttft_low) < 10 or len({p for p, _ in ev.ttft_low}) < 3:
         return Param(
             "step.prefill_token_s",
-            None,
-            REFUSED,
-            f"needs TTFTs of 10+ requests with 3+ prompt lengths at low load; the run has {len(ev.ttft_low)}",
+            0.0,
+            EXTRAPOLATED,
+            f"not measured: it needs the TTFTs of 10+ requests with 3+ prompt lengths at low load, the run has "
+            f"{len(ev.ttft_low)} with {len({p for p, _ in ev.ttft_low})}; 0 in the twin (its prompts' prefill "
+            "is inside the step cost fitted from the ITL; longer prompts: extrapolated)",
             "-",
         )
     line = fit_line([p for p, _ in ev.ttft_low], [t for _, t in ev.ttft_low])

@@ -234,6 +234,11 @@ def predict(
         points=[_point(seen[u], limit_s) for u in sorted(seen)],
     )
     notes = [f"assumes {a.text}" for a in assumptions]
+    if flags.get("--kv-cache-dtype", "auto") != "auto":
+        notes.append(
+            f"--kv-cache-dtype {flags['--kv-cache-dtype']} taken to halve every KV byte (an upper bound where "
+            "a hybrid model keeps its linear-attention state in its own dtype)"
+        )
     reached = twin.running_reached
     if reached is not None and max(r.mean_running for r in seen.values()) > 1.05 * reached:
         top = max(r.mean_running for r in seen.values())

@@ -131,3 +131,9 @@ def test_many_lengths_become_quantile_bins_that_cover_every_one():
     assert len(comps) <= 64
     assert sum(w for w, _, _ in comps) == len(outputs)
     assert comps[0][1] == 1 and comps[-1][2] == 1000
+
+
+def test_an_itl_flat_within_its_noise_is_marked_extrapolated():
+    flat = [stage(u, 40, itl_mean_s=0.13 + d) for u, d in ((1, 0.004), (2, -0.003), (4, 0.002), (8, -0.004))]
+    decode = fit_twin(evidence(flat)).params["step.decode_token_s"]
+    assert decode.status == EXTRAPOLATED and "did not grow measurably" in decode.evidence

@@ -97,3 +97,13 @@ def test_a_prediction_on_the_virtual_clock_with_its_notes(twin):
     assert any(n.startswith("extrapolated: up to") and "reached 8" in n for n in got.notes)
     at_cap = predict(twin, "max-num-seqs=8", {"--max-num-seqs": "8"}, [], draw, limit_s=0.5)
     assert at_cap.notes == [] and at_cap.config.bottleneck == "max_num_seqs_cap"
+
+
+def test_an_fp8_cache_is_predicted_with_its_assumption_stated(twin):
+    got = predict(
+        twin, "fp8", {"--max-num-seqs": "8", "--kv-cache-dtype": "fp8"}, [], workload_draw("short_qa"), 0.5
+    )
+    assert got.notes == [
+        "--kv-cache-dtype fp8 taken to halve every KV byte (an upper bound where a hybrid model keeps its "
+        "linear-attention state in its own dtype)"
+    ]
