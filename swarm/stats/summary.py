@@ -12,7 +12,9 @@ Layout (top level):
   of each outcome (swarm/stats/aggregate.py), most frequent first;
 - `target_unreachable_since` (ISO) / `target_unreachable_since_s`: when the run ended with the
   target refusing connections, the time it went away (the first `connect_error`, or the end of
-  the last response when connections had also failed before); null while it still answered;
+  the last response when connections had also failed before); null while it still answered (with
+  several endpoints: while any answered; `endpoints_unreachable_since` tells each: label -> ISO or
+  null; swarm/stats/reachability.py);
 - `total` and one block per workload name (so `summary[name]` is what swarm.stats.slo reads);
 - `classes`: workload -> request class -> block; `models`: served model named -> block, over all
   workloads (several with `--model a:3,b:1`); `endpoints`: endpoint label -> block (several only);
@@ -69,6 +71,7 @@ from typing import Any, NotRequired, TypedDict, cast
 from swarm.core.units import stage_name
 from swarm.stats import confidence, goodput, quantiles
 from swarm.stats.aggregate import BIN_S, DRAIN, LATENCIES, Aggregate, Cell
+from swarm.stats.reachability import endpoints_unreachable_since, target_unreachable_since
 
 BLOCK_KEYS: tuple[str, ...] = (
     "requests",
@@ -254,6 +257,7 @@ class Summary(TypedDict):
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
     endpoints: NotRequired[dict[str, Block]]  # endpoint label -> its Block, with several endpoints only
+    endpoints_unreachable_since: NotRequired[dict[str, str | None]]  # endpoint label -> ISO, likewise
     sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`
     # --search: probes, bracket, answer (swarm/stats/search_bracket.py `Bracket.answer`)
     search: NotRequired[dict[str, Any]]
@@ -349,18 +353,6 @@ def errors(cell: Cell) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def target_unreachable_since(cell: Cell) -> float | None:
-    """When the target went away (time.time()), if the run ended with connections refused; else None."""
-    last_refused = cell.last_connect_error_s
-    if last_refused is None:
-        return None
-    answered = cell.last_response_s
-    if answered is not None and answered >= last_refused:
-        return None  # it answered again after its last refusal
-    first = cell.first_connect_error_s
-    return first if answered is None or first is None else max(first, answered)
-
-
 def drain_s(total: Cell, load_end: float | None) -> float | None:
     """From the stop to the last request's end (the master's own stop can come first)."""
     if load_end is None or total.last_end_s is None:
@@ -409,7 +401,7 @@ def build(
         "degraded_workers": [dict(d) for d in degraded_workers],
         "workloads": workloads,
         "notes": NOTES,
-        **_run_outcome(total, duration, window, goodput_slo),
+        **_run_outcome(total, duration, window, goodput_slo, target_unreachable_since(agg)),
     }
     by_workload = {name: agg.combined(workload=name, bins=True) for name in workloads}
     for name, cell in by_workload.items():
@@ -426,6 +418,8 @@ def build(
         out["endpoints"] = {
             e: block(agg.combined(endpoint=e), duration, goodput_slo=goodput_slo) for e in eps
         }
+        lost = endpoints_unreachable_since(agg)
+        out["endpoints_unreachable_since"] = {e: iso_time(lost[e]) for e in eps}
     out["stages"] = [
         _stage_entry(agg, stage, total, by_workload, (stage_windows or {}).get(stage), goodput_slo)
         for stage in agg.stages()
@@ -436,13 +430,17 @@ def build(
 
 
 def _run_outcome(
-    total: Cell, duration: float | None, window: tuple[float | None, float | None], goodput_slo: str | None
+    total: Cell,
+    duration: float | None,
+    window: tuple[float | None, float | None],
+    goodput_slo: str | None,
+    lost: float | None,
 ) -> dict[str, Any]:
     """The whole run's errors, the target's loss, its `total` block and the `drain` after the stop."""
     drained, drained_tokens = total.completed_in([DRAIN])
     return {
         "errors": errors(total),
-        "target_unreachable_since": iso_time(lost := target_unreachable_since(total)),
+        "target_unreachable_since": iso_time(lost),
         "target_unreachable_since_s": lost,
         "total": block(total, duration, goodput_slo=goodput_slo, window=window),
         "drain": {
