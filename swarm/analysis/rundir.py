@@ -349,6 +349,8 @@ def _endpoint_run(data: RunData, label: str, metrics_file: str | None) -> RunDat
         for r in data.rows
     ]  # fmt: skip
     summary = cast(Summary, {"run_id": f"{data.name} {label}", "stages": windows})
+    if data.summary.get("search"):  # its answer's stage, for the cause there (analysis/search.py)
+        summary["search"] = data.summary["search"]
     snapshots = read_snapshots(data.directory / metrics_file) if metrics_file else []
     sub = RunData(
         data.directory, summary, mine if mine is not None and len(mine) else None, snapshots, ClientLoad()

@@ -95,14 +95,26 @@ def endpoint_lines(out: Path) -> list[str]:
 
 
 def print_search(out: Path, summary: dict) -> None:
-    """The search's answer and, from the server's metrics, why; the reason goes into summary.json too."""
+    """The search's answer and, from the server's metrics, why (with several endpoints: each
+    endpoint's cause at the answer); the reason goes into summary.json too."""
     from swarm.analysis.rundir import load_run
     from swarm.analysis.search import bottleneck
     from swarm.stats.summary import write
 
     search = summary["search"]
-    why = bottleneck(load_run(out))
+    data = load_run(out)
     print(f"swarm: {search.get('headline')}")
+    if data.endpoints:
+        whys = [(label, bottleneck(sub)) for label, sub in data.endpoints.items()]
+        found = [(label, w) for label, w in whys if w is not None]
+        if found:
+            kinds = {w.kind for _, w in found}
+            text = " ".join(f"endpoint {label}: {w.text}" for label, w in found)
+            print(f"swarm: why: {text}")
+            search["why"], search["why_kind"] = text, kinds.pop() if len(kinds) == 1 else "endpoints_differ"
+            write(summary, out / "summary.json")
+        return
+    why = bottleneck(data)
     if why:  # the finding's own sentence, once; its kind apart, for whoever reads summary.json
         print(f"swarm: why: {why.text}")
         search["why"], search["why_kind"] = why.text, why.kind

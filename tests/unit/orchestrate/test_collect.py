@@ -65,3 +65,22 @@ def test_endpoint_lines_are_each_endpoints_cause_their_contrast_and_outages(tmp_
     ]
     (tmp_path / "diagnosis.json").write_text(json.dumps(found))
     assert endpoint_lines(tmp_path) == [f["text"] for f in found[1::2] + found[4:]]
+
+
+def test_a_search_over_several_endpoints_says_each_endpoints_cause_at_the_answer(tmp_path, capsys):
+    import json
+
+    from swarm.orchestrate.collect import print_search
+    from tests.unit.analysis.test_endpoints import A, B, two_endpoint_run
+
+    run = two_endpoint_run(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["search"] = {"headline": "max concurrency meeting the SLO: 200", "bracket": [200, 256],
+                         "probes": [{"load": 256, "stage": 5}]}  # fmt: skip
+    (run / "summary.json").write_text(json.dumps(summary))  # as the master writes it
+    print_search(run, summary)
+    out = capsys.readouterr().out
+    assert f"swarm: why: endpoint {A}: " in out and f" endpoint {B}: " in out
+    assert "KV-bound" in out.split(f"endpoint {B}: ")[0]  # A's KV fills, B's does not
+    search = json.loads((run / "summary.json").read_text())["search"]
+    assert search["why_kind"] == "endpoints_differ" and search["why"] in out
