@@ -89,7 +89,11 @@ def _meta(data: RunData) -> list[str]:
     ):
         if s.get(key) is not None:
             meta.append(f"{label} {fmt(s[key])}")
-    meta.append(f"server metrics: {data.source} ({len(data.snapshots)} scrapes)")
+    if data.endpoints:  # several endpoints: each its own server
+        each = ", ".join(f"{sub.source} ({len(sub.snapshots)})" for sub in data.endpoints.values())
+        meta.append(f"{len(data.endpoints)} endpoints, server metrics (scrapes): {html.escape(each)}")
+    else:
+        meta.append(f"server metrics: {data.source} ({len(data.snapshots)} scrapes)")
     meta.extend(prefix_cache_lines(data))
     if data.gpu_snapshots:
         hosts = len({g.host for snap in data.gpu_snapshots for g in snap.gpus})

@@ -60,7 +60,10 @@ def test_the_report_has_an_endpoints_section(tmp_path):
     run = two_endpoint_run(tmp_path)
     text = write_report(run).read_text()
     assert "<h2>Endpoints (2)</h2>" in text and f"<td>{A}</td>" in text and f"<td>{B}</td>" in text
-    assert "is KV-bound; endpoint" in text
+    assert (
+        "is KV-bound; endpoint" in text
+        and "2 endpoints, server metrics (scrapes): vllm (61), vllm (61)" in text
+    )
     found = json.loads((run / "diagnosis.json").read_text())
     assert any(f["kind"] == "endpoints_differ" for f in found)
 
