@@ -29,6 +29,13 @@ class FamilyMismatch(ValueError):
     """A scrape with none of the forced family's names (`swarm run --server-family`)."""
 
 
+class JsonMetrics(ValueError):
+    """A JSON /metrics (TensorRT-LLM's iteration stats): its Prometheus text is at /prometheus/metrics."""
+
+
+TRTLLM_PROMETHEUS_PATH = "/prometheus/metrics"
+
+
 class ServerPoller:
     """Scrapes `url` every `interval_s` in a plain thread, one JSON line per scrape into `out_path`.
 
@@ -36,9 +43,14 @@ class ServerPoller:
     then joins. A target without /metrics (404, connection refused, not Prometheus text, a JSON
     list as TensorRT-LLM's /metrics) is said once through `log` ("server side not observable
     (<reason>): ...") and written beside the JSONL (`<stem>_unobservable.txt`) for the diagnosis;
-    the run goes on and later scrapes keep trying quietly. `samples` counts the lines written,
+    the run goes on and later scrapes keep trying quietly. A server that was scraped and then stops
+    answering (it went down mid-run) is not unobservable: that is its own once-said line, and the
+    scrapes it gave stay the diagnosis' evidence. `samples` counts the lines written,
     `error` holds the first failure. The first good scrape's raw text is kept beside the JSONL as
     `<stem>_sample.txt` for checking metric names.
+
+    A JSON `/metrics` (TensorRT-LLM's iteration stats) under `auto` or `trtllm` moves the poller to
+    the same origin's `/prometheus/metrics`, where trtllm-serve writes its Prometheus text, once.
 
     `family` (`swarm run --server-family`): `auto` detects the server's family from the names; a
     family's name reads every scrape with that family's names, and a scrape holding none of them
@@ -77,9 +89,9 @@ class ServerPoller:
     def parse(self, text: str, ts: float) -> Any:
         """One scrape's text -> the snapshot written (anything with `to_json`). ValueError: unusable."""
         if text.lstrip().startswith(("[", "{")):
-            raise ValueError(
+            raise JsonMetrics(
                 "JSON, not Prometheus text: TensorRT-LLM serves its Prometheus metrics at "
-                "/prometheus/metrics (give --server-metrics or --server-family trtllm)"
+                "/prometheus/metrics with return_perf_metrics on (or give --server-metrics URL)"
             )
         snap = parse_metrics(text, ts=ts, model=self.model, family=self.family)
         if snap.source == "unknown":
@@ -116,6 +128,10 @@ class ServerPoller:
             return self._failed(f"HTTP {e.code}")
         except (urllib.error.URLError, OSError) as e:
             return self._failed(str(getattr(e, "reason", e)))
+        except JsonMetrics as e:
+            if self._to_trtllm_prometheus():
+                return self.scrape_once()
+            return self._failed(f"not usable Prometheus text ({e})")
         except FamilyMismatch as e:
             return self._failed(str(e))
         except ValueError as e:
@@ -127,12 +143,27 @@ class ServerPoller:
             self.samples += 1
         return snap
 
+    def _to_trtllm_prometheus(self) -> bool:
+        """A JSON /metrics: scrape the origin's /prometheus/metrics instead (once; False: already there)."""
+        parts = urllib.parse.urlsplit(self.url)
+        if self.family not in ("auto", "trtllm") or parts.path.endswith(TRTLLM_PROMETHEUS_PATH):
+            return False
+        self.url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, TRTLLM_PROMETHEUS_PATH, "", ""))
+        return True
+
     def _failed(self, reason: str) -> None:
         reason = printable(reason)  # it may quote the target (a /metrics line, a status line)
         if self.error is None:
             self.error = reason
-            self.log(self.failure_line(reason))
+            self.log(self.failure_line(reason) if self.samples == 0 else self.stopped_line(reason))
         return None
+
+    def stopped_line(self, reason: str) -> str:
+        """The once-said line of a server that answered scrapes and then stopped (down mid-run)."""
+        return (
+            f"swarm: {self.what} at {self.url} stopped answering after {self.samples} scrapes ({reason}): "
+            "the figures after it are missing, the ones before stay in the diagnosis"
+        )
 
     def failure_line(self, reason: str) -> str:
         """The once-said line of the first failure (the server's reason also left for the diagnosis)."""

@@ -136,3 +136,58 @@ def test_gpu_pollers_share_one_file_one_sample_per_exporter(tmp_path, metrics_se
     hosts = {g.host for snap in read_gpu_snapshots(tmp_path / GPU_METRICS) for g in snap.gpus}
     assert hosts == {"gpu-a", "gpu-b"} and len(lines) == sum(p.samples for p in pollers)
     assert len(list(tmp_path.glob("gpu_metrics_sample_*.txt"))) == 2  # one raw sample per exporter
+
+
+class _PathHandler(http.server.BaseHTTPRequestHandler):
+    """JSON at /metrics, Prometheus text at /prometheus/metrics: trtllm-serve's two pages."""
+
+    def do_GET(self):
+        trt = self.path == "/prometheus/metrics"
+        body = (
+            b"# TYPE trtllm_num_requests_running gauge\ntrtllm_num_requests_running 3\n"
+            b"# TYPE trtllm_generation_tokens_total counter\ntrtllm_generation_tokens_total 120\n"
+            if trt
+            else b'[{"iter": 1, "numActiveRequests": 3}]'
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4" if trt else "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("family", ["auto", "trtllm"])
+def test_a_json_metrics_page_moves_to_trtllms_prometheus_page(tmp_path, family):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _PathHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{srv.server_address[1]}"
+        poller, logs = _one_scrape(tmp_path, base + "/metrics", family)
+        assert logs == [] and poller.samples == 1 and poller.url == base + "/prometheus/metrics"
+        (snap,) = read_snapshots(tmp_path / "m.jsonl")
+        assert (snap.source, snap.running, snap.generation_tokens) == ("trtllm", 3, 120)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_server_that_stops_answering_is_not_called_unobservable(tmp_path, metrics_server):
+    """Scraped, then down mid-run (an endpoint killed): one line saying so, its scrapes kept, no
+    "not observable" for the diagnosis."""
+    srv_url = metrics_server(fixture("vllm_0_33_metrics.txt").encode())
+    logs: list[str] = []
+    poller = ServerPoller(metrics_url(srv_url), tmp_path / "m.jsonl", timeout_s=1, log=logs.append)
+    assert poller.scrape_once() is not None and poller.scrape_once() is not None
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        poller.url = (
+            f"http://127.0.0.1:{s.getsockname()[1]}/metrics"  # closed again: refused, as a dead server
+        )
+    assert poller.scrape_once() is None and poller.scrape_once() is None
+    assert len(logs) == 1 and "stopped answering after 2 scrapes" in logs[0], logs
+    assert "not observable" not in logs[0] and unobservable_reason(tmp_path / "m.jsonl") is None
+    assert len(read_snapshots(tmp_path / "m.jsonl")) == 2
