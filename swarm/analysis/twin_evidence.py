@@ -31,11 +31,13 @@ def _ok(records: Any) -> Any:
     return records[~records["warmup"].fillna(False).astype(bool)]
 
 
-def held_tokens(sub: Any, start: float, end: float, block: int = BLOCK_SIZE) -> tuple[float, float]:
-    """(mean requests decoding, mean block-rounded tokens they hold) over [start, end): each request
-    from its first token to its end, holding its prompt plus the tokens generated so far."""
+def held_tokens(sub: Any, start: float, end: float, block: int = BLOCK_SIZE) -> tuple[float, float, float]:
+    """(mean requests decoding, mean block-rounded tokens they hold, the batch a token is made in) over
+    [start, end): each request from its first token to its end, holding its prompt plus the tokens
+    generated so far. The batch is the decoding count weighted by itself (sum n^2 / sum n over the
+    instants): what one stream's inter-token latency sees, idle instants left out."""
     if not len(sub) or end <= start:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     first = (sub["start_wall_s"] + sub["ttft_s"]).to_numpy(float)
     last = (sub["start_wall_s"] + sub["e2e_s"]).to_numpy(float)
     prompt = sub["prompt_tokens"].fillna(0).to_numpy(float)
@@ -45,14 +47,16 @@ def held_tokens(sub: Any, start: float, end: float, block: int = BLOCK_SIZE) -> 
     span = np.maximum(last - first, 1e-9)
     made = 1.0 + (out - 1.0).clip(min=0) * ((t - first) / span).clip(0.0, 1.0)
     tokens = np.ceil((prompt + made) / block) * block
-    return float(live.sum(axis=1).mean()), float((tokens * live).sum(axis=1).mean())
+    n = live.sum(axis=1)
+    batch = float((n * n).sum() / n.sum()) if n.sum() else 0.0
+    return float(n.mean()), float((tokens * live).sum(axis=1).mean()), batch
 
 
 def _stage(row: StageRow, server: StageServerStats | None, timed: Any) -> StageEvidence | None:
     if row.start_s is None or row.end_s is None:
         return None
     start, end = row.start_s + row.warmup_s, row.end_s
-    decoding, held = held_tokens(timed, start, end)
+    decoding, held, batch = held_tokens(timed, start, end)
     sub = _ok(timed[timed["stage"] == row.stage])
     s = server or StageServerStats(stage=row.stage)
     itl = (s.latency.get("itl") or {}).get("mean")
@@ -78,6 +82,10 @@ def _stage(row: StageRow, server: StageServerStats | None, timed: Any) -> StageE
         kv_tokens_mean=held or None,
         prefix_hit_rate=s.prefix_hit_rate,
         itl_source=itl_source,
+        batch_mean=batch or None,
+        qps=row.qps
+        if row.qps is not None
+        else (len(sub) / (end - start) if end > start and len(sub) else None),
     )
 
 

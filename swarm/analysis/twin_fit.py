@@ -49,6 +49,8 @@ class StageEvidence:
     kv_tokens_mean: float | None  # tokens (block-rounded) the client's decoding requests held, mean
     prefix_hit_rate: float | None
     itl_source: str = "server"  # server | client
+    qps: float | None = None  # the client's completed requests per second
+    batch_mean: float | None = None  # the client's decoding count as one token sees it (idle left out)
 
 
 @dataclass(frozen=True)
@@ -118,12 +120,13 @@ def _pct(se: float, v: float) -> str:
 
 
 def fit_step(ev: RunEvidence, prefill_token_s: float) -> tuple[list[Param], float | None]:
-    """step.base_s and step.decode_token_s: the stages' mean ITL against their mean running batch,
-    each ITL less the prefill its steps carried (prefill tokens per step x prefill_token_s)."""
+    """step.base_s and step.decode_token_s: the stages' mean ITL against the batch their tokens were
+    made in (the client's decoding count weighted by itself, else the running gauge's mean), each ITL
+    less the prefill its steps carried (prefill tokens per step x prefill_token_s)."""
     pts = [
-        (s.running_mean, s.itl_mean_s * (1.0 - prefill_token_s * (s.prefill_tok_s or 0.0)), s.itl_source)
+        (batch, s.itl_mean_s * (1.0 - prefill_token_s * (s.prefill_tok_s or 0.0)), s.itl_source)
         for s in ev.stages
-        if s.running_mean is not None and s.running_mean > 0 and s.itl_mean_s is not None
+        if (batch := s.batch_mean or s.running_mean) and s.itl_mean_s is not None
     ]
     if len({round(p[0], 1) for p in pts}) < MIN_STAGES:
         why = "needs the ITL at two or more different running batches; the run has " + (
@@ -132,7 +135,7 @@ def fit_step(ev: RunEvidence, prefill_token_s: float) -> tuple[list[Param], floa
         return [Param(n, None, REFUSED, why, "-") for n in ("step.base_s", "step.decode_token_s")], None
     line = fit_line([p[0] for p in pts], [p[1] for p in pts])
     reach = max(p[0] for p in pts)
-    where = f"{'server ITL histogram' if pts[0][2] == 'server' else 'client TPOT'} at running " + ", ".join(
+    where = f"{'server ITL histogram' if pts[0][2] == 'server' else 'client TPOT'} at batch " + ", ".join(
         f"{p[0]:.1f}" for p in sorted(pts)
     )
     q = _quality(line, "stages")
@@ -269,6 +272,34 @@ def fit_kv(ev: RunEvidence) -> list[Param]:
     ]
 
 
+def fit_gap(ev: RunEvidence) -> Param:
+    """client.gap_s: each request's time outside the engine (the client, HTTP, the API server) by
+    Little's law on a closed loop: the users neither running nor waiting, over the QPS."""
+    pts = [
+        (s.users, max(s.users - s.running_mean - (s.waiting_mean or 0.0), 0.0) / s.qps)
+        for s in ev.stages
+        if s.users and s.qps and s.running_mean is not None and s.waiting_mean is not None
+    ]
+    if not pts:
+        return Param(
+            "client.gap_s",
+            None,
+            REFUSED,
+            "needs the server's running and waiting gauges and the stages' users: the twin's clients send back to back",
+            "-",
+        )
+    gaps = sorted(g for _, g in pts)
+    median = gaps[len(gaps) // 2] if len(gaps) % 2 else (gaps[len(gaps) // 2 - 1] + gaps[len(gaps) // 2]) / 2
+    return Param(
+        "client.gap_s",
+        round(median, 5),
+        FITTED,
+        "users neither running nor waiting over QPS (Little's law), median of "
+        + ", ".join(f"{u} users: {1000 * g:.0f} ms" for u, g in pts),
+        f"{len(pts)} stages, {1000 * gaps[0]:.0f}-{1000 * gaps[-1]:.0f} ms",
+    )
+
+
 def fit_prefix(ev: RunEvidence) -> Param:
     rates = [s.prefix_hit_rate for s in ev.stages if s.prefix_hit_rate is not None]
     if not rates:
@@ -334,7 +365,7 @@ def fit_twin(ev: RunEvidence) -> TwinFit:
     prefill = fit_prefill(ev)
     step, reach = fit_step(ev, float(prefill.value or 0.0))
     lengths, comps = fit_lengths(ev)
-    params = [*step, prefill, fit_cap(ev), *fit_kv(ev), fit_prefix(ev), lengths]
+    params = [*step, prefill, fit_cap(ev), *fit_kv(ev), fit_prefix(ev), fit_gap(ev), lengths]
     params.append(
         Param(
             "step.kv_read_token_s",

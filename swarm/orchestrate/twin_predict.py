@@ -22,7 +22,7 @@ from swarm.analysis.tune_results import ConfigResult, ProbePoint
 from swarm.analysis.twin_fit import REFUSED
 from swarm.core.errors import UsageError
 from swarm.orchestrate.twin_profile import Twin
-from swarm.sim.calibrate import Draw, LevelResult, closed_loop
+from swarm.sim.calibrate import CLIENT_GAP_S, Draw, LevelResult, closed_loop
 from swarm.sim.memory import VLLM_KV_DTYPES
 from swarm.sim.profile import Profile, StepCost
 
@@ -212,9 +212,7 @@ def predict(
     profile = configure_profile(twin, flags, assumptions)
 
     def level(users: int) -> LevelResult:
-        return closed_loop(
-            profile, (), 0, users, WARMUP_S, WINDOW_S, seed=users, ttft_limit_s=limit_s, draw=draw
-        )
+        return level_result(twin, profile, users, draw, limit_s)
 
     answer, failing, seen = search_users(level, limit_s)
     at = seen[answer] if answer is not None else seen[1]
@@ -244,6 +242,17 @@ def predict(
         top = max(r.mean_running for r in seen.values())
         notes.append(f"extrapolated: up to {top:.0f} running; the fitted run reached {reached:g}")
     return Prediction(config, notes)
+
+
+def level_result(
+    twin: Twin, profile: Profile, users: int, draw: Draw, limit_s: float | None = None
+) -> LevelResult:
+    """`users` in a closed loop on the twin at `profile`, each request spending the fitted time
+    outside the engine between its predecessor's end and its arrival."""
+    gap = CLIENT_GAP_S if twin.gap_s is None else twin.gap_s
+    return closed_loop(
+        profile, (), 0, users, WARMUP_S, WINDOW_S, seed=users, ttft_limit_s=limit_s, draw=draw, gap_s=gap
+    )
 
 
 def workload_draw(spec: str) -> Draw:

@@ -26,6 +26,7 @@ class Twin:
     params: dict[str, Param]
     running_reached: float | None
     run: str
+    gap_s: float | None = None  # client.gap_s: each request's time outside the engine
 
 
 def _toml(v: Any) -> str:
@@ -95,4 +96,6 @@ def read_twin(path: Path) -> Twin:
         for name, p in twin["params"].items()
     }
     profile = parse_profile(data, path.stem)
-    return Twin(profile, params, twin.get("running_reached"), str(twin.get("run", "")))
+    gap = params.get("client.gap_s")
+    gap_s = None if gap is None or gap.value is None else float(gap.value)
+    return Twin(profile, params, twin.get("running_reached"), str(twin.get("run", "")), gap_s)

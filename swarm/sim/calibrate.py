@@ -85,9 +85,10 @@ class _Clients:
         concurrency: int,
         seed: int,
         draw: Draw | None = None,
+        gap_s: float = CLIENT_GAP_S,
     ):
         self.profile, self.prompts, self.max_tokens = profile, prompts, max_tokens
-        self.draw = draw
+        self.draw, self.gap_s = draw, gap_s
         self.rng = random.Random(seed)
         self.engine = Engine(profile)
         self.finished: list[Sequence] = []  # since the last step
@@ -122,7 +123,7 @@ class _Clients:
         return t, True
 
     def send_again(self, t: float) -> None:
-        heapq.heappush(self.arrivals, (t + CLIENT_GAP_S, self.counter))
+        heapq.heappush(self.arrivals, (t + self.gap_s, self.counter))
         self.counter += 1
 
 
@@ -136,12 +137,14 @@ def closed_loop(
     seed: int = 0,
     ttft_limit_s: float | None = None,
     draw: Draw | None = None,
+    gap_s: float = CLIENT_GAP_S,
 ) -> LevelResult:
     """`concurrency` clients in a closed loop on the virtual clock; QPS over `duration_s` after
     warm-up, and the steady TTFT p99 (the engine's time to first token: the client and HTTP add
     about a millisecond on the real-time simulator). `draw`, when given, draws each request
-    instead of `prompts` and `max_tokens`."""
-    clients = _Clients(profile, prompts, max_tokens, concurrency, seed, draw)
+    instead of `prompts` and `max_tokens`; `gap_s` is each request's time outside the engine (from one
+    answer's end to the next request's arrival: client, HTTP, API server)."""
+    clients = _Clients(profile, prompts, max_tokens, concurrency, seed, draw, gap_s)
     engine = clients.engine
     t = 0.0
     end = warmup_s + duration_s

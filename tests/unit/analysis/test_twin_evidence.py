@@ -36,9 +36,10 @@ def test_held_tokens_counts_each_request_from_first_token_to_end_block_rounded()
     # one request decoding over [0, 10) of a [0, 20) window: half the time, 1 in flight; prompt 16 +
     # 1..17 tokens made, rounded up to 16-token blocks: 32 or 48 tokens while it decodes
     df = records([(0, -1.0, 1.0, 11.0, 16, 17, 0.6, "stop")])
-    running, held = held_tokens(df, 0.0, 20.0)
+    running, held, batch = held_tokens(df, 0.0, 20.0)
     assert running == pytest.approx(0.5)
     assert 0.5 * 32 <= held <= 0.5 * 48
+    assert batch == 1.0  # a token is made in a batch of one, whatever the idle half
 
 
 def test_run_evidence_prefers_the_servers_numbers_and_falls_back_to_the_clients():

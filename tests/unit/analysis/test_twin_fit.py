@@ -137,3 +137,16 @@ def test_an_itl_flat_within_its_noise_is_marked_extrapolated():
     flat = [stage(u, 40, itl_mean_s=0.13 + d) for u, d in ((1, 0.004), (2, -0.003), (4, 0.002), (8, -0.004))]
     decode = fit_twin(evidence(flat)).params["step.decode_token_s"]
     assert decode.status == EXTRAPOLATED and "did not grow measurably" in decode.evidence
+
+
+def test_the_time_outside_the_engine_by_littles_law():
+    """Users neither running nor waiting over QPS: a closed loop's requests in the client, on the
+    wire and in the API server."""
+    outside = [
+        stage(u, 40, running_mean=u - 2.0, waiting_mean=0.0, qps=q)
+        for u, q in ((4, 10.0), (8, 20.0), (12, 25.0))
+    ]
+    gap = fit_twin(evidence(outside)).params["client.gap_s"]
+    assert (gap.value, gap.status) == (pytest.approx(2.0 / 20.0), FITTED)  # the median of 0.2, 0.1, 0.08
+    bare = fit_twin(evidence([stage(8, 40, waiting_mean=None), stage(48, 40, waiting_mean=None)]))
+    assert bare.params["client.gap_s"].status == REFUSED

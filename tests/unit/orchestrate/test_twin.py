@@ -84,5 +84,5 @@ def test_fit_writes_a_profile_that_predict_reads(tmp_path, capsys):
     assert "swarm twin: engine.max_num_seqs = 6 [fitted] running pinned at 6" in said
     assert f"swarm twin: profile in {tmp_path / 't.toml'}" in said
     twin = read_twin(tmp_path / "t.toml")
-    assert twin.profile.max_num_seqs == 6 and twin.running_reached == 6.0
+    assert twin.profile.max_num_seqs == 6 and twin.running_reached == pytest.approx(6.0, rel=0.05)
     assert twin.profile.step.decode_token_s > 0
