@@ -65,7 +65,7 @@ the client was the bottleneck and those latencies are not trusted.</p>
 <h2>Confidence intervals (95%)</h2>
 {ci_html(s)}
 {conversations_html(data)}{endpoints_section(data, found)}<h2>Client vs server</h2>
-{client_server_html(data) if data.snapshots else "<p class='note'>No server metrics: nothing to compare.</p>"}
+{_client_server(data)}
 {_gpu_section(data)}
 <h2>Plots</h2>
 {_figures(pngs) or "<p class='note'>No stage data: nothing to plot.</p>"}
@@ -73,6 +73,25 @@ the client was the bottleneck and those latencies are not trusted.</p>
 server_metrics.jsonl and client_cpu.jsonl; re-render with <code>swarm report {html.escape(str(data.directory))}</code>.</p>
 </body></html>
 """
+
+
+def _client_server(data: RunData) -> str:
+    """Client vs server: the run's, or with several endpoints each endpoint's against its own server."""
+    if not data.endpoints:
+        return (
+            client_server_html(data)
+            if data.snapshots
+            else "<p class='note'>No server metrics: nothing to compare.</p>"
+        )
+    return "".join(
+        f"<h3>endpoint {html.escape(label)}</h3>"
+        + (
+            client_server_html(sub)
+            if sub.snapshots
+            else "<p class='note'>No server metrics from this endpoint: nothing to compare.</p>"
+        )
+        for label, sub in data.endpoints.items()
+    )
 
 
 def _meta(data: RunData) -> list[str]:

@@ -66,6 +66,10 @@ def test_the_report_has_an_endpoints_section(tmp_path):
     )
     found = json.loads((run / "diagnosis.json").read_text())
     assert any(f["kind"] == "endpoints_differ" for f in found)
+    # client vs server: each endpoint against its own server, not "nothing to compare"
+    section = text.split("<h2>Client vs server</h2>", 1)[1].split("<h2>", 1)[0]
+    assert f"<h3>endpoint {A}</h3>" in section and f"<h3>endpoint {B}</h3>" in section
+    assert "nothing to compare" not in section and section.count("<p class='meta'>Times in ms. TTFT") == 2
 
 
 def rec(endpoint, t, outcome=Outcome.OK, error=None, e2e=1.0):
