@@ -58,6 +58,7 @@ class Sequence:
     preemptions: int = 0
     waiter: Any = None  # a future the HTTP handler awaits; resolved on progress
     tally: ModelCounters | None = None  # the served model's own counters (several models on one engine)
+    max_tokens: int = 0  # the request's limit on completion tokens (TGI reserves for it; 0: not given)
 
     @property
     def held_blocks(self) -> int:

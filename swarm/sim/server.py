@@ -235,7 +235,7 @@ class SimServer:
         hashes = (
             prompt_block_hashes(req.prompt_pieces, self.profile.block_size) if self.engine.caching else ()
         )
-        seq = Sequence(rid, req.prompt_tokens, out.target_tokens, hashes, arrival)
+        seq = Sequence(rid, req.prompt_tokens, out.target_tokens, hashes, arrival, max_tokens=req.max_tokens)
         seq.tally = self.metrics.counters(model)
         self.engine.add(seq)
         call = _Call(req, out, seq, rec, fault, fault_at, thinking, model)

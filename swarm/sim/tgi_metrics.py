@@ -9,9 +9,13 @@ histograms with the buckets `server.rs` sets (35 geometric from 0.00015 s for ev
 No `model_name` label (one TGI serves one model); `err` on `tgi_request_failure`. TGI has no TTFT
 histogram, no token counters (only the length histograms' sums), no prefix cache and no KV usage:
 neither has this face. Fed from the engine: the queue and batch gauges are its state at scrape
-time; a request is counted when it arrives (`tgi_request_count`, its input length at validation)
-and its durations and generated tokens when it succeeds, as `server.rs` records them. The
-per-batch `method` families (forward, decode, filter durations) are not served: the engine has
+time, the batch's tokens each running request's reservation at its limit (`reservation`). The
+engine admits as vLLM does, on the blocks requests hold, not as TGI's queue does, on their
+reservations against `tgi_batch_max_total_tokens`: with requests that stop before their limit the
+face can run more of them than TGI would, and its reserved share then exceeds 1 where TGI's stays
+at or under it. A request is counted when it arrives (`tgi_request_count`, its input length at
+validation) and its durations and generated tokens when it succeeds, as `server.rs` records them.
+The per-batch `method` families (forward, decode, filter durations) are not served: the engine has
 no per-batch hook.
 """
 
@@ -21,6 +25,7 @@ from swarm.sim.engine import Engine
 from swarm.sim.engine import Sequence as EngineSequence
 from swarm.sim.metrics import FastHistogram
 
+DEFAULT_GENERATION_LENGTH = 1024  # router/src/validation.rs: max_new_tokens is allocated in chunks of it
 FAILURE_KINDS = ("overloaded", "validation", "template", "incomplete", "dropped", "generation")
 
 
@@ -36,6 +41,17 @@ def duration_buckets() -> tuple[float, ...]:
 def linear_buckets(limit: int) -> tuple[float, ...]:
     """`server.rs`: 100 buckets, limit / 100 x (k + 1)."""
     return tuple(limit / 100.0 * (k + 1) for k in range(100))
+
+
+def reservation(seq: EngineSequence, block_size: int) -> int:
+    """The tokens TGI's running batch holds for one request (`tgi_batch_current_max_tokens` is their
+    sum): `backends/v3/src/backend.rs` sets the gauge to the batch's `max_tokens`, which
+    `flash_causal_lm.py` reports as its blocks x BLOCK_SIZE; `queue.rs` allocates a request's blocks
+    when it is admitted, for input + max_new_tokens - 1 tokens, max_new_tokens being the request's
+    limit cut to DEFAULT_GENERATION_LENGTH (`router/src/validation.rs`). A reservation at the
+    request's limit: a request that stops early at EOS still holds it."""
+    tokens = seq.prompt_tokens + min(seq.max_tokens, DEFAULT_GENERATION_LENGTH) - 1
+    return -(-tokens // block_size) * block_size
 
 
 def _number(v: float) -> str:
@@ -93,7 +109,7 @@ class TgiMetrics:
     def families(self) -> list[tuple[str, str, str, list[tuple[str, float]]]]:
         """(name, type, HELP, [(labels, value)]) of the counters and gauges, exporter order."""
         eng = self.engine
-        reserved = sum(s.prompt_tokens + s.target_tokens for s in eng.running)
+        reserved = sum(reservation(s, eng.bs) for s in eng.running)
         failures = [(f'{{err="{k}"}}', n) for k, n in self.failures.items() if n]
         return [
             ("tgi_request_count", "counter", "Total number of requests", [("", self.requests)]),

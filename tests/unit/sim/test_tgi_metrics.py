@@ -76,3 +76,23 @@ def test_requests_failures_and_successes_are_counted_where_tgi_counts_them():
     assert v[("tgi_request_generated_tokens_sum", None)] == 10  # the successes' only
     assert v[("tgi_request_mean_time_per_token_duration_sum", None)] == 2 / 4 + 2 / 6  # prefill included
     assert v[("tgi_batch_max_total_tokens", None)] == 1024
+
+
+def test_the_batch_reserves_each_requests_blocks_for_its_limit_not_for_what_it_made():
+    """backends/v3/src/queue.rs allocates input + max_new_tokens - 1 tokens of blocks at admission
+    and the gauge is the batch's blocks x BLOCK_SIZE: a request stopping at EOS after 32 of its 64
+    allowed tokens still holds 20 blocks of 16 (256 + 63 tokens); max_new_tokens is cut to
+    DEFAULT_GENERATION_LENGTH (1024). Against the budget, tgi_batch_max_total_tokens (the pool)."""
+    eng = Engine(small_profile(kv_cache_tokens=4096, max_model_len=2048))
+    eng.running = [
+        Sequence("a", 256, 32, max_tokens=64),  # EOS at 32: reserved for 64
+        Sequence("b", 10, 4, max_tokens=1),  # 10 tokens: one block
+        Sequence("c", 100, 2000, max_tokens=1900),  # chunked: 100 + 1024 - 1 -> 71 blocks
+    ]
+    v = {
+        s.name: s.value
+        for f in text_string_to_metric_families(TgiMetrics(eng, 2048).render().decode())
+        for s in f.samples
+    }
+    assert v["tgi_batch_current_max_tokens"] == 16 * (20 + 1 + 71)
+    assert v["tgi_batch_current_size"] == 3 and v["tgi_batch_max_total_tokens"] == 4096
