@@ -6,8 +6,8 @@ For one configuration (a `swarm tune` grid's flags) the twin's profile takes the
 concurrency search runs closed loops on sim/calibrate.py's virtual clock: the most users whose steady
 TTFT p99 meets the SLO, in seconds of CPU instead of a server restart and minutes of load. The result
 is a tune `ConfigResult` (its table, Pareto chart and bottleneck column are tune's own), with the
-notes a prediction carries: the assumptions, and where it is extrapolated (more running sequences
-than the fitted run reached, or a parameter the fit marked extrapolated that the answer relies on).
+notes a prediction carries: the assumptions (an fp8 cache's included), and where it is extrapolated
+(more running sequences than the fitted run reached).
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def predict(
     reached = twin.running_reached
     if reached is not None and max(r.mean_running for r in seen.values()) > 1.05 * reached:
         top = max(r.mean_running for r in seen.values())
-        notes.append(f"extrapolated: up to {top:.0f} running; the fitted run reached {reached:g}")
+        notes.append(f"extrapolated: up to {top:.0f} running; the fitted run reached {reached:.0f}")
     return Prediction(config, notes)
 
 
