@@ -24,7 +24,7 @@ import orjson
 
 from swarm.sim.engine import Sequence as EngineSequence
 from swarm.sim.protocol import ApiError, GenRequest, load_body, parse_chat, parse_completion
-from swarm.sim.render import TAPE_MASK, Output, Tape, token_texts
+from swarm.sim.render import TAPE_MASK, Output, Tape, token_texts, usage_object
 
 VERSION = "0.33.0-rc2"
 FINGERPRINT = "fp_ollama"
@@ -77,14 +77,6 @@ class NoMetrics:
         raise LookupError("Ollama serves no /metrics")
 
 
-def _usage(prompt: int, completion: int) -> bytes:
-    return b'{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
-        prompt,
-        completion,
-        prompt + completion,
-    )
-
-
 class OllamaStreamRenderer:
     """Ollama's SSE events for one request (the calls of swarm.sim.render.StreamRenderer)."""
 
@@ -112,7 +104,7 @@ class OllamaStreamRenderer:
                 out.id.encode(),
                 out.created,
             )
-            zero = b',"usage":' + _usage(0, 0) if include_usage else b""
+            zero = b',"usage":' + usage_object(0, 0) if include_usage else b""
             self.tail = b',"index":0,"finish_reason":null}],"model":%s,"system_fingerprint":"%s"%s}\n\n' % (
                 m,
                 FINGERPRINT.encode(),
@@ -148,11 +140,11 @@ class OllamaStreamRenderer:
 
     def closing(self, completion: int, seq: object = None) -> bytes:
         out = self.out
-        usage = _usage(out.prompt_tokens, completion)
+        usage = usage_object(out.prompt_tokens, completion)
         reason = out.finish_reason.encode()
         if not self.chat:
             done = self.prefix + b'[{"text":"","index":0,"finish_reason":"%s"}],' % reason + self.model_tail
-            done += b',"usage":' + _usage(0, 0) + b"}\n\n" if self.include_usage else b"}\n\n"
+            done += b',"usage":' + usage_object(0, 0) + b"}\n\n" if self.include_usage else b"}\n\n"
             if self.include_usage:
                 done += self.prefix + b"[]," + self.model_tail + b',"usage":' + usage + b"}\n\n"
             return done

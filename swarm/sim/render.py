@@ -73,6 +73,17 @@ class Tape:
 
 
 DONE = b"data: [DONE]\n\n"
+
+
+def usage_object(prompt: int, completion: int) -> bytes:
+    """An OpenAI usage object in the order TGI and Ollama write it (prompt, completion, total)."""
+    return b'{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
+        prompt,
+        completion,
+        prompt + completion,
+    )
+
+
 _USAGE = b',"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}'
 # vLLM with a reasoning parser (chat): how many of the completion tokens so far were reasoning
 _USAGE_DETAILS = (

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from swarm.sim.protocol import ApiError, GenRequest, load_body, parse_chat, parse_completion
-from swarm.sim.render import TAPE_MASK, Output, Tape, token_texts
+from swarm.sim.render import TAPE_MASK, Output, Tape, token_texts, usage_object
 
 VERSION = "3.3.7"
 FINGERPRINT = f"{VERSION}-native"  # server.rs: "{version}-{docker_label or native}"
@@ -86,14 +86,6 @@ def info_body(model: str, max_concurrent: int, max_model_len: int) -> dict[str, 
         "sha": None,
         "docker_label": None,
     }
-
-
-def _usage(prompt: int, completion: int) -> bytes:
-    return b'{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
-        prompt,
-        completion,
-        prompt + completion,
-    )
 
 
 class TgiStreamRenderer:
@@ -159,13 +151,13 @@ class TgiStreamRenderer:
                 + b'"choices":[{"index":0,"text":'
                 + text
                 + b',"logprobs":null,"finish_reason":"%s"}],"usage":' % reason
-                + _usage(out.prompt_tokens, completion)
+                + usage_object(out.prompt_tokens, completion)
                 + b"}\n\n"
             )
         if not self.include_usage:
             return b""
         head = self.head[: self.head.index(b'"choices"')]
-        return head + b'"choices":[],"usage":' + _usage(out.prompt_tokens, completion) + b"}\n\n"
+        return head + b'"choices":[],"usage":' + usage_object(out.prompt_tokens, completion) + b"}\n\n"
 
     def bad_chunk(self) -> bytes:
         """An event whose JSON is cut short (injected fault)."""
