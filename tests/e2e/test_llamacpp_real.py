@@ -34,8 +34,11 @@ SWEEP_TOKENS = 256
 
 
 def stale_connection_failures(df) -> int:
-    """Records that failed (none may: the stale kept-alive connection is retried on a new one)."""
-    bad = df[df.outcome != "ok"]
+    """Records that failed (none may: the stale kept-alive connection is retried on a new one). A request
+    the run's own stop cut while it was in flight (`cancelled`, its reason saying so) is not a failure:
+    a slow machine leaves one in flight at the end of a sweep's last stage."""
+    cut = (df.outcome == "cancelled") & df.error.fillna("").str.startswith("cut by the swarm's stop")
+    bad = df[(df.outcome != "ok") & ~cut]
     assert bad.empty, bad[["outcome", "error", "http_status"]].head()
     return len(bad)
 
