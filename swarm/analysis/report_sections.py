@@ -121,7 +121,8 @@ CLIENT_SERVER_NOTE = (
     "exact on both sides (a histogram's sum and count), so their gap is the time between the "
     "engine and the client: the HTTP front-end, the network and the client. Server percentiles "
     "are interpolated inside a histogram bucket (in brackets, ms): the true value is anywhere in "
-    "it (vLLM's TTFT buckets are 0.25-2.5 s wide above 0.1 s), so compare the client's percentile "
+    "it (each server has its own buckets: vLLM's TTFT buckets are 0.25-2.5 s wide above 0.1 s), so "
+    "compare the client's percentile "
     "with the bucket, not with the interpolated figure. The rest of the row (queue, ITL, E2E, "
     "counts) is per stage window, finished requests by the window they finished in.</p>"
 )
