@@ -134,30 +134,19 @@ def rows(agg: Aggregate, rates: Mapping[str, tuple[float, float]], client: str =
                 for k in classes
             )
     out.append(row("Total", agg.combined(), rates.get("total", (0.0, 0.0)), client, _good(rates, "total")))
-    models = agg.models()
-    if len(models) > 1:  # each served model beside the total (`--model a:3,b:1`)
-        out.extend(
-            row(
-                f"model {m or '(none)'}",
-                agg.combined(model=m),
-                rates.get(f"model:{m}", (0.0, 0.0)),
-                client,
-                _good(rates, f"model:{m}"),
+    # each served model (`--model a:3,b:1`) and each endpoint (`--host URL1,URL2`) beside the total
+    for dim, values in (("model", agg.models()), ("endpoint", agg.endpoints())):
+        if len(values) > 1:
+            out.extend(
+                row(
+                    f"{dim} {v or '(none)'}",
+                    agg.combined(**{dim: v}),
+                    rates.get(f"{dim}:{v}", (0.0, 0.0)),
+                    client,
+                    _good(rates, f"{dim}:{v}"),
+                )
+                for v in values
             )
-            for m in models
-        )
-    endpoints = agg.endpoints()
-    if len(endpoints) > 1:  # each endpoint beside the total (`--host URL1,URL2`)
-        out.extend(
-            row(
-                f"endpoint {e or '(none)'}",
-                agg.combined(endpoint=e),
-                rates.get(f"endpoint:{e}", (0.0, 0.0)),
-                client,
-                _good(rates, f"endpoint:{e}"),
-            )
-            for e in endpoints
-        )
     out.extend(turn_rows(agg))
     return out
 
