@@ -3,9 +3,13 @@ tests/integration/test_sim_http.py and test_sim_faults.py."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import threading
 import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -91,6 +95,34 @@ def scrape(url: str) -> dict[tuple, float]:
             for s in fam.samples:
                 out[(s.name, tuple(sorted(s.labels.items())))] = s.value
         return out
+
+
+HELLO = [{"role": "user", "content": "hello " * 40}]  # a repeated prompt: the prefix cache hits
+
+
+@contextlib.contextmanager
+def trickle(urls: list[str], body: dict) -> Iterator[None]:
+    """`body` to each URL's /v1/chat/completions every 0.2 s until the block ends (the same prompt each
+    time: the counters keep moving and the prefix cache hits), for a Prometheus to scrape."""
+    stop = threading.Event()
+    raw = json.dumps(body).encode()
+
+    def loop() -> None:
+        while not stop.wait(0.2):
+            for url in urls:
+                req = urllib.request.Request(
+                    url + "/v1/chat/completions", raw, {"Content-Type": "application/json"}
+                )
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    r.read()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=15)
 
 
 def urllib_open(url: str):

@@ -31,6 +31,7 @@ import yaml
 
 from swarm.grafana import dashboards
 from tests.helpers.dcgm_standin import DcgmStandin
+from tests.helpers.sim_http import HELLO, trickle
 from tests.helpers.support import REPO, Proc, free_port, sim_server, start, swarm_cmd, wait_http
 
 pytestmark = pytest.mark.integration
@@ -246,7 +247,7 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
                 tmp_path, "--server", "llamacpp", "--profile", "instant", trace=False, model="tiny-qwen2"
             )
         )
-        stack.enter_context(_trickle(llama.url))
+        stack.enter_context(trickle([llama.url], {"messages": HELLO, "max_tokens": 8}))  # cache hits
         cfg = local_config(
             {
                 ("swarm", "master:8089"): f"127.0.0.1:{master_prom}",
@@ -277,29 +278,6 @@ def test_every_panel_returns_data(tmp_path: Path) -> None:
         assert not failures, "queries without data:\n" + "\n".join(failures)
         code = run.wait(timeout=RUN_S + 90)
         assert code == 0, run.output()[-3000:]
-
-
-@contextlib.contextmanager
-def _trickle(url: str) -> Iterator[None]:
-    """Requests to the llama.cpp face until the block ends, the same prompt each time (cache hits)."""
-    stop = threading.Event()
-    body = json.dumps({"messages": [{"role": "user", "content": "hello " * 40}], "max_tokens": 8}).encode()
-
-    def loop() -> None:
-        while not stop.wait(0.2):
-            req = urllib.request.Request(
-                url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(req, timeout=10) as r:
-                r.read()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        t.join(timeout=15)
 
 
 def _wait_for_data(prom: Prometheus, run: Proc, run_id: str, timeout_s: float = 60.0) -> None:

@@ -13,15 +13,13 @@ the module; a trickle of repeated prompts keeps the counters moving and the pref
 from __future__ import annotations
 
 import contextlib
-import json
-import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
 from swarm.grafana import dashboards
+from tests.helpers.sim_http import HELLO, trickle
 from tests.helpers.support import free_port, sim_server
 from tests.integration.test_promql import Prometheus, local_config, start_prometheus, substitute
 
@@ -46,32 +44,6 @@ EXPECTED = {  # panel title -> the families (of these three) that have the figur
 MODEL = dashboards.build_all()["llm-server.json"]
 
 
-@contextlib.contextmanager
-def trickle(urls: list[str]) -> Iterator[None]:
-    """A request to each face every 0.2 s until the block ends, the same prompt each time."""
-    stop = threading.Event()
-    body = json.dumps(
-        {"model": "sim-model", "messages": [{"role": "user", "content": "hello " * 40}], "max_tokens": 8}
-    ).encode()
-
-    def loop() -> None:
-        while not stop.wait(0.2):
-            for url in urls:
-                req = urllib.request.Request(
-                    url + "/v1/chat/completions", body, {"Content-Type": "application/json"}
-                )
-                with urllib.request.urlopen(req, timeout=10) as r:
-                    r.read()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        t.join(timeout=15)
-
-
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     tmp = tmp_path_factory.mktemp("promql-families")
@@ -89,7 +61,11 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
         p = stack.enter_context(
             start_prometheus(tmp, local_config(targets, f"127.0.0.1:{prom_port}"), prom_port)
         )
-        stack.enter_context(trickle([s.url for s in sims.values()]))
+        stack.enter_context(
+            trickle(
+                [s.url for s in sims.values()], {"model": "sim-model", "messages": HELLO, "max_tokens": 8}
+            )
+        )
         deadline = time.monotonic() + 30
         query = substitute(dashboards.by_family(dashboards.GENERATION_TOKENS), {"instance": ".*"}, 60)
         while families(p, query, positive=True) != ALL:
