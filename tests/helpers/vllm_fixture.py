@@ -108,6 +108,16 @@ def vllm_report_fixture(request) -> Report:
     return report
 
 
+def tune_base_command(python: str, model_dir: Path, served: str) -> list[str]:
+    """vLLM's CPU build on the tiny model as `swarm tune --serve-cmd` takes it: no --port, --host or
+    --max-num-seqs (tune appends or replaces those per configuration)."""
+    return [
+        python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--load-format", "dummy",
+        "--served-model-name", served, "--dtype", "float32", "--max-model-len", "4096",
+        "--gpu-memory-utilization", "0.3",
+    ]  # fmt: skip
+
+
 def or_fail(what: str, make, *args, **kwargs):
     """make(*args, **kwargs), or fail the test with `what: the TargetError` (no traceback)."""
     failure = None
