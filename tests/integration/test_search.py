@@ -1,8 +1,8 @@
 """`swarm run --search` end to end on the calibrated simulator (issue 15, "Search in one run").
 
-The SLO search against a fixed fine-grained sweep of the same profile (the answer within ±10%, in
-less than the sweep's time, twice in agreement within the precision), the search's bracket
-around the steady-state crossing (as `swarm demo` runs it), the knee (KV-bound near the seed's ceiling),
+The SLO search as `swarm demo` runs it, twice: against a fixed fine-grained sweep of the same
+profile (each answer within ±10%, in less than the sweep's time) and around the steady-state
+crossing (each bracket holds it, each answer within 4%, so the two agree), the knee (KV-bound near the seed's ceiling),
 the exit codes (1: not met even at the lowest load; 2: bad input, nothing started) and the
 over-saturation guard ending an open-loop stage early with the reason in summary.json.
 """
@@ -26,8 +26,6 @@ pytestmark = pytest.mark.integration
 
 SLO = "ttft_p99<=800ms"
 STAGE_S = 12  # the fine sweep's stage time
-SEARCH_STAGE_S = 15  # the search's longest measured window (as the demo's): near the crossing a
-# verdict needs about that long (12 s left loads 3% below it inconclusive)
 FINE = list(range(16, 321, 16))  # every 16 users up to 320: the sweep one would run without a search
 # The fine sweep's stages far from the answer (all passing by far below 160 users, failing by far
 # above 272) cannot move its answer, so the test runs only these; the sweep's time is its plan,
@@ -72,8 +70,24 @@ def sweep_answer(s: dict) -> int:
     return min((u for u, _ in ok), key=lambda cut: (wrong(cut), -cut))
 
 
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory) -> list[tuple[Path, subprocess.CompletedProcess]]:
+    """`swarm demo` twice (the search as `make demo` runs it: no --host, the calibrated simulator,
+    short_qa, ttft_p99<=800ms): each run's directory and its process. Both search tests judge them,
+    one against the steady-state crossing, one against a fixed fine sweep."""
+    runs = []
+    for run in ("demo1", "demo2"):
+        out = tmp_path_factory.mktemp("search") / run
+        p = subprocess.run(swarm_cmd("demo", "--out", str(out)), capture_output=True, text=True, timeout=400)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        runs.append((out, p))
+    return runs
+
+
 @pytest.mark.slow
-def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path):
+def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path, demos):
+    """Each demo's search (two, agreeing within the precision with each other through the fine
+    sweep) answers within 10% of a fixed sweep of every 16 users, in less than that sweep's time."""
     sweep = swarm_run(
         tmp_path / "sweep",
         "--sweep",
@@ -90,13 +104,7 @@ def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path):
     assert RUN[0] < expected < RUN[-1], curve
     sweep_s = len(FINE) * STAGE_S
 
-    # one search: repeated searches agreeing is test_search_bracket_holds_the_steady_state_crossing's
-    # (two demos, each within 4% of the computed crossing), which keeps `make test` in its time
-    for run in ("search",):
-        out = tmp_path / run
-        search = ["--search", "concurrency", "--slo", SLO, "-u", "32", "--stage-time", f"{SEARCH_STAGE_S}s"]
-        p = swarm_run(out, *search, "--min-stage-time", "3s")
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for out, p in demos:
         s = summary(out)["search"]
         assert s["converged"] and s["status"] in ("converged", "noise_limited")
         lo, hi = s["bracket"]
@@ -144,8 +152,12 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
 
 def test_slo_not_met_at_the_lowest_load_exits_1(tmp_path):
     out = tmp_path / "notmet"
+    # 16-token answers: each probe's verdict rests on many requests within seconds (short_qa's own
+    # ~3 s answers made it ~100 s at 4, 2 and 1 users)
     p = swarm_run(
-        out, "--search", "concurrency", "--slo", "ttft_p99<=1ms", "-u", "4", "--min-stage-time", "3s"
+        out,
+        *("--search", "concurrency", "--slo", "ttft_p99<=1ms", "-u", "4", "--min-stage-time", "3s"),
+        *("--max-tokens", "16"),
     )
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     s = summary(out)["search"]
@@ -238,7 +250,7 @@ def steady_state_crossing() -> tuple[float, dict[int, float]]:
 
 
 @pytest.mark.slow
-def test_search_bracket_holds_the_steady_state_crossing(tmp_path):
+def test_search_bracket_holds_the_steady_state_crossing(demos):
     """Issue: "the search bracket excludes the truth". `swarm demo` (the search as `make demo` runs
     it: no --host, the calibrated simulator, short_qa, ttft_p99<=800ms), twice: each bracket holds
     the steady-state crossing, each answer lies within 4% of it, every probe was measured once its
@@ -246,10 +258,7 @@ def test_search_bracket_holds_the_steady_state_crossing(tmp_path):
     figures its verdict was judged on (a TTFT p99 that meets the SLO)."""
     crossing, share = steady_state_crossing()
     seen = []
-    for run in ("demo1", "demo2"):
-        out = tmp_path / run
-        p = subprocess.run(swarm_cmd("demo", "--out", str(out)), capture_output=True, text=True, timeout=400)
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for out, p in demos:
         s = summary(out)
         search = s["search"]
         lo, hi = search["bracket"]
