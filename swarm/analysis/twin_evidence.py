@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import StageRow
 from swarm.analysis.rundir import RunData
 from swarm.analysis.server_metrics import StageServerStats
@@ -52,7 +53,31 @@ def held_tokens(sub: Any, start: float, end: float, block: int = BLOCK_SIZE) -> 
     return float(n.mean()), float((tokens * live).sum(axis=1).mean()), batch
 
 
-def _stage(row: StageRow, server: StageServerStats | None, timed: Any) -> StageEvidence | None:
+MIN_WINDOW_REQUESTS = 5  # requests ended in the server's window before the two e2e means are compared
+
+
+def _outside(timed: Any, pair: TtftComparison | None, server_e2e: float | None) -> float | None:
+    """The client's e2e less the server's over the requests that ended in the server's window (its
+    two scrapes): the time a request spends outside the engine (HTTP, the API server, the client)."""
+    if pair is None or server_e2e is None:
+        return None
+    end = timed["start_wall_s"] + timed["e2e_s"]
+    inside = timed[(end >= pair.start) & (end < pair.end)]
+    if len(inside) < MIN_WINDOW_REQUESTS:
+        return None
+    return float(inside["e2e_s"].mean()) - server_e2e
+
+
+def _qps_ci(row: StageRow) -> tuple[float, float] | None:
+    """The stage's QPS 95% interval as the run computed it (summary.json), None where it had none."""
+    entry = row.entry if isinstance(row.entry, dict) else {}
+    ci = ((entry.get("total") or {}).get("ci") or {}).get("qps")
+    return (float(ci[0]), float(ci[1])) if isinstance(ci, list | tuple) and len(ci) == 2 else None
+
+
+def _stage(
+    row: StageRow, server: StageServerStats | None, timed: Any, pair: TtftComparison | None = None
+) -> StageEvidence | None:
     if row.start_s is None or row.end_s is None:
         return None
     start, end = row.start_s + row.warmup_s, row.end_s
@@ -83,6 +108,9 @@ def _stage(row: StageRow, server: StageServerStats | None, timed: Any) -> StageE
         prefix_hit_rate=s.prefix_hit_rate,
         itl_source=itl_source,
         batch_mean=batch or None,
+        qps_ci=_qps_ci(row),
+        completed=len(sub),
+        outside_s=_outside(timed, pair, (s.latency.get("e2e") or {}).get("mean")),
         qps=row.qps
         if row.qps is not None
         else (len(sub) / (end - start) if end > start and len(sub) else None),
@@ -97,16 +125,28 @@ def run_evidence(data: RunData) -> RunEvidence:
     records = _ok(timed)
     if not len(records):
         raise UsageError(f"{data.directory}: no request finished after warm-up: nothing to fit a twin to")
-    stages = tuple(e for r in data.rows if (e := _stage(r, data.server.get(r.stage), timed)) is not None)
+    stages = tuple(
+        e
+        for r in data.rows
+        if (e := _stage(r, data.server.get(r.stage), timed, data.ttft_pairs.get(r.stage))) is not None
+    )
     loaded = [r for r in data.rows if r.users is not None and (records["stage"] == r.stage).any()]
     low = min(loaded, key=lambda r: r.users or 0) if loaded else None
     ttft_low: tuple[tuple[int, float], ...] = ()
+    prefill_low: tuple[float, float, float] | None = None
     if low is not None:
         sub = records[(records["stage"] == low.stage) & records["prompt_tokens"].notna()]
         ttft_low = tuple((int(p), float(t)) for p, t in zip(sub["prompt_tokens"], sub["ttft_s"], strict=True))
+        server = data.server.get(low.stage)
+        latency = server.latency if server is not None else {}
+        phase, itl = (latency.get("prefill") or {}).get("mean"), (latency.get("itl") or {}).get("mean")
+        if phase is not None and itl is not None and len(sub):
+            prefill_low = (float(phase), float(itl), float(sub["prompt_tokens"].mean()))
     outputs = tuple(int(x) for x in records["output_tokens"])
     cut = float((records["finish_reason"] == "length").mean()) if "finish_reason" in records else 0.0
     longest = int((records["prompt_tokens"].fillna(0) + records["output_tokens"]).max())
+    prompts = tuple(int(x) for x in records["prompt_tokens"].dropna())
+    workloads = tuple(str(w) for w in data.summary.get("workloads") or ())
     return RunEvidence(
         stages=stages,
         ttft_low=ttft_low,
@@ -115,4 +155,7 @@ def run_evidence(data: RunData) -> RunEvidence:
         longest_request=longest,
         block_size=BLOCK_SIZE,
         source=data.source,
+        prompt_tokens=prompts,
+        prefill_low=prefill_low,
+        workloads=workloads,
     )

@@ -51,6 +51,10 @@ class StageEvidence:
     itl_source: str = "server"  # server | client
     qps: float | None = None  # the client's completed requests per second
     batch_mean: float | None = None  # the client's decoding count as one token sees it (idle left out)
+    # the client's e2e less the server's (its e2e histogram) over the requests ended in its window
+    outside_s: float | None = None
+    qps_ci: tuple[float, float] | None = None  # the run's own 95% interval of the stage's QPS
+    completed: int = 0  # requests finished ok in the stage's measured window
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,11 @@ class RunEvidence:
     longest_request: int  # most prompt + output tokens of one request
     block_size: int
     source: str  # vllm | llamacpp | unknown | none
+    prompt_tokens: tuple[int, ...] = ()  # the server's count of each finished request's prompt
+    # the lowest-load stage as the server timed it: (its prefill histogram's mean (scheduled to first
+    # token), its ITL mean, the mean prompt tokens of the stage's requests); None: no prefill histogram
+    prefill_low: tuple[float, float, float] | None = None
+    workloads: tuple[str, ...] = ()  # the run's workloads (summary.json)
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class TwinFit:
     output_lengths: list[tuple[float, int, int]]  # (weight, low, high) components
     running_reached: float | None  # the most running sequences the run saw (the step fit's range)
     notes: list[str] = field(default_factory=list)
+    workloads: tuple[str, ...] = ()  # what the run sent (the prompt lengths' unit is theirs)
 
 
 @dataclass(frozen=True)
@@ -157,30 +167,61 @@ def fit_step(ev: RunEvidence, prefill_token_s: float) -> tuple[list[Param], floa
 
 
 def fit_prefill(ev: RunEvidence) -> Param:
-    """step.prefill_token_s: TTFT against prompt length at the lowest load."""
+    """step.prefill_token_s: the server's own prefill time (its histogram, scheduled to first token) at
+    the lowest load less one step (its ITL), over the mean prompt; without that histogram, TTFT against
+    prompt length at the lowest load. (The slope is the weaker: over one workload's prompt lengths at a
+    few dozen requests it came out three times too high against vLLM's CPU build, and its error passes
+    into the step cost, which is fitted net of the prefill its steps carried.)"""
+    server = _prefill_from_server(ev)
+    if server is not None:
+        return server
     if len(ev.ttft_low) < 10 or len({p for p, _ in ev.ttft_low}) < 3:
+        why = (
+            f"it needs the TTFTs of 10+ requests with 3+ prompt lengths at low load, the run has "
+            f"{len(ev.ttft_low)} with {len({p for p, _ in ev.ttft_low})}"
+        )
         return Param(
             "step.prefill_token_s",
             0.0,
             EXTRAPOLATED,
-            f"not measured: it needs the TTFTs of 10+ requests with 3+ prompt lengths at low load, the run has "
-            f"{len(ev.ttft_low)} with {len({p for p, _ in ev.ttft_low})}; 0 in the twin (its prompts' prefill "
-            "is inside the step cost fitted from the ITL; longer prompts: extrapolated)",
+            f"not measured: {why}; 0 in the twin (its prompts' prefill is inside the step cost fitted from the "
+            "ITL; longer prompts: extrapolated)",
             "-",
         )
     line = fit_line([p for p, _ in ev.ttft_low], [t for _, t in ev.ttft_low])
     lo, hi = min(p for p, _ in ev.ttft_low), max(p for p, _ in ev.ttft_low)
     where = f"TTFT against prompt length ({lo}-{hi} tokens) of {line.n} requests at the lowest load"
     if line.slope <= 0 or line.slope < 2 * line.slope_se:
+        why = f"{where}: the slope ({line.slope:.2e} s/token) is within its noise"
         return Param(
             "step.prefill_token_s",
             0.0,
             EXTRAPOLATED,
-            f"{where}: the slope ({line.slope:.2e} s/token) is within its noise, so the prompts' prefill "
-            "cost is below what this run resolves; 0 in the twin (longer prompts: extrapolated)",
+            f"{why}, so the prompts' prefill cost is below what this run resolves; 0 in the twin (longer "
+            "prompts: extrapolated)",
             _quality(line, "requests"),
         )
     return Param("step.prefill_token_s", round(line.slope, 9), FITTED, where, _quality(line, "requests"))
+
+
+def _prefill_from_server(ev: RunEvidence) -> Param | None:
+    """The server's prefill time at the lowest load less one decode step, per prompt token (a cost
+    proportional to the prompt: exact at this workload's lengths, extrapolated for others)."""
+    if ev.prefill_low is None:
+        return None
+    phase, itl, prompt = ev.prefill_low
+    if prompt <= 0:
+        return None
+    value = max(phase - itl, 0.0) / prompt
+    return Param(
+        "step.prefill_token_s",
+        round(value, 9),
+        FITTED,
+        f"the server's prefill histogram at the lowest load ({1000 * phase:.1f} ms scheduled to "
+        f"first token) less one step (its ITL, {1000 * itl:.1f} ms) over the mean prompt ({prompt:.1f} tokens), "
+        "taken as proportional to the prompt (other lengths: extrapolated)",
+        "one stage's histogram means",
+    )
 
 
 # ---------------------------------------------------------------------------------------- limits
@@ -272,9 +313,20 @@ def fit_kv(ev: RunEvidence) -> list[Param]:
     ]
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
 def fit_gap(ev: RunEvidence) -> Param:
-    """client.gap_s: each request's time outside the engine (the client, HTTP, the API server) by
-    Little's law on a closed loop: the users neither running nor waiting, over the QPS."""
+    """client.gap_s: each request's time outside the engine (the client, HTTP, the API server): the
+    client's end-to-end latency less the server's own (its e2e histogram) over the same requests (those
+    ended in the server's window), the swarm sending each user's next request at once; without that
+    histogram, by Little's law on the gauges: the users neither running nor waiting, over the QPS (a
+    gauge read between steps can miss a sequence, so this one reads high)."""
+    outside = [(s.users, max(s.outside_s, 0.0)) for s in ev.stages if s.users and s.outside_s is not None]
+    if outside:
+        return _gap("the client's e2e less the server's e2e histogram over the same requests", outside)
     pts = [
         (s.users, max(s.users - s.running_mean - (s.waiting_mean or 0.0), 0.0) / s.qps)
         for s in ev.stages
@@ -285,18 +337,45 @@ def fit_gap(ev: RunEvidence) -> Param:
             "client.gap_s",
             None,
             REFUSED,
-            "needs the server's running and waiting gauges and the stages' users: the twin's clients send back to back",
+            "needs the server's e2e histogram, or its running and waiting gauges, and the stages' users: "
+            "the twin's clients send back to back",
             "-",
         )
-    gaps = sorted(g for _, g in pts)
-    median = gaps[len(gaps) // 2] if len(gaps) % 2 else (gaps[len(gaps) // 2 - 1] + gaps[len(gaps) // 2]) / 2
+    return _gap("users neither running nor waiting over QPS (Little's law)", pts)
+
+
+def _gap(how: str, pts: list[tuple[int, float]]) -> Param:
+    """client.gap_s as the median of the stages' (users, gap) points, each named in the evidence."""
+    gaps = [g for _, g in pts]
     return Param(
         "client.gap_s",
-        round(median, 5),
+        round(_median(gaps), 5),
         FITTED,
-        "users neither running nor waiting over QPS (Little's law), median of "
-        + ", ".join(f"{u} users: {1000 * g:.0f} ms" for u, g in pts),
-        f"{len(pts)} stages, {1000 * gaps[0]:.0f}-{1000 * gaps[-1]:.0f} ms",
+        f"{how}, median of " + ", ".join(f"{u} users: {1000 * g:.1f} ms" for u, g in pts),
+        f"{len(pts)} stages, {1000 * min(gaps):.1f}-{1000 * max(gaps):.1f} ms",
+    )
+
+
+def fit_prompts(ev: RunEvidence) -> Param:
+    """lengths.prompt_tokens: the server's mean count of a prompt (its chat template and tokenizer),
+    the unit the prefill cost was fitted in; the twin scales its drawn prompts to it."""
+    if not ev.prompt_tokens:
+        return Param(
+            "lengths.prompt_tokens",
+            None,
+            REFUSED,
+            "no request with the server's prompt-token count: the twin's prompts stay in words",
+            "-",
+        )
+    n = len(ev.prompt_tokens)
+    mean = sum(ev.prompt_tokens) / n
+    return Param(
+        "lengths.prompt_tokens",
+        round(mean, 2),
+        FITTED,
+        f"the server's count of {n} prompts ({', '.join(ev.workloads) or 'the run'}), "
+        f"{min(ev.prompt_tokens)}-{max(ev.prompt_tokens)} tokens",
+        f"{n} requests",
     )
 
 
@@ -365,7 +444,7 @@ def fit_twin(ev: RunEvidence) -> TwinFit:
     prefill = fit_prefill(ev)
     step, reach = fit_step(ev, float(prefill.value or 0.0))
     lengths, comps = fit_lengths(ev)
-    params = [*step, prefill, fit_cap(ev), *fit_kv(ev), fit_prefix(ev), fit_gap(ev), lengths]
+    params = [*step, prefill, fit_cap(ev), *fit_kv(ev), fit_prefix(ev), fit_gap(ev), lengths, fit_prompts(ev)]
     params.append(
         Param(
             "step.kv_read_token_s",
@@ -394,4 +473,4 @@ def fit_twin(ev: RunEvidence) -> TwinFit:
             "-",
         )
     )
-    return TwinFit({p.name: p for p in params}, comps, reach)
+    return TwinFit({p.name: p for p in params}, comps, reach, workloads=ev.workloads)

@@ -64,16 +64,17 @@ def _predict_all(pf: PredictFirst, base: ConfigResult) -> tuple[list[tuple[Flags
     from swarm.analysis.twin_evidence import run_evidence
     from swarm.analysis.twin_fit import REFUSED, fit_twin
     from swarm.orchestrate.twin import ttft_limit
+    from swarm.orchestrate.twin_calibrate import fit_and_write
     from swarm.orchestrate.twin_predict import predict, workload_draw
-    from swarm.orchestrate.twin_profile import read_twin, write_twin
+    from swarm.orchestrate.twin_profile import read_twin
 
     if base.status != "ok" or base.run_dir is None:
         raise UsageError(
             f"--predict-first: the base configuration was not measured ({base.reason}); no twin to fit"
         )
     path = pf.out / "twin.toml"
-    fit = fit_twin(run_evidence(load_run(Path(base.run_dir))))
-    write_twin(path, fit, base.run_dir)
+    ev = run_evidence(load_run(Path(base.run_dir)))
+    fit = fit_and_write(ev, fit_twin(ev), path, base.run_dir)
     print(f"swarm tune: twin fitted from the base configuration's run: {path}", flush=True)
     twin = read_twin(path)
     cap = _base_cap(pf.serve_cmd) if fit.params["engine.max_num_seqs"].status == REFUSED else {}

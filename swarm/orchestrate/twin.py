@@ -60,13 +60,13 @@ def fit_main(run_dir: Path, out: Path | None) -> int:
     from swarm.analysis.rundir import load_run
     from swarm.analysis.twin_evidence import run_evidence
     from swarm.analysis.twin_fit import fit_twin
-    from swarm.orchestrate.twin_profile import write_twin
+    from swarm.orchestrate.twin_calibrate import fit_and_write
 
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a directory (give a swarm run --out directory)")
-    fit = fit_twin(run_evidence(load_run(run_dir)))
+    ev = run_evidence(load_run(run_dir))
     path = out or run_dir / "twin.toml"
-    write_twin(path, fit, str(run_dir))
+    fit = fit_and_write(ev, fit_twin(ev), path, str(run_dir))
     for p in fit.params.values():
         value = (
             "refused" if p.value is None else f"{p.value:g}" if isinstance(p.value, float) else str(p.value)

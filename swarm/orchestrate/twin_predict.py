@@ -12,6 +12,7 @@ notes a prediction carries: the assumptions (an fp8 cache's included), and where
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import re
@@ -232,6 +233,12 @@ def predict(
         points=[_point(seen[u], limit_s) for u in sorted(seen)],
     )
     notes = [f"assumes {a.text}" for a in assumptions]
+    scale = prompt_scale(twin.prompt_tokens, twin.workloads)
+    if scale is not None:
+        notes.append(
+            f"prompts scaled to the server's count: {scale:.2f} tokens per drawn word (fitted on "
+            f"{', '.join(twin.workloads)}; its chat template and tokenizer)"
+        )
     if flags.get("--kv-cache-dtype", "auto") != "auto":
         notes.append(
             f"--kv-cache-dtype {flags['--kv-cache-dtype']} taken to halve every KV byte (an upper bound where "
@@ -248,11 +255,56 @@ def level_result(
     twin: Twin, profile: Profile, users: int, draw: Draw, limit_s: float | None = None
 ) -> LevelResult:
     """`users` in a closed loop on the twin at `profile`, each request spending the fitted time
-    outside the engine between its predecessor's end and its arrival."""
+    outside the engine between its predecessor's end and its arrival, its prompt as long as the
+    server counts it (`prompt_scale`)."""
     gap = CLIENT_GAP_S if twin.gap_s is None else twin.gap_s
+    scale = prompt_scale(twin.prompt_tokens, twin.workloads)
     return closed_loop(
-        profile, (), 0, users, WARMUP_S, WINDOW_S, seed=users, ttft_limit_s=limit_s, draw=draw, gap_s=gap
+        profile,
+        (),
+        0,
+        users,
+        WARMUP_S,
+        WINDOW_S,
+        seed=users,
+        ttft_limit_s=limit_s,
+        draw=draw if scale is None else scaled_draw(draw, scale),
+        gap_s=gap,
     )
+
+
+SCALE_SAMPLES = 400  # prompts drawn to measure a workload's mean length in words
+SCALE_TOLERANCE = 0.02  # a scale this close to 1 leaves the prompts as drawn
+
+
+@functools.cache
+def prompt_scale(prompt_tokens: float | None, workloads: tuple[str, ...]) -> float | None:
+    """The server's tokens per drawn word: its mean prompt count in the fitted run (its chat template
+    and tokenizer) over the mean length the twin draws for the same workloads; None where either is
+    unknown (prompts stay as drawn) or the two agree within 2%. The prefill cost was fitted per server
+    token, so the twin's prompts must be in that unit."""
+    if not prompt_tokens or not workloads:
+        return None
+    try:
+        draw = workload_draw(",".join(workloads))
+    except UsageError:
+        return None
+    rng = random.Random(0)
+    words = sum(len(draw(rng)[0]) for _ in range(SCALE_SAMPLES)) / SCALE_SAMPLES
+    scale = prompt_tokens / words if words else 1.0
+    return None if abs(scale - 1.0) <= SCALE_TOLERANCE else scale
+
+
+def scaled_draw(draw: Draw, scale: float) -> Draw:
+    """`draw` with each prompt stretched to `scale` times its length; word i of the result comes from
+    word i / scale of the drawn prompt, so prompts sharing a prefix share its stretched prefix too."""
+
+    def stretched(rng: random.Random) -> tuple[list[str], int]:
+        words, max_tokens = draw(rng)
+        n = max(1, round(len(words) * scale))
+        return [f"{words[min(int(i / scale), len(words) - 1)]}~{i}" for i in range(n)], max_tokens
+
+    return stretched
 
 
 def workload_draw(spec: str) -> Draw:

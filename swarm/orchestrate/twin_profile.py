@@ -27,6 +27,8 @@ class Twin:
     running_reached: float | None
     run: str
     gap_s: float | None = None  # client.gap_s: each request's time outside the engine
+    prompt_tokens: float | None = None  # lengths.prompt_tokens: the server's mean count of a prompt
+    workloads: tuple[str, ...] = ()  # the fitted run's workloads (what prompt_tokens counted)
 
 
 def _toml(v: Any) -> str:
@@ -61,6 +63,8 @@ def twin_toml(fit: TwinFit, name: str, run: str) -> str:
             lines.append(f"  {{ weight = {w:g}, {comp} }},")
         lines.append("]")
     lines += ["", "[twin]", f"run = {_toml(run)}"]
+    if fit.workloads:
+        lines.append(f"workloads = [{', '.join(_toml(w) for w in fit.workloads)}]")
     if fit.running_reached is not None:
         lines.append(f"running_reached = {_toml(fit.running_reached)}")
     for p in fit.params.values():
@@ -98,4 +102,13 @@ def read_twin(path: Path) -> Twin:
     profile = parse_profile(data, path.stem)
     gap = params.get("client.gap_s")
     gap_s = None if gap is None or gap.value is None else float(gap.value)
-    return Twin(profile, params, twin.get("running_reached"), str(twin.get("run", "")), gap_s)
+    prompt = params.get("lengths.prompt_tokens")
+    return Twin(
+        profile,
+        params,
+        twin.get("running_reached"),
+        str(twin.get("run", "")),
+        gap_s,
+        None if prompt is None or prompt.value is None else float(prompt.value),
+        tuple(str(w) for w in twin.get("workloads") or ()),
+    )

@@ -3,6 +3,7 @@ them, refuses what the evidence cannot give by name, and marks what it only extr
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -150,3 +151,26 @@ def test_the_time_outside_the_engine_by_littles_law():
     assert (gap.value, gap.status) == (pytest.approx(2.0 / 20.0), FITTED)  # the median of 0.2, 0.1, 0.08
     bare = fit_twin(evidence([stage(8, 40, waiting_mean=None), stage(48, 40, waiting_mean=None)]))
     assert bare.params["client.gap_s"].status == REFUSED
+
+
+def test_the_time_outside_the_engine_from_the_e2e_histograms_over_littles_law():
+    """Where the server's e2e histogram gives each stage's client-less-server e2e, that is the gap
+    (the gauges, read between steps, would say more: 2 of 8 users 'outside' here)."""
+    stages = [
+        stage(u, 40, running_mean=u - 2.0, waiting_mean=0.0, qps=20.0, outside_s=o)
+        for u, o in ((4, 0.004), (8, -0.001), (12, 0.006))
+    ]
+    gap = fit_twin(evidence(stages)).params["client.gap_s"]
+    assert (gap.value, gap.status) == (pytest.approx(0.004), FITTED)  # the median of 4, 0 (clipped), 6 ms
+    assert "e2e histogram over the same requests" in gap.evidence and "0.0 ms" in gap.evidence
+
+
+def test_the_prompts_are_counted_as_the_server_counted_them():
+    ev = evidence([stage(8, 40), stage(48, 40)])
+    counted = dataclasses.replace(ev, prompt_tokens=(30, 34, 38), workloads=("short_qa",))
+    fit = fit_twin(counted)
+    prompt = fit.params["lengths.prompt_tokens"]
+    assert (prompt.value, prompt.status) == (pytest.approx(34.0), FITTED)
+    assert "short_qa" in prompt.evidence and "30-38 tokens" in prompt.evidence
+    assert fit.workloads == ("short_qa",)
+    assert fit_twin(ev).params["lengths.prompt_tokens"].status == REFUSED  # no counts: prompts stay in words

@@ -3,15 +3,21 @@ clock, the bottleneck it reads, and the notes (assumptions, extrapolation) a pre
 
 from __future__ import annotations
 
+import dataclasses
+import random
+
 import pytest
 
 from swarm.core.errors import UsageError
 from swarm.orchestrate.twin_predict import (
+    SCALE_SAMPLES,
     bottleneck,
     configure_profile,
     flag_overrides,
     parse_assumptions,
     predict,
+    prompt_scale,
+    scaled_draw,
     search_users,
     workload_draw,
 )
@@ -107,3 +113,27 @@ def test_an_fp8_cache_is_predicted_with_its_assumption_stated(twin):
         "--kv-cache-dtype fp8 taken to halve every KV byte (an upper bound where a hybrid model keeps its "
         "linear-attention state in its own dtype)"
     ]
+
+
+def test_prompts_are_stretched_to_the_servers_count_keeping_shared_prefixes():
+    """The prefill cost was fitted per server token (its chat template and tokenizer); the twin draws
+    words: the drawn prompts are scaled to the fitted run's mean count, prefixes kept shared."""
+    draw = workload_draw("short_qa")
+    rng = random.Random(0)
+    words = sum(len(draw(rng)[0]) for _ in range(SCALE_SAMPLES)) / SCALE_SAMPLES
+    scale = prompt_scale(2.5 * words, ("short_qa",))
+    assert scale == pytest.approx(2.5)
+    assert prompt_scale(words * 1.01, ("short_qa",)) is None  # within 2%: as drawn
+    assert prompt_scale(None, ("short_qa",)) is None and prompt_scale(30.0, ()) is None
+    stretched = scaled_draw(lambda _rng: (["a", "b", "c", "d"], 7), 2.5)
+    got, max_tokens = stretched(rng)
+    assert max_tokens == 7 and len(got) == 10
+    assert got[:3] == ["a~0", "a~1", "a~2"] and got[-1] == "d~9"
+    other, _ = scaled_draw(lambda _rng: (["a", "b", "x", "y"], 7), 2.5)(rng)
+    assert other[:5] == got[:5] and other[5] != got[5]  # the shared two words: five shared tokens
+
+
+def test_a_twin_fitted_on_longer_prompts_predicts_with_them_and_says_so(twin):
+    counted = dataclasses.replace(twin, prompt_tokens=40.0, workloads=("short_qa",))
+    got = predict(counted, "max-num-seqs=8", {"--max-num-seqs": "8"}, [], workload_draw("short_qa"), 0.5)
+    assert any(n.startswith("prompts scaled to the server's count") and "short_qa" in n for n in got.notes)
