@@ -313,11 +313,6 @@ def fit_kv(ev: RunEvidence) -> list[Param]:
     ]
 
 
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-
 def fit_gap(ev: RunEvidence) -> Param:
     """client.gap_s: each request's time outside the engine (the client, HTTP, the API server): the
     client's end-to-end latency less the server's own (its e2e histogram) over the same requests (those
@@ -349,7 +344,7 @@ def _gap(how: str, pts: list[tuple[int, float]]) -> Param:
     gaps = [g for _, g in pts]
     return Param(
         "client.gap_s",
-        round(_median(gaps), 5),
+        round(float(np.median(gaps)), 5),
         FITTED,
         f"{how}, median of " + ", ".join(f"{u} users: {1000 * g:.1f} ms" for u, g in pts),
         f"{len(pts)} stages, {1000 * min(gaps):.1f}-{1000 * max(gaps):.1f} ms",

@@ -7,9 +7,9 @@ fitted run's highest closed-loop load at its own flags on the virtual clock, and
 outside the measured one's 95% interval (the run's own; else +/- 2 / sqrt(completions)), the fixed
 cost every step pays (`step.base_s`: the weights read, the scheduler; the line's intercept, which
 the low-load stages pull) is scaled until the twin answers that stage as measured. (Against vLLM's
-CPU build, three runs fitted at --max-num-seqs 4 then predicting 2 and 8: scaling the fixed cost
-held both within 15%; scaling the per-sequence or the prefill cost instead erred by up to 23% at 8.) The factor and the QPS before and
-after are written in the parameter's evidence; a twin that cannot be matched keeps its fit, with why.
+CPU build, runs fitted at --max-num-seqs 4 then predicting 2 and 8: scaling the fixed cost held both
+within 16%; scaling the per-sequence or the prefill cost instead erred by up to 23% at 8.) The
+factor and the QPS before and after are written in the parameter's evidence; a twin that cannot be matched keeps its fit, with why.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from swarm.orchestrate.twin_profile import read_twin, write_twin
 
 Z95 = 2.0  # the interval where the run has none: QPS x (1 +/- 2 / sqrt(completions))
 FACTOR_RANGE = (0.25, 4.0)  # the fixed step cost is scaled within this range, no further
-KNOB = "step.base_s"  # the parameter scaled, and its --assume name
-KNOB_ASSUME = "base_cost"
+KNOB = "step.base_s"  # the parameter scaled
+KNOB_ASSUME = "base_cost"  # its --assume name (how the twin's profile is scaled for a trial)
 STEPS = 10  # bisection steps in log space (the factor to within ~1.5%)
 
 
@@ -85,11 +85,9 @@ def calibrate(ev: RunEvidence, fit: TwinFit, path: Path) -> TwinFit:
         lo, hi = (mid, hi) if qps(mid) > target else (lo, mid)
     factor = math.sqrt(lo * hi)
     after = qps(factor)
-    value = round(float(knob.value) * factor, 8)
-    params = dict(fit.params)
-    params[knob.name] = dataclasses.replace(
-        knob,
-        value=value,
+    return _replaced(
+        fit,
+        value=round(float(knob.value) * factor, 8),
         evidence=(
             f"{knob.evidence}; calibrated x{factor:.2f} (from {float(knob.value) * 1000:.3f} ms) so the twin "
             f"answers the run's own {users} users as measured: {after:.2f} QPS against {target:.2f} "
@@ -97,7 +95,6 @@ def calibrate(ev: RunEvidence, fit: TwinFit, path: Path) -> TwinFit:
         ),
         quality=f"{knob.quality}; calibrated on the run's highest load",
     )
-    return dataclasses.replace(fit, params=params)
 
 
 def _interval(ci: tuple[float, float] | None, qps: float, completed: int) -> tuple[float, float, str]:
@@ -109,7 +106,11 @@ def _interval(ci: tuple[float, float] | None, qps: float, completed: int) -> tup
 
 
 def _noted(fit: TwinFit, note: str) -> TwinFit:
-    knob = fit.params[KNOB]
-    params = dict(fit.params)
-    params[knob.name] = dataclasses.replace(knob, evidence=knob.evidence + note)
-    return dataclasses.replace(fit, params=params)
+    return _replaced(fit, evidence=fit.params[KNOB].evidence + note)
+
+
+def _replaced(fit: TwinFit, **changes: object) -> TwinFit:
+    """`fit` with the scaled parameter's fields changed."""
+    return dataclasses.replace(
+        fit, params={**fit.params, KNOB: dataclasses.replace(fit.params[KNOB], **changes)}
+    )
