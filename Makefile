@@ -1,5 +1,6 @@
 # The two commands the README promises: `make demo` and `make test`.
-# Both run `setup` first; setup is idempotent and works on a fresh machine.
+# Both run `setup` first (the Python environment; idempotent, works on a fresh machine); only the
+# suite also installs the programs its tests start (system-deps: apt, as root) and builds llama-server.
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup system-deps llama-server demo test test-fast lint docs cli-reference bench bench-scale k8s-dashboards webui clean
 
-setup: $(STAMP) system-deps
+setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -28,13 +29,14 @@ llama-server: system-deps
 demo: setup
 	$(VENV)/bin/swarm demo
 
-# The whole suite (tests/: unit, integration, e2e), after the lint.
-test: lint llama-server
-	$(VENV)/bin/python -m pytest
+# The whole suite (tests/: unit, integration, e2e) in its three tiers (scripts/test-tiers.sh,
+# docs/testing.md), after the lint; prints each tier's time and the 30 slowest tests.
+test: lint system-deps llama-server
+	bash scripts/test-tiers.sh
 
-# The in-process tests only (tests/unit: no process started), in well under a minute.
+# The in-process tests only (tests/unit: no process started), two at a time, in under 45 s.
 test-fast: setup
-	$(VENV)/bin/python -m pytest tests/unit -q
+	$(VENV)/bin/python -m pytest tests/unit -n 2 -q
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -68,4 +70,4 @@ webui:
 	cd webui && npm install --no-audit --no-fund && npx vite build
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .test-times build *.egg-info

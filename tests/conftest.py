@@ -3,8 +3,19 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Locust patches gevent into the process; in an xdist worker the test queue then waits on a
+    # gevent lock that the worker's receiving thread (a real thread) releases. gevent wakes a hub
+    # from another thread, but a hub with nothing else to watch ends the wait at once instead
+    # ("LoopExit: This operation would block forever"). One idle watcher keeps the hub waiting.
+    import gevent
+
+    _HUB_KEEPALIVE = gevent.get_hub().loop.async_()
+    _HUB_KEEPALIVE.start(lambda: None)
 
 import pytest
 

@@ -27,7 +27,7 @@ from swarm.analysis.server_families import LLAMACPP
 from tests.e2e.test_vllm_conformance import ask
 from tests.helpers.support import sim_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"

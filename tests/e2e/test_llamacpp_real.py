@@ -21,7 +21,7 @@ from tests.e2e.test_vllm_conformance import ask
 from tests.e2e.test_vllm_real import MAX_TOKENS, swarm_run
 from tests.helpers.support import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 MSGS = [{"role": "user", "content": "用一句话介绍北京"}]
 # llama-server (b11434) closes the connection after every streamed response while its headers say

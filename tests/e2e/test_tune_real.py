@@ -25,7 +25,7 @@ import pytest
 from tests.helpers.support import REPO, swarm_cmd
 from tests.helpers.vllm_fixture import or_fail, tune_base_command
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SERVED = "tiny-qwen2"
 BAD_FLAG = "--no-such-flag"

@@ -30,6 +30,7 @@ from tests.helpers.support import REPO, swarm_cmd
 from tests.helpers.vllm_fixture import or_fail, tune_base_command
 
 pytestmark = [
+    pytest.mark.serial,
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.timeout(1200),

@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.test_vllm_real import MAX_TOKENS
 from tests.helpers.support import REPO, swarm_cmd
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_one_run_over_vllm_and_llamacpp_reconciles_per_endpoint(

@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from swarm.analysis.server_families import VLLM
 from tests.helpers.support import sim_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 
 MSGS = [{"role": "user", "content": "hello"}]
 CHAT = "/v1/chat/completions"

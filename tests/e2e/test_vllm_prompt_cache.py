@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.test_vllm_real import MAX_TOKENS, swarm_run
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_cached_tokens_equal_vllms_prefix_cache_hits(vllm_target, vllm_report, tmp_path):

@@ -135,6 +135,7 @@ WORKLOADS = {
 }
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 @pytest.mark.integration
 @pytest.mark.slow
@@ -188,6 +189,7 @@ def tokenized_prompt_file(target: RealTarget, path: Path, n: int = 24) -> Path:
     return path
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(900)
@@ -284,6 +286,7 @@ def server_split(chunks: list[dict]) -> dict[str, object]:
     }
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(900)
@@ -357,6 +360,7 @@ def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, 
     )
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(900)

@@ -11,6 +11,8 @@ import pytest
 
 from tests.e2e.test_vllm_real import assert_reconciled, swarm_run
 
+pytestmark = pytest.mark.serial
+
 # prefix-cache hits come in whole KV blocks: 16 tokens on GPUs, up to 128 on the CPU build; counting
 # 128-token blocks bounds the hits from below either way, so turn 1 holds one at least
 IN, OUT, BLOCK = 160, 8, 128

@@ -17,6 +17,8 @@ from tests.helpers.bpe import tiny_model_with_small_bpe
 from tests.helpers.support import REPO, free_port
 from tests.helpers.vllm_fixture import RealTarget
 
+pytestmark = pytest.mark.serial
+
 SHAREGPT = REPO / "swarm" / "load" / "prompts" / "sharegpt_sample.json"
 
 IN, OUT = 256, 64

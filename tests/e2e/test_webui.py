@@ -13,6 +13,8 @@ import pytest
 
 from tests.helpers.support import HELPERS, free_port, start, wait_http
 
+pytestmark = pytest.mark.serial
+
 LOCUSTFILE = str(HELPERS / "plugin_locustfile.py")
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -16,7 +16,7 @@ from swarm.live.webui import BUNDLE, SERIES_PATH
 from tests.e2e.test_webui import _driver
 from tests.helpers.support import REPO, free_port, sim_server, start, wait_http
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.serial, pytest.mark.integration]
 
 STAGE_S = 20  # two sweep stages, the second one's start the marker; long enough that a busy machine still
 # sees points arrive (sampling stops with the run) before the browser is up and the tab open

@@ -18,6 +18,7 @@ from tests.helpers.support import REPO
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.serial
 def test_master_scale_replays_reports_to_a_real_master(tmp_path):
     results = tmp_path / "scale.json"
     cmd = [sys.executable, str(REPO / "benchmarks/master_scale.py"), "--workers", "4", "--record-s", "8"]

@@ -25,6 +25,7 @@ KEYS = (
 )
 
 
+@pytest.mark.serial
 def test_quick_benchmark_writes_its_results(tmp_path):
     results = tmp_path / "bench-results.json"
     proc = subprocess.run(
@@ -65,6 +66,7 @@ def test_quick_benchmark_writes_its_results(tmp_path):
     assert "load average before" in out and "targets:" in out
 
 
+@pytest.mark.serial
 def test_a_terminated_benchmark_leaves_no_process_behind(tmp_path):
     """SIGTERM to `benchmarks/run.py` (what `timeout` or a stopped `make bench` sends) stops the
     simulator and the swarm it started, as Ctrl-C does."""

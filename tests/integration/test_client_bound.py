@@ -14,6 +14,8 @@ import pytest
 from swarm.live.webui import CLIENT_BOUND
 from tests.helpers.support import HELPERS, free_port, start, wait_http
 
+pytestmark = pytest.mark.serial
+
 LOCUSTFILE = str(HELPERS / "plugin_locustfile.py")
 
 

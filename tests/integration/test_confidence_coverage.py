@@ -25,7 +25,7 @@ from swarm.stats.confidence import min_samples
 from swarm.stats.sketch import REL_ACCURACY
 from tests.helpers.support import sim_server, swarm_cmd
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 RUNS, STAGE_S, USERS = 20, 3, 8
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers.support import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 
 HARNESS = REPO / "benchmarks" / "diagnosis_matrix.py"
 

@@ -22,6 +22,8 @@ from swarm.client.tally import ITL_KEEP
 from tests.helpers.fault_servers import fault_server
 from tests.helpers.support import HELPERS, REPO
 
+pytestmark = pytest.mark.serial
+
 DEADLINE_S = 15.0
 SETTLED_S = 5.0  # RSS after start-up and the first seconds of the stream: the baseline
 GROWTH_MAX_MB = 15.0  # measured: +0 MB over 60 s with the cap; +13 MB a second without it

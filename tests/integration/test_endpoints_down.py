@@ -24,7 +24,7 @@ from swarm.core.recordfile import read_table
 from tests.helpers.sim_http import scrape
 from tests.helpers.support import REPO, sim_server, swarm_cmd, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.serial, pytest.mark.slow]
 
 PROFILE = "rtx5090x4-qwen3.6-27b"  # ~20 ms per step: 32 tokens take ~0.7 s, so requests overlap
 RUN_S = 16

@@ -13,10 +13,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from swarm.load.backoff import BACKOFF_CAP_S
 from swarm.orchestrate.commands import locust_command
 from tests.helpers.fault_servers import fault_server, received
 from tests.helpers.support import REPO, swarm_cmd
+
+pytestmark = pytest.mark.serial
 
 
 def env_without_key() -> dict[str, str]:

@@ -25,7 +25,7 @@ from swarm.core.recordfile import read_table
 from tests.helpers.support import REPO, free_port, start, swarm_cmd, wait_http
 from tests.helpers.truth import assert_causes_shown_by_gauges
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 
 PROFILE = str(REPO / "benchmarks" / "profiles" / "diagnosis-matrix.toml")
 USERS = 16

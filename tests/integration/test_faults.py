@@ -160,6 +160,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 @pytest.mark.parametrize("mode", list(HOSTILE))
 def test_hostile_server_gives_its_own_outcome_and_memory_stays_bounded(tmp_path, mode, reference_peak_rss):
@@ -193,6 +194,7 @@ def test_hostile_server_gives_its_own_outcome_and_memory_stays_bounded(tmp_path,
 # ------------------------------------------------------------------- the target dies mid-run
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 def test_target_killed_mid_run(tmp_path):
     """SIGKILL the simulator under `swarm run --host`: requests in flight end truncated (or
@@ -259,6 +261,7 @@ def test_target_killed_mid_run(tmp_path):
 # ------------------------------------------------------------------------ HTTP errors
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 def test_http_errors_recorded_with_the_servers_message_and_summarised_once(tmp_path):
     """vLLM's error JSON at 400/429/500/503 under `swarm run`: each request's record has its status
@@ -349,6 +352,7 @@ def worker_records(out: Path) -> dict[int, list[dict]]:
     return by_pid
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 def test_worker_that_goes_missing_and_comes_back_is_counted_once(tmp_path):
     """SIGSTOP a worker past the master's heartbeat liveness (it is marked missing), then SIGCONT
@@ -403,6 +407,7 @@ def test_worker_that_goes_missing_and_comes_back_is_counted_once(tmp_path):
     ), s["degraded_workers"]
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 def test_worker_sigkilled_mid_run(tmp_path):
     """SIGKILL one of three workers: the master reports it, the run completes, the survivors'
@@ -465,6 +470,7 @@ def test_worker_sigkilled_mid_run(tmp_path):
 # ------------------------------------------------------------------------------ signals
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 def test_master_sigterm_stops_the_workers_and_loses_nothing(tmp_path):
     """SIGTERM to a Locust master (plain processes, as on separate machines): the workers finish

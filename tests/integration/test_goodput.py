@@ -15,7 +15,7 @@ import pytest
 from swarm.orchestrate.commands import locust_command
 from tests.helpers.support import free_port, sim_server, start, swarm_cmd
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.serial, pytest.mark.integration]
 TTFT_S, E2E_S = 0.004, 10.0  # the instant simulator answers around a few ms: both good and bad ones
 GOODPUT = f"ttft<={TTFT_S * 1000:g}ms,e2e<={E2E_S:g}s"
 

@@ -23,7 +23,7 @@ from swarm.orchestrate.commands import locust_command
 from tests.helpers.support import free_port, sim_server, start, wait_for
 from tests.integration.test_distributed import assert_reconciled, counter_sums, trace_ids
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 
 # SWARM_MANY_WORKERS="20,4,40" runs 20 early and 4 late workers with 40 s stages (by hand: two
 # cores do not hold that many processes in step reliably enough for CI)

@@ -52,6 +52,7 @@ def test_the_sim_serves_several_models_as_vllm_does(tmp_path):
     assert _per_model(samples, "vllm:num_requests_running") == {"base": 0.0}
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 def test_a_3_to_1_split_holds_and_reconciles_per_model(tmp_path):
     out = tmp_path / "run"

@@ -215,6 +215,7 @@ def test_malformed_slo_is_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in p.stderr + p.stdout
 
 
+@pytest.mark.serial
 def test_killed_worker_marks_the_run_degraded_and_loses_at_most_one_interval(tmp_path):
     out = tmp_path / "out"
     # The run ends on its own; it is long enough for a slow start-up, the kill, and the master

@@ -231,6 +231,7 @@ STAGE_S = 14
 RUN_S = 2 * STAGE_S  # the sweep ends the run after its stages
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_every_panel_returns_data(tmp_path: Path) -> None:
     run_id = "promql-test"

@@ -23,7 +23,7 @@ from tests.helpers.sim_http import HELLO, trickle
 from tests.helpers.support import free_port, sim_server
 from tests.integration.test_promql import Prometheus, local_config, start_prometheus, substitute
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.serial, pytest.mark.integration]
 
 FACES = {"sglang": ("sglang", "sglang:30000"), "tgi": ("tgi", "tgi:80"), "trtllm": ("trtllm", "trtllm:8000")}
 ALL = {"sglang", "tgi", "trtllm"}

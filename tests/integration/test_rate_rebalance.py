@@ -22,7 +22,7 @@ from swarm.orchestrate.commands import locust_command
 from tests.helpers.support import free_port, sim_server, start, wait_for
 from tests.integration.test_many_workers import gauge
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 
 RATE = 20.0
 STAGE_S = 60

@@ -26,6 +26,7 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_request_cost_writes_its_figures(tmp_path):
     out = tmp_path / "cost.json"

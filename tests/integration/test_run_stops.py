@@ -82,6 +82,7 @@ def test_a_stop_at_the_default_stop_timeout_loses_nothing(tmp_path, sim, sig):
     assert summary["drain"]["requests"] >= 1  # in flight at the stop, finished after it
 
 
+@pytest.mark.serial
 def test_a_second_ctrl_c_cuts_now_and_records_what_it_cut(tmp_path, sim):
     """Answers of 1,000 tokens take 20 s; Ctrl-C, then Ctrl-C again: the run ends within seconds
     (not after the answers or the 30 s stop timeout), every request it cut is one `cancelled`

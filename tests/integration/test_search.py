@@ -84,6 +84,7 @@ def demos(tmp_path_factory) -> list[tuple[Path, subprocess.CompletedProcess]]:
     return runs
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path, demos):
     """Each demo's search (two, agreeing within the precision with each other through the fine
@@ -126,6 +127,7 @@ def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path, 
         assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_knee_is_the_kv_bound_ceiling(tmp_path):
     out = tmp_path / "knee"
@@ -187,6 +189,7 @@ def test_bad_search_input_exits_2(tmp_path, args, words):
     assert not (tmp_path / "bad" / "summary.json").exists()
 
 
+@pytest.mark.serial
 def test_oversaturated_open_loop_stage_ends_early(tmp_path):
     """120 req/s offered to a server that finishes ~60: the backlog and the wait grow; the guard
     ends the 90 s stage after about its 10 s (plus warm-up), and says why."""
@@ -249,6 +252,7 @@ def steady_state_crossing() -> tuple[float, dict[int, float]]:
     return x0 + (x1 - x0) * (0.01 - y0) / (y1 - y0), share
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_search_bracket_holds_the_steady_state_crossing(demos):
     """Issue: "the search bracket excludes the truth". `swarm demo` (the search as `make demo` runs

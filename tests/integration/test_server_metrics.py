@@ -12,6 +12,8 @@ from swarm.analysis.server_metrics import metrics_url, read_snapshots
 from swarm.orchestrate.pollers import ServerPoller
 from tests.helpers.support import sim_server
 
+pytestmark = pytest.mark.serial
+
 
 @pytest.mark.integration
 def test_poller_against_a_live_simulator(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.sim_http import metric, read_trace, scrape
 from tests.helpers.support import sim_server
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.serial, pytest.mark.integration]
 
 PROFILE = "rtx5090x4-qwen3.6-27b"  # one token per ~20 ms step per request: one event per write
 

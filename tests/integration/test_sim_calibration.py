@@ -22,7 +22,7 @@ import pytest
 from swarm.sim.calibrate import CHAT_PROMPTS, SEED_CHAT, SEED_SHORT_QA, SHORT_QA_PROMPTS
 from tests.helpers.support import sim_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 
 PROFILE = "rtx5090x4-qwen3.6-27b"
 # concurrency -> (warm-up s, measured s)

@@ -146,6 +146,7 @@ def run_headless(
     return out, rc
 
 
+@pytest.mark.serial
 def test_run_end_with_stop_timeout_zero_cancels_and_counts_once(tmp_path, sim, prompts):
     """`-t` with --stop-timeout 0 (Locust's kill): the cut requests are `cancelled` records."""
     out, rc = run_headless(tmp_path, sim, prompts, "-t", "5s", "--stop-timeout", "0")

@@ -39,6 +39,7 @@ def stages(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_calibrated_sweep_reproduces_the_seed_plateau(tmp_path):
     """Seed 000's short-QA table: QPS climbs to ~65 and stops between 200 and 256 users, KV near full."""
@@ -59,6 +60,7 @@ def test_calibrated_sweep_reproduces_the_seed_plateau(tmp_path):
     assert not {"frontend_bound", "network_delay", "outside_engine"} & set(found), found
 
 
+@pytest.mark.serial
 def test_max_num_seqs_cap_is_named(tmp_path):
     """Seed round 1: running pinned at max-num-seqs with KV low and requests waiting."""
     out = tmp_path / "cap"
@@ -69,6 +71,7 @@ def test_max_num_seqs_cap_is_named(tmp_path):
     assert "8" in text and "max-num-seqs" in text, text
 
 
+@pytest.mark.serial
 def test_small_kv_cache_is_named(tmp_path):
     out = tmp_path / "kv"
     run(
@@ -85,6 +88,7 @@ def test_small_kv_cache_is_named(tmp_path):
     assert "KV" in found["kv_bound"][0]["text"]
 
 
+@pytest.mark.serial
 def test_open_loop_lateness_is_measured(tmp_path):
     """Below capacity requests leave on time; above it (in-flight cap reached) they leave late,
     and the summary says by how much instead of quietly offering less load."""

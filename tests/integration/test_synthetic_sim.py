@@ -103,6 +103,7 @@ def test_shared_prefix_hits_the_share_the_workload_implies(tmp_path):
     assert f"prefix cache: server hit rate {hit:.0%} (intended shared prefix: synthetic 50%)" in report
 
 
+@pytest.mark.serial
 @pytest.mark.integration
 def test_mixed_reports_its_two_classes_through_swarm_run(tmp_path):
     """mixed at thinking ratio 0.2: records carry the class; summary.json, the printed table and

@@ -43,6 +43,7 @@ def sim_rows(trace: Path) -> Counter[int]:
     return out
 
 
+@pytest.mark.serial
 def test_mooncake_sample_replayed_by_three_workers_is_exact(tmp_path):
     trace = load_trace(MOONCAKE, "mooncake")
     with sim_server(tmp_path, "--profile", "instant", *KV) as sim:
@@ -106,6 +107,7 @@ def _locust(*args: str) -> list[str]:
     return [*locust_command(), *args]
 
 
+@pytest.mark.serial
 def test_worker_killed_mid_replay_loses_no_row(tmp_path):
     """A worker SIGKILLed mid-replay: its unsent rows go to the other workers; every row the
     server did not get from it, it gets from them. A worker that joins mid-replay (Locust gives it

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.support import swarm_cmd
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.serial, pytest.mark.integration]
 
 ROUND_1 = (
     f"{sys.executable} -m swarm sim --profile rtx5090x4-qwen3.6-27b "

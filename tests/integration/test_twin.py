@@ -31,7 +31,7 @@ from swarm.sim.calibrate import closed_loop
 from swarm.sim.profile import load_profile
 from tests.helpers.support import swarm_cmd
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
 
 ROUND_1 = [
     "--sim-arg=--max-num-seqs=64",

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.locust_run import run_locust
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.serial, pytest.mark.integration]
 
 
 def sse(*objs: object) -> bytes:

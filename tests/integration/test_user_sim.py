@@ -99,6 +99,7 @@ def report(label: str, errors: list[float]) -> None:
         ),
     ],
 )
+@pytest.mark.serial
 def test_ok_requests_match_the_trace(tmp_path: Path, sim_args: list[str], locust_args: list[str]) -> None:
     with sim_server(tmp_path, *sim_args) as sim:
         proc, records, counts = run_locust(tmp_path, sim.url, *locust_args)
@@ -110,6 +111,7 @@ def test_ok_requests_match_the_trace(tmp_path: Path, sim_args: list[str], locust
     assert pct(errors, 0.5) < 0.05
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("merge", [False, True], ids=["separate", "merged"])
 def test_reasoning_dialects_give_the_same_split(tmp_path: Path, merge: bool) -> None:
     """Thinking requests: with `reasoning` and with `reasoning_content` deltas, the reasoning /
@@ -150,6 +152,7 @@ FAULT_OUTCOME = {
 }
 
 
+@pytest.mark.serial
 def test_every_fault_maps_to_its_outcome(tmp_path: Path) -> None:
     faults = ["http_400=0.04", "http_429=0.04", "http_500=0.04", "http_503=0.04", "stream_error=0.05",
               "cut=0.05", "bad_chunk=0.05", "stall=0.02"]  # fmt: skip
