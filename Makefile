@@ -4,17 +4,26 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
+# the package and what it runs on (all `make demo` needs)
 STAMP := $(VENV)/.installed
+# and the tools of the tests, the lint and the docs (the [dev] extra)
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: setup system-deps llama-server demo test test-fast lint docs cli-reference bench bench-scale k8s-dashboards webui clean
+.PHONY: setup dev-setup system-deps llama-server demo test test-fast lint docs cli-reference bench bench-scale k8s-dashboards webui clean
 
 setup: $(STAMP)
+
+dev-setup: $(DEV_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e .
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(DEV_STAMP)
 
 # Programs the tests start as real processes: promtool/prometheus, chromium.
 system-deps:
@@ -35,33 +44,33 @@ test: lint system-deps llama-server
 	bash scripts/test-tiers.sh
 
 # The in-process tests only (tests/unit: no process started), two at a time, in under 45 s.
-test-fast: setup
+test-fast: dev-setup
 	$(VENV)/bin/python -m pytest tests/unit -n 2 -q
 
-lint: setup
+lint: dev-setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 # The docs site (mkdocs.yml, pages under docs/) into site/; --strict: a broken link or anchor fails (CI runs it).
-docs: setup
+docs: dev-setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
 
 # docs/cli.md from the parsers and the option table (tests/unit/test_cli_reference.py fails when it is stale).
-cli-reference: setup
+cli-reference: dev-setup
 	$(PY) scripts/cli_reference.py
 
 # The request path's CPU cost without a server (~10 s), then the load benchmark against the simulator.
-bench: setup
+bench: dev-setup
 	$(VENV)/bin/python benchmarks/request_cost.py --json bench-request-cost.json
 	$(VENV)/bin/python benchmarks/run.py
 
 # Cluster scale: one master with 16/64/256 (fake, replaying) workers; one worker with 10,000 streams.
-bench-scale: setup
+bench-scale: dev-setup
 	$(VENV)/bin/python benchmarks/master_scale.py
 	$(VENV)/bin/python benchmarks/streams_10k.py
 
 # The Grafana dashboards as ConfigMaps for Kubernetes (deploy/k8s/base/grafana-dashboards.yaml).
-k8s-dashboards: setup
+k8s-dashboards: dev-setup
 	$(PY) scripts/k8s_dashboards.py
 
 # The LLM tab's page (webui/, on Locust's locust-ui library) rebuilt into swarm/live/webui/bundle/,
