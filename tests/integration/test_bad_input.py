@@ -6,6 +6,12 @@ Already covered elsewhere and not repeated: swarm run's --workers/-u/-t/--host/-
 -r/--run-id (test_run_options), Locust's --workload/weights/--rag-*/custom without a file/
 --ignore-eos and a bad prompt-file line (test_user_sim), a malformed --slo on a Locust master
 (test_plugin_distributed), the simulator's option units (tests/unit/sim/: test_profile, test_faults, test_cli).
+
+What `swarm` itself refuses before starting anything is asked of `swarm.cli.main` in this process
+(tests/helpers/cli.py `run_cli`: no exception may escape it, as no traceback may reach the output),
+bounded as the subprocess was (60 s: a refusal that regressed into a run fails, not hangs). Processes
+are started for plain `locust -f` and for `swarm run` with options handed on to Locust (those cases
+also run `python -m swarm` itself, its exit code and output as a shell sees them).
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.support import HELPERS, REPO, swarm_cmd
 
 NOT_UTF8 = b'{"prompt": "caf\xe9"}\n'
+IN_PROCESS = pytest.mark.timeout(60)  # as the subprocess's timeout=60
 
 
 @pytest.fixture
@@ -34,7 +42,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return {"latin1": bad, "missing": tmp_path / "nope.jsonl", "trace": trace, "afile": afile}
 
 
-def one_line_exit_2(p: subprocess.CompletedProcess, words: str) -> None:
+def one_line_exit_2(p: subprocess.CompletedProcess | CliResult, words: str) -> None:
     out = p.stdout + p.stderr
     assert p.returncode == 2, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
@@ -103,16 +111,11 @@ RUN_CASES = [
 ]
 
 
+@IN_PROCESS
 @pytest.mark.parametrize("args, words", RUN_CASES, ids=[" ".join(a) for a, _ in RUN_CASES])
 def test_swarm_run_refuses_before_starting_anything(tmp_path, files, args, words):
     args = [a.format(**files) for a in args]
-    p = subprocess.run(
-        swarm_cmd("run", "--out", str(tmp_path / "o"), *args),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    p = run_cli("run", "--out", str(tmp_path / "o"), *args)
     one_line_exit_2(p, words)
     assert not (tmp_path / "o").exists()  # nothing started, nothing written
 
@@ -209,16 +212,16 @@ SIM_CASES = [
 ]
 
 
+@IN_PROCESS
 @pytest.mark.parametrize("args, words", SIM_CASES, ids=[" ".join(a) for a, _ in SIM_CASES])
 def test_swarm_sim_refuses(args, words):
-    p = subprocess.run(swarm_cmd("sim", *args), capture_output=True, text=True, timeout=60, cwd=REPO)
+    p = run_cli("sim", *args)
     one_line_exit_2(p, words)
 
 
+@IN_PROCESS
 def test_swarm_report_on_a_directory_that_is_not_a_run(tmp_path):
-    p = subprocess.run(
-        swarm_cmd("report", str(tmp_path)), capture_output=True, text=True, timeout=60, cwd=REPO
-    )
+    p = run_cli("report", str(tmp_path))
     one_line_exit_2(p, "holds no run")
 
 
@@ -230,18 +233,13 @@ def _listening() -> socket.socket:
     return s
 
 
+@IN_PROCESS
 def test_swarm_run_refuses_a_busy_prometheus_port(tmp_path):
     """The master serves /metrics there and the live line reads it: a port another server holds
     would have the live line read that server. One line naming the port, before anything starts."""
     with _listening() as busy:
         port = busy.getsockname()[1]
-        p = subprocess.run(
-            swarm_cmd("run", "--out", str(tmp_path / "o"), "--prometheus-port", str(port)),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO,
-        )
+        p = run_cli("run", "--out", str(tmp_path / "o"), "--prometheus-port", str(port))
     one_line_exit_2(p, f"--prometheus-port {port}: cannot listen there")
     assert not (tmp_path / "o").exists()
 
@@ -272,42 +270,42 @@ CUT_SUMMARY = '{"run_id": "r1", "total": {"requests": 12, "qps": 3.'  # a write 
     ids=["cut summary", "summary not an object", "cut parquet"],
 )
 @pytest.mark.parametrize("command", ["report", "compare"])
+@IN_PROCESS
 def test_report_and_compare_on_a_damaged_run(tmp_path, command, name, content, words):
     run = tmp_path / "run"
     run.mkdir()
     (run / name).write_text(content)
     dirs = [str(run)] if command == "report" else [str(run), str(run)]
-    p = subprocess.run(swarm_cmd(command, *dirs), capture_output=True, text=True, timeout=60, cwd=REPO)
+    p = run_cli(command, *dirs)
     one_line_exit_2(p, words)
 
 
+@IN_PROCESS
 def test_compare_on_a_cut_repeat_json(tmp_path):
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
         (tmp_path / d / "repeat.json").write_text('{"stages": [')
-    p = subprocess.run(swarm_cmd("compare", str(tmp_path / "a"), str(tmp_path / "b")), capture_output=True,
-                       text=True, timeout=60, cwd=REPO)  # fmt: skip
+    p = run_cli("compare", str(tmp_path / "a"), str(tmp_path / "b"))
     one_line_exit_2(p, "repeat.json is not a readable repeat.json")
 
 
+@IN_PROCESS
 @pytest.mark.parametrize("where", ["a directory", "no folder"])
 def test_compare_refuses_an_html_path_it_cannot_write_before_any_work(tmp_path, where):
     run = tmp_path / "run"
     run.mkdir()
     (run / "summary.json").write_text('{"run_id": "r1", "total": {"requests": 0}}')
     html = tmp_path if where == "a directory" else tmp_path / "nope" / "x.html"
-    p = subprocess.run(swarm_cmd("compare", str(run), str(run), "--html", str(html)), capture_output=True,
-                       text=True, timeout=60, cwd=REPO)  # fmt: skip
+    p = run_cli("compare", str(run), str(run), "--html", str(html))
     one_line_exit_2(p, f"--html {html} is")
     assert not p.stdout  # refused before the table
 
 
+@IN_PROCESS
 def test_report_refuses_an_empty_slo(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "summary.json").write_text('{"run_id": "r1", "total": {"requests": 0}}')
-    p = subprocess.run(
-        swarm_cmd("report", str(run), "--slo="), capture_output=True, text=True, timeout=60, cwd=REPO
-    )
+    p = run_cli("report", str(run), "--slo=")
     one_line_exit_2(p, "empty --slo")
     assert not (run / "report.html").exists()
