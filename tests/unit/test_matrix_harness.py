@@ -12,8 +12,12 @@ from benchmarks.diagnosis_matrix import (
     StagePhysics,
     matrix_text,
     physics_check,
+    queue_average,
     runnable_share,
 )
+from swarm.analysis.server_metrics import StageServerStats
+
+CALM = "worker CPU < 70%, worker and simulator runnable < 75% of the time"
 
 
 @pytest.mark.parametrize(
@@ -100,3 +104,30 @@ def test_the_matrix_marks_expected_cells_and_untrusted_findings():
     rows = {line.split()[0]: line for line in text.splitlines()[2:4]}
     assert "[x?]" in rows["client_cpu"] and rows["client_cpu"].rstrip().endswith("ok")
     assert "[.]" in rows["none"] and rows["none"].rstrip().endswith("WRONG")
+
+
+def test_a_front_end_bottleneck_is_judged_on_the_engines_time_average_queue():
+    """At 2 users a stage window holds 3 scrapes: two that caught a request in the few ms between
+    its arrival and the next engine step read 0.67 waiting (the 0.5 limit), while the engine's
+    queue-time histogram says 0.03 on average. The time-average decides; a real queue still fails."""
+    sc = BY_CAUSE["frontend"]
+    top = dict(running_max=6.0, engine_ttft_p50_s=0.012, queue_avg=0.06)
+    good = [
+        _stage(2, waiting_mean=0.67, queue_avg=0.03, write_wait_p50_s=0.006),
+        _stage(8, qps=14.0, write_wait_p50_s=0.26, **top),
+        _stage(16, qps=14.4, write_wait_p50_s=0.79, **top),
+    ]
+    assert physics_check(sc, good) == []
+    queued = [_stage(2, waiting_mean=0.67, queue_avg=0.6, write_wait_p50_s=0.006), *good[1:]]
+    assert physics_check(sc, queued) == ["KV < 50%, waiting < 25% of the users, " + CALM]
+    sampled = [_stage(2, waiting_mean=0.67, queue_avg=None, write_wait_p50_s=0.006), *good[1:]]
+    assert physics_check(sc, sampled) == [
+        "KV < 50%, waiting < 25% of the users, " + CALM
+    ]  # no histogram: the scrapes
+
+
+def test_queue_average_is_littles_law_on_the_queue_histogram():
+    stats = StageServerStats(stage=0, duration_s=3.0, latency={"queue": {"mean": 0.0025, "count": 36.0}})
+    assert queue_average(stats) == pytest.approx(0.03)
+    assert queue_average(StageServerStats(stage=0, duration_s=3.0)) is None
+    assert queue_average(None) is None
