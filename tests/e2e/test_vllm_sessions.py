@@ -30,7 +30,7 @@ def test_later_turns_hit_vllms_prefix_cache(vllm_target, vllm_report, tmp_path):
         "-u",
         "2",
         "-t",
-        "20s",
+        "8s",  # 348 requests in 88 four-turn conversations took 20 s (later turns need only one)
         locust=(
             "--tokenizer",
             "server",

