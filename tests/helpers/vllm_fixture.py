@@ -108,13 +108,14 @@ def vllm_report_fixture(request) -> Report:
     return report
 
 
-# The vLLMs a test starts for itself alone run eager (no torch.compile): up in ~25 s instead of
-# ~43 s, and decoding the tiny model about twice as fast (2,000 tokens in 5.0 s against 11.7 s,
-# /tmp/vstart.py in issue 36's note). Only where nothing judges where the run's ceiling lies: the
-# tune over --max-num-seqs (any best of the two is right) and the 1,000-token BPE's exact lengths.
-# The session's server stays compiled: eager, its engine outran the 2-core machine's client and
-# API server, and the sweep's diagnosis then rightly named a ceiling outside the engine, which
-# test_sweep_report_has_server_columns holds must not be there. (The opt-in twin keeps it too.)
+# The vLLMs a test starts for itself alone run eager (no torch.compile warm-up): up in 24 / 32 s
+# against 34 / 38 s compiled, though they decode the tiny model slower (2,000 tokens in 7.2 s
+# against 4.7-5.7 s; `scripts/vllm_eager_start.py`, two runs). Only where the runs have fixed
+# lengths and nothing judges where the ceiling lies: the tune over --max-num-seqs (either best of
+# the two is right) and the 1,000-token BPE's exact lengths. The session's server, whose sweep
+# diagnosis and request counts lean on its speed, stays compiled, as users run vLLM (one run
+# with it eager, on a machine busy with other work, had the sweep's diagnosis name a ceiling
+# outside the engine). The opt-in twin keeps the compiled server it models.
 EAGER = ("--enforce-eager",)
 
 
