@@ -21,7 +21,7 @@ import pytest
 
 from swarm.load.builtin import prompt_set
 from swarm.sim.calibrate import LevelResult, closed_loop
-from swarm.sim.profile import load_profile
+from swarm.sim.profile import Profile, load_profile
 from tests.helpers.support import swarm_cmd
 from tests.helpers.truth import assert_causes_shown_by_gauges, assert_server_figures_hold_to_the_trace
 
@@ -74,7 +74,7 @@ def sweep_answer(stages: list[dict]) -> int:
 
 
 @pytest.fixture(scope="module")
-def demos(tmp_path_factory) -> list[tuple[Path, subprocess.CompletedProcess]]:
+def demo(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """`swarm demo` once (the search as `make demo` runs it: no --host, the calibrated simulator,
     short_qa, ttft_p99<=800ms): its directory and its process. Both search tests judge it, one
     against the steady-state crossing, one against the fine sweep. (It ran twice until issue 36:
@@ -83,16 +83,21 @@ def demos(tmp_path_factory) -> list[tuple[Path, subprocess.CompletedProcess]]:
     out = tmp_path_factory.mktemp("search") / "demo"
     p = subprocess.run(swarm_cmd("demo", "--out", str(out)), capture_output=True, text=True, timeout=400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return [(out, p)]
+    return out, p
 
 
 @functools.cache
 def steady_level(users: int, seed: int) -> LevelResult:
     """The steady state of short_qa at `users` on the calibrated profile: the simulator's engine on
     its virtual clock, 240 s after 30 s of warm-up, with its share of TTFTs above 800 ms."""
-    profile = load_profile("rtx5090x4-qwen3.6-27b")
-    prompts = tuple(str(p.messages[0]["content"]) for p in prompt_set("short_qa"))
+    profile, prompts = short_qa_on_the_calibrated_profile()
     return closed_loop(profile, prompts, 50, users, REF_WARMUP_S, REF_HORIZON_S, seed, 0.8)
+
+
+@functools.cache
+def short_qa_on_the_calibrated_profile() -> tuple[Profile, tuple[str, ...]]:
+    profile = load_profile("rtx5090x4-qwen3.6-27b")
+    return profile, tuple(str(p.messages[0]["content"]) for p in prompt_set("short_qa"))
 
 
 def fine_sweep() -> list[dict]:
@@ -110,7 +115,7 @@ def fine_sweep() -> list[dict]:
 
 @pytest.mark.serial
 @pytest.mark.slow
-def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path, demos):
+def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(demo):
     """The demo's search answers within 10% of a fixed sweep of every 16 users, in less than that
     sweep's time."""
     fixed = fine_sweep()
@@ -119,26 +124,26 @@ def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(tmp_path, 
     assert RUN[0] < expected < RUN[-1], curve
     sweep_s = len(FINE) * STAGE_S
 
-    for out, p in demos:
-        s = summary(out)["search"]
-        assert s["converged"] and s["status"] in ("converged", "noise_limited")
-        lo, hi = s["bracket"]
-        # at the precision, or as narrow as the loads measured inconclusive inside it allow
-        assert s["answer"] == lo and (hi - lo <= max(1, 0.05 * lo) or s["status"] == "noise_limited")
-        assert abs(s["answer"] / expected - 1) <= 0.10, (s["answer"], expected, curve, s["probes"])
-        # each stage settles before it is measured, and only a sure verdict ends it: slower than the
-        # short stages once judged, still quicker than the fine sweep it replaces
-        assert s["duration_s"] < sweep_s, (s["duration_s"], sweep_s)
-        assert f"max concurrency meeting the SLO: {int(lo)} (bracket {int(lo)}-{int(hi)})" in p.stdout
-        why = next((ln for ln in p.stdout.splitlines() if ln.startswith("swarm: why: ")), "")
-        assert "the server was KV-bound" in why and "KV-bound: At" not in why, p.stdout[-2000:]
-        loads = [pr["load"] for pr in s["probes"]]
-        assert len(set(loads)) == len(loads) and len(loads) < len(FINE)
-        # every probe is a stage of the run, in order, each with the bracket after it
-        assert [e["users"] for e in summary(out)["stages"]] == [int(x) for x in loads]
-        assert s["probes"][-1]["bracket"] == [lo, hi]
-        report = (out / "report.html").read_text()
-        assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
+    out, p = demo
+    s = summary(out)["search"]
+    assert s["converged"] and s["status"] in ("converged", "noise_limited")
+    lo, hi = s["bracket"]
+    # at the precision, or as narrow as the loads measured inconclusive inside it allow
+    assert s["answer"] == lo and (hi - lo <= max(1, 0.05 * lo) or s["status"] == "noise_limited")
+    assert abs(s["answer"] / expected - 1) <= 0.10, (s["answer"], expected, curve, s["probes"])
+    # each stage settles before it is measured, and only a sure verdict ends it: slower than the
+    # short stages once judged, still quicker than the fine sweep it replaces
+    assert s["duration_s"] < sweep_s, (s["duration_s"], sweep_s)
+    assert f"max concurrency meeting the SLO: {int(lo)} (bracket {int(lo)}-{int(hi)})" in p.stdout
+    why = next((ln for ln in p.stdout.splitlines() if ln.startswith("swarm: why: ")), "")
+    assert "the server was KV-bound" in why and "KV-bound: At" not in why, p.stdout[-2000:]
+    loads = [pr["load"] for pr in s["probes"]]
+    assert len(set(loads)) == len(loads) and len(loads) < len(FINE)
+    # every probe is a stage of the run, in order, each with the bracket after it
+    assert [e["users"] for e in summary(out)["stages"]] == [int(x) for x in loads]
+    assert s["probes"][-1]["bracket"] == [lo, hi]
+    report = (out / "report.html").read_text()
+    assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
 
 
 @pytest.mark.serial
@@ -259,37 +264,36 @@ def steady_state_crossing() -> tuple[float, dict[int, float]]:
 
 @pytest.mark.serial
 @pytest.mark.slow
-def test_search_bracket_holds_the_steady_state_crossing(demos):
+def test_search_bracket_holds_the_steady_state_crossing(demo):
     """Issue: "the search bracket excludes the truth". `swarm demo` (the search as `make demo` runs
-    it: no --host, the calibrated simulator, short_qa, ttft_p99<=800ms), twice: each bracket holds
-    the steady-state crossing, each answer lies within 4% of it, every probe was measured once its
+    it: no --host, the calibrated simulator, short_qa, ttft_p99<=800ms): its bracket holds the
+    steady-state crossing, its answer lies within 4% of it, every probe was measured once its
     stage had settled, the bracket's ends are measured verdicts, and the headline quotes the
     figures its verdict was judged on (a TTFT p99 that meets the SLO)."""
     crossing, share = steady_state_crossing()
-    seen = []
-    for out, p in demos:
-        s = summary(out)
-        search = s["search"]
-        lo, hi = search["bracket"]
-        probes = {pr["load"]: pr for pr in search["probes"]}
-        seen.append((lo, hi, search["answer"], search["status"], search["duration_s"]))
-        why = (crossing, share, [(pr["load"], pr["ok"], pr["ended_by"]) for pr in search["probes"]])
-        assert search["status"] in ("converged", "noise_limited"), why
-        assert lo <= crossing <= hi, why
-        assert abs(search["answer"] / crossing - 1) <= 0.04, why
-        # the ends are measured, settled verdicts
-        assert probes[lo]["ok"] is True and probes[hi]["ok"] is False, why
-        assert probes[lo]["settled"] is True and probes[lo]["settle_s"] > 0
-        # every stage says how long it took to settle; the report too
-        assert all("settled" in e and e["warmup_s"] > 0 for e in s["stages"]), s["stages"]
-        assert "settled after" in (out / "report.html").read_text()
-        # the headline quotes the verdict's own window: a TTFT p99 that meets the SLO it claims
-        answer = probes[search["answer"]]
-        assert (search["qps"], search["ttft_p99_s"]) == (answer["qps"], answer["ttft_p99"])
-        assert search["ttft_p99_s"] <= 0.8
-        assert f"QPS {answer['qps']:.1f}, TTFT p99 {answer['ttft_p99'] * 1000:.0f} ms" in p.stdout
-        # no figure or finding of the report the simulator's own trace or gauges contradict
-        assert assert_server_figures_hold_to_the_trace(out) >= 3
-        assert_causes_shown_by_gauges(out)
-        assert search["duration_s"] <= 215, search["duration_s"]  # the demo's budget, 210 s
-    print(f"steady-state crossing {crossing:.1f} users; searches (lo, hi, answer, status, s): {seen}")
+    out, p = demo
+    s = summary(out)
+    search = s["search"]
+    lo, hi = search["bracket"]
+    probes = {pr["load"]: pr for pr in search["probes"]}
+    why = (crossing, share, [(pr["load"], pr["ok"], pr["ended_by"]) for pr in search["probes"]])
+    assert search["status"] in ("converged", "noise_limited"), why
+    assert lo <= crossing <= hi, why
+    assert abs(search["answer"] / crossing - 1) <= 0.04, why
+    # the ends are measured, settled verdicts
+    assert probes[lo]["ok"] is True and probes[hi]["ok"] is False, why
+    assert probes[lo]["settled"] is True and probes[lo]["settle_s"] > 0
+    # every stage says how long it took to settle; the report too
+    assert all("settled" in e and e["warmup_s"] > 0 for e in s["stages"]), s["stages"]
+    assert "settled after" in (out / "report.html").read_text()
+    # the headline quotes the verdict's own window: a TTFT p99 that meets the SLO it claims
+    answer = probes[search["answer"]]
+    assert (search["qps"], search["ttft_p99_s"]) == (answer["qps"], answer["ttft_p99"])
+    assert search["ttft_p99_s"] <= 0.8
+    assert f"QPS {answer['qps']:.1f}, TTFT p99 {answer['ttft_p99'] * 1000:.0f} ms" in p.stdout
+    # no figure or finding of the report the simulator's own trace or gauges contradict
+    assert assert_server_figures_hold_to_the_trace(out) >= 3
+    assert_causes_shown_by_gauges(out)
+    assert search["duration_s"] <= 215, search["duration_s"]  # the demo's budget, 210 s
+    seen = (lo, hi, search["answer"], search["status"], search["duration_s"])
+    print(f"steady-state crossing {crossing:.1f} users; search (lo, hi, answer, status, s): {seen}")
