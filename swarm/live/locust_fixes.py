@@ -61,6 +61,33 @@ def refuse_spawns(runner: Any) -> None:
     runner.handle_message = no_more_spawns
 
 
+WORKERS_POLL_S = 0.05  # how often the master looks for its expected workers before a headless start
+WORKERS_QUIET_WAIT_S = 5.0  # Locust's own loop logs nothing for its first 5 s of waiting either
+
+
+def await_expected_workers(environment: Any, runner: Any) -> None:
+    """Before a headless master starts, wait for its `--expect-workers` in steps of 50 ms.
+
+    Locust 2.47, locust/main.py `main` -> `start_automatic_run`: while fewer workers are ready than
+    expected it sleeps a whole second between looks, so a run whose workers report ready a few ms
+    after the master's first look starts up to a second late (every `swarm run`: its workers
+    import alongside the master). Called from the `init` event, which `main` fires just before that
+    loop: the workers are ready when Locust looks, and its loop is skipped. Gives up quietly after
+    5 s (or `--expect-workers-max-wait`, if shorter) and leaves the rest, with its log lines and
+    its own give-up, to Locust. Delete when Locust polls its workers more often."""
+    options = getattr(environment, "parsed_options", None)
+    expected = getattr(options, "expect_workers", 0) or 0
+    if options is None or not getattr(options, "headless", False) or expected < 1:
+        return
+    limit = WORKERS_QUIET_WAIT_S
+    if getattr(options, "expect_workers_max_wait", 0):
+        limit = min(limit, float(options.expect_workers_max_wait))
+    for _ in range(round(limit / WORKERS_POLL_S)):
+        if len(runner.clients.ready) >= expected:
+            return
+        gevent.sleep(WORKERS_POLL_S)
+
+
 def send_report_now(runner: Any) -> None:
     """Send this worker's report to the master now, as Locust's own reporter does every few seconds.
 

@@ -24,6 +24,7 @@ from locust.runners import MasterRunner, WorkerRunner
 import swarm.live.shape  # noqa: F401  (registers the stage messages)
 from swarm.core.errors import UsageError
 from swarm.core.options import FINAL_REPORT_WAIT_S
+from swarm.live import locust_fixes
 from swarm.live.master import MasterStats
 from swarm.live.options import exit_on_usage_error, option
 from swarm.live.state import StatsHandles, swarm_state
@@ -105,3 +106,5 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any)
         swarm_state(environment).stats = StatsPlugin(environment, runner, web_ui).handles()
     except UsageError as e:
         exit_on_usage_error(e, prog="swarm")
+    if isinstance(runner, MasterRunner):
+        locust_fixes.await_expected_workers(environment, runner)

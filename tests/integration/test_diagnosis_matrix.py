@@ -7,11 +7,13 @@ other bottleneck kind (the diagnosis). ~4 minutes on a 2-core machine."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
 
+from benchmarks.diagnosis_matrix import BY_CAUSE
 from tests.helpers.support import REPO
 
 pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
@@ -56,3 +58,22 @@ def test_the_diagnosis_names_each_injected_cause_and_no_other(matrix):
     outcomes, text = matrix
     wrong = [o["cause"] for o in outcomes if not o["diagnosed"]]
     assert not wrong, f"diagnosed wrongly: {wrong}\n{text}"
+
+
+def test_the_cap_and_the_kv_findings_say_what_to_change(matrix):
+    """The findings' words, not only their kinds (moved here from tests/integration/test_sweep.py's
+    `test_max_num_seqs_cap_is_named` and `test_small_kv_cache_is_named`, which ran a sweep each for
+    the same two causes): the sequence cap names its value and the flag, the KV finding says KV."""
+    outcomes, text = matrix
+    by_cause = {o["cause"]: o for o in outcomes}
+
+    def texts(cause: str, kind: str) -> list[str]:
+        return [f["text"] for f in by_cause[cause]["findings"] if f["kind"] == kind]
+
+    (cap_flag,) = [a for a in BY_CAUSE["seq_cap"].sim_args if a.startswith("--max-num-seqs=")]
+    cap = cap_flag.split("=", 1)[1]
+    cap_texts = texts("seq_cap", "max_num_seqs_cap")
+    assert cap_texts, text
+    assert re.search(rf"\b{cap}\b", cap_texts[0]) and "max-num-seqs" in cap_texts[0], cap_texts[0]
+    kv_texts = texts("kv", "kv_bound")
+    assert kv_texts and "KV" in kv_texts[0], (kv_texts, text)

@@ -67,3 +67,49 @@ def test_internal_error_flag(monkeypatch):
     assert locust_fixes.internal_error_logged() is False
     locust_fixes.mark_internal_error()
     assert locust_fixes.internal_error_logged() is True
+
+
+class _Clients:
+    def __init__(self) -> None:
+        self.ready: list[str] = []
+
+
+def _master(monkeypatch, ready_after: int | None, **options):
+    """A headless master expecting 2 workers, whose workers are ready after `ready_after` looks
+    (None: never); returns (environment, runner, the sleeps asked for)."""
+    runner = SimpleNamespace(clients=_Clients())
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        if ready_after is not None and len(sleeps) >= ready_after:
+            runner.clients.ready = ["w-1", "w-2"]
+
+    monkeypatch.setattr(locust_fixes.gevent, "sleep", sleep)
+    parsed = {"headless": True, "expect_workers": 2, "expect_workers_max_wait": 0, **options}
+    return SimpleNamespace(parsed_options=SimpleNamespace(**parsed)), runner, sleeps
+
+
+def test_a_headless_master_looks_for_its_workers_every_50_ms_until_they_are_ready(monkeypatch):
+    env, runner, sleeps = _master(monkeypatch, ready_after=3)
+    locust_fixes.await_expected_workers(env, runner)
+    assert sleeps == [0.05] * 3  # Locust's own loop would have slept a whole second
+
+
+def test_the_wait_gives_up_quietly_after_5_s_or_the_max_wait(monkeypatch):
+    env, runner, sleeps = _master(monkeypatch, ready_after=None)
+    locust_fixes.await_expected_workers(env, runner)
+    assert len(sleeps) == 100  # 5 s; then Locust's own loop waits, logs and gives up
+    env, runner, sleeps = _master(monkeypatch, ready_after=None, expect_workers_max_wait=1)
+    locust_fixes.await_expected_workers(env, runner)
+    assert len(sleeps) == 20
+
+
+def test_no_wait_with_a_web_ui_or_workers_already_there(monkeypatch):
+    env, runner, sleeps = _master(monkeypatch, ready_after=1, headless=False)
+    locust_fixes.await_expected_workers(env, runner)
+    env, runner, sleeps2 = _master(monkeypatch, ready_after=1)
+    runner.clients.ready = ["w-1", "w-2"]
+    locust_fixes.await_expected_workers(env, runner)
+    locust_fixes.await_expected_workers(SimpleNamespace(), runner)  # no parsed options (a test's Environment)
+    assert sleeps == sleeps2 == []
