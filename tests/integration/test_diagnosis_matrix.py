@@ -1,8 +1,13 @@
-"""The diagnosis held to injected causes (benchmarks/diagnosis_matrix.py): one real sweep per cause
-(`swarm run` and its simulator with one `swarm sim` flag injecting the cause), then the
-confusion matrix of what the diagnosis named. Two verdicts, kept apart so a failure says which
-side is wrong: each cause physically there (the scenario), and each cause named, trusted, with no
-other bottleneck kind (the diagnosis). ~4 minutes on a 2-core machine."""
+"""The diagnosis held to injected causes (benchmarks/diagnosis_matrix.py --virtual): one sweep per
+cause, then the confusion matrix of what the diagnosis named. The causes on the way to the user
+(frontend, network, client_cpu) run in real time (`swarm run` and its simulator with one `swarm sim`
+flag injecting the cause, the client's CPU starved by busy loops); the causes that live in the
+engine (none, kv, seq_cap, compute) on the simulator's virtual clock (the same engine and flags,
+the same run directory's files: swarm/orchestrate/virtual_run.py), where
+tests/integration/test_diagnosis_virtual.py also holds them over many more cases. Two verdicts,
+kept apart so a failure says which side is wrong: each cause physically there (the scenario), and
+each cause named, trusted, with no other bottleneck kind (the diagnosis). ~2 minutes on a 2-core
+machine (4 before the virtual clock: seven real-time sweeps)."""
 
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ def matrix(tmp_path_factory) -> tuple[list[dict], str]:
     tmp = tmp_path_factory.mktemp("matrix")
     results = tmp / "matrix.json"
     proc = subprocess.run(
-        [sys.executable, str(HARNESS), "--out", str(tmp / "runs"), "--json", str(results)],
+        [sys.executable, str(HARNESS), "--virtual", "--out", str(tmp / "runs"), "--json", str(results)],
         capture_output=True,
         text=True,
         timeout=560,
@@ -42,6 +47,9 @@ def test_every_cause_is_run(matrix):
     causes = [o["cause"] for o in outcomes]
     assert causes == ["none", "frontend", "kv", "seq_cap", "compute", "network", "client_cpu"], text
     assert all(o["error"] is None for o in outcomes), text
+    clocks = {o["cause"]: o["clock"] for o in outcomes}
+    assert clocks == {c: "virtual" if BY_CAUSE[c].engine_only else "real" for c in causes}, clocks
+    assert [c for c, clock in clocks.items() if clock == "real"] == ["frontend", "network", "client_cpu"]
 
 
 def test_each_injected_cause_is_physically_there(matrix):
