@@ -228,13 +228,12 @@ def _tokens(spec: str) -> tuple[int, int]:
 def run_virtual(sc: Scenario, out: Path, stage_s: int, warmup_s: int, seed: int = 1) -> None:
     """The scenario's sweep on the simulator's virtual clock, into `out` (a fresh directory): the
     engine `swarm sim --profile P FLAGS` would step, the synthetic load `run_scenario` sends."""
-    from swarm.orchestrate.virtual_run import VirtualSweep, sim_profile, write_sweep
+    from swarm.orchestrate.virtual_run import VirtualSweep, sim_profile, synthetic, write_sweep
 
     if (out / "summary.json").exists():
         raise ValueError(f"{out} already holds a run")
-    sweep = VirtualSweep(
-        sc.sweep, stage_s, warmup_s, _tokens(sc.input_tokens), _tokens(sc.output_tokens), seed
-    )
+    request = synthetic(_tokens(sc.input_tokens), _tokens(sc.output_tokens))
+    sweep = VirtualSweep(sc.sweep, stage_s, warmup_s, request, seed)
     write_sweep(out, sim_profile(sc.profile, sc.sim_args), sweep)
 
 

@@ -121,7 +121,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _block_from_records(df: Any, duration_s: float | None) -> Block:
+def block_from_records(df: Any, duration_s: float | None) -> Block:
     """A summary-style block computed exactly from records (when the summary lacks one)."""
     failures = df.loc[~df["outcome"].isin(["ok", "cancelled"]), "outcome"].value_counts().to_dict()
     good = df[(df["outcome"] == "ok") & ~df["warmup"].fillna(False).astype(bool)]
@@ -234,7 +234,7 @@ def _stage_row(
     duration = e.get("duration_s") or (end - start if start is not None and end is not None else None)
     block: Block | Mapping[str, Any] | None = e.get("total")
     if block is None and has_records:
-        block = _block_from_records(sub, duration)
+        block = block_from_records(sub, duration)
         e["total"] = block
     block = block or {}
     lat = {k: block.get(f"{k}_s") or {} for k in ("ttft", "e2e", "tpot", "itl")}
@@ -433,4 +433,4 @@ def _last_end(data: RunData) -> float | None:
 def _records_total(data: RunData) -> Block | dict[str, Any]:
     if data.records is None or not len(data.records):
         return {}
-    return _block_from_records(data.records, None)
+    return block_from_records(data.records, None)

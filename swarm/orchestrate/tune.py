@@ -23,6 +23,7 @@ from swarm.orchestrate.tune_plan import Flags, config_name, grid_configs, parse_
 if TYPE_CHECKING:
     from swarm.analysis.tune_results import ConfigResult, GuidedStep, TuneResult
     from swarm.orchestrate.tune_run import TuneContext
+    from swarm.orchestrate.virtual_run import VirtualLoad
 
 DEFAULT_BUDGET = 6
 TUNE_JSON = "tune.json"
@@ -74,6 +75,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         help="measure the base configuration, fit a twin to it (swarm twin), predict every configuration "
         "on its virtual clock and measure only the K best, each printed with its predicted answer and "
         "the error (needs --search concurrency, --slo ttft_p99<=LIMIT and --workload)",
+    )
+    own.add_argument(
+        "--virtual",
+        action="store_true",
+        help="measure each configuration on the simulator's virtual clock instead of starting it: a "
+        "--serve-cmd that runs `swarm sim` and a closed-loop --sweep of a built-in workload; the "
+        "runs are written as swarm run writes them, in seconds (the engine's own timing, no HTTP)",
     )
     own.add_argument("--gpus", type=int, default=1, help="GPUs the server uses, for the cost (default 1)")
     own.add_argument(
@@ -202,6 +210,7 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
         check_predict_first(args.predict_first, run_args, args.guided)
     if not run_args.search:  # a sweep's answer moves by whole stages: any higher answer is a step up
         precision = 0.0
+    virtual = _virtual_load(args, run_args) if args.virtual else None
     ctx = TuneContext(
         serve_cmd=shlex.split(args.serve_cmd),
         run_argv=list(args.run_argv),
@@ -209,6 +218,7 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
         health_timeout_s=parse_duration(args.health_timeout, "--health-timeout"),
         gpus=args.gpus,
         gpu_hourly_cost=args.gpu_hourly_cost,
+        virtual=virtual,
     )
     plan = TunePlan(
         ctx,
@@ -221,6 +231,25 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
     plan.previous = _previous(Path(args.resume), out) if args.resume else _fresh(out)
     plan.predict_first, plan.slo, plan.workload = args.predict_first, run_args.slo, run_args.workload
     return plan
+
+
+def _virtual_load(args: argparse.Namespace, run_args: argparse.Namespace) -> VirtualLoad:
+    """--virtual's load from the swarm run options (UsageError for what the virtual clock cannot
+    run: a server other than the simulator, open loop, a search, a workload needing a tokenizer)."""
+    from swarm.orchestrate.plan import plan_from_args as run_plan_from_args
+    from swarm.orchestrate.run import run_options
+    from swarm.orchestrate.twin_predict import workload_draw
+    from swarm.orchestrate.virtual_run import VirtualLoad, sim_args_of
+
+    if sim_args_of(shlex.split(args.serve_cmd)) is None:
+        raise UsageError("--virtual steps the simulator's engine: --serve-cmd must run `swarm sim`")
+    if args.predict_first is not None:
+        raise UsageError("--virtual measures every configuration in seconds: leave out --predict-first")
+    if not run_args.sweep or run_args.search or run_args.rate:
+        raise UsageError("--virtual runs a closed-loop --sweep: give --sweep, not --search or --rate")
+    run = run_plan_from_args(run_args, run_options())
+    workload_draw(run.workload)  # one that needs the server's tokenizer: refused here
+    return VirtualLoad(tuple(run.sweep), float(run.stage_time_s), float(run.warmup_s), run.workload, run.slo)
 
 
 def _previous(resume: Path, out: Path) -> dict[str, ConfigResult]:

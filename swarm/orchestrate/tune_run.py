@@ -18,6 +18,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from swarm.analysis.tune_results import ConfigResult, config_from_run
 from swarm.core.errors import UsageError
@@ -25,6 +26,10 @@ from swarm.orchestrate import tune_server
 from swarm.orchestrate.processes import die_with_parent, free_port, sigterm_as_interrupt
 from swarm.orchestrate.tune_plan import LOOPBACK, Flags, config_name, dir_name, serve_command
 
+if TYPE_CHECKING:
+    from swarm.orchestrate.virtual_run import VirtualLoad
+
+VIRTUAL_PORT = 0  # the --port a --virtual configuration's command shows: nothing listens
 RUN_STOP_S = 120.0  # for an interrupted swarm run to stop its load and write what it has
 MEASURED = (0, 1)  # swarm run's exit codes of a measured configuration (1: an SLO not met)
 
@@ -39,6 +44,7 @@ class TuneContext:
     health_timeout_s: float
     gpus: int
     gpu_hourly_cost: float | None
+    virtual: VirtualLoad | None = None  # --virtual: each configuration's `swarm sim` on the virtual clock
 
 
 class Interrupted(Exception):
@@ -52,6 +58,8 @@ class Interrupted(Exception):
 def measure(ctx: TuneContext, flags: Flags) -> ConfigResult:
     """Start, measure, stop one configuration. UsageError when swarm run refused its options;
     Interrupted on Ctrl-C, after the run and the server have stopped."""
+    if ctx.virtual is not None:
+        return measure_virtual(ctx, ctx.virtual, flags)
     name = config_name(flags)
     port = free_port()
     url = f"http://{LOOPBACK}:{port}"
@@ -81,6 +89,41 @@ def measure(ctx: TuneContext, flags: Flags) -> ConfigResult:
         died = not server.running()
         server.stop()
     return _recorded(ctx, record, code, last_err, died, server)
+
+
+def measure_virtual(ctx: TuneContext, load: VirtualLoad, flags: Flags) -> ConfigResult:
+    """--virtual: the configuration's `swarm sim` command stepped on the virtual clock
+    (swarm/orchestrate/virtual_run.py) under the run options' sweep, workload and SLO, its run
+    directory written as swarm run would and recorded as a measured one is; nothing is started. A
+    flag the simulator refuses fails the configuration, as the real server would not start."""
+    from swarm.orchestrate.virtual_run import (
+        VirtualSweep,
+        sim_args_of,
+        sim_command_profile,
+        workload,
+        write_sweep,
+    )
+
+    name = config_name(flags)
+    cmd = serve_command(ctx.serve_cmd, flags, VIRTUAL_PORT)
+    run_dir = ctx.out / "configs" / dir_name(name)
+    record = ConfigResult(name=name, flags=dict(flags), command=cmd, status="failed", run_dir=str(run_dir))
+    print(f"swarm tune: {name}: on the virtual clock: {' '.join(cmd)}", flush=True)
+    try:
+        profile = sim_command_profile(sim_args_of(cmd) or [])
+    except UsageError as e:
+        record.reason = f"the simulator refused its flags: {e}"
+        return record
+    request = workload(profile, load.workload)
+    write_sweep(
+        run_dir,
+        profile,
+        VirtualSweep(load.users, load.stage_s, load.warmup_s, request, name=load.workload),
+        load.slo,
+    )
+    return config_from_run(
+        name, record.flags, cmd, run_dir, gpus=ctx.gpus, gpu_hourly_cost=ctx.gpu_hourly_cost
+    )
 
 
 def _recorded(

@@ -26,12 +26,15 @@ import argparse
 import heapq
 import json
 import random
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from swarm.analysis.rundir import SERVER_METRICS
 from swarm.analysis.server_metrics import parse_metrics
+from swarm.core.errors import UsageError
 from swarm.core.recordfile import write_records
 from swarm.core.records import Outcome, RequestRecord
 from swarm.sim.calibrate import CLIENT_GAP_S
@@ -45,19 +48,48 @@ ENDPOINT = "virtual-clock"  # the records' endpoint label (a real run's is the h
 START_WALL_S = 1_800_000_000.0  # the virtual clock's zero as a wall time (2027-01-15 08:00 UTC)
 
 
+Request = Callable[[random.Random], tuple[int, int, str]]
+"""One request drawn: (prompt tokens, answer tokens, finish reason)."""
+
+
+def synthetic(input_tokens: tuple[int, int], output_tokens: tuple[int, int]) -> Request:
+    """`--workload synthetic`: prompts of `input_tokens` and exactly `output_tokens` answer tokens
+    (ignore_eos), each an inclusive (low, high) range drawn uniformly."""
+
+    def draw(rng: random.Random) -> tuple[int, int, str]:
+        return rng.randint(*input_tokens), rng.randint(*output_tokens), "length"
+
+    return draw
+
+
+def workload(profile: Profile, spec: str) -> Request:
+    """A built-in workload (`--workload short_qa`, `chat:3,short_qa:1`): its prompts through the chat
+    template as the simulator counts them, its max_tokens, the answer's length as the profile draws
+    it (thinking off). UsageError for a workload that needs the server's tokenizer."""
+    from swarm.orchestrate.twin_predict import workload_draw
+
+    prompts = workload_draw(spec)
+
+    def draw(rng: random.Random) -> tuple[int, int, str]:
+        pieces, max_tokens = prompts(rng)
+        total, _, finish = profile.draw_output(rng, max_tokens, thinking=False)
+        return len(pieces), total, finish
+
+    return draw
+
+
 @dataclass(frozen=True)
 class VirtualSweep:
     """The load: closed-loop users per stage (never fewer than the stage before), each stage
-    `stage_s` long of which the first `warmup_s` is not measured, synthetic requests of
-    `input_tokens` prompt tokens and exactly `output_tokens` answer tokens (ignore_eos), each an
-    inclusive (low, high) range drawn uniformly with `seed`."""
+    `stage_s` long of which the first `warmup_s` is not measured, each request drawn by `request`
+    (`synthetic`, `workload`) with `seed`; the workload's name is the records' `workload`."""
 
     users: tuple[int, ...]
     stage_s: float
     warmup_s: float
-    input_tokens: tuple[int, int]
-    output_tokens: tuple[int, int]
+    request: Request
     seed: int = 1
+    name: str = "synthetic"
     scrape_s: float = 1.0
     gap_s: float = CLIENT_GAP_S
 
@@ -68,14 +100,45 @@ class VirtualSweep:
             raise ValueError(f"warm-up {self.warmup_s} s must be shorter than the stage ({self.stage_s} s)")
 
 
+class _Refusing(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"swarm sim: {message}")
+
+
+@dataclass(frozen=True)
+class VirtualLoad:
+    """What `swarm tune --virtual` runs each configuration with: its swarm run options' closed-loop
+    sweep (users per stage, stage and warm-up seconds), built-in workload and --slo."""
+
+    users: tuple[int, ...]
+    stage_s: float
+    warmup_s: float
+    workload: str
+    slo: str | None
+
+
 def sim_profile(profile: str, sim_args: Seq[str] = ()) -> Profile:
-    """The engine's profile as `swarm sim --profile PROFILE SIM_ARGS` builds it (its own parser:
-    a flag it refuses raises UsageError here too)."""
+    """The engine's profile as `swarm sim --profile PROFILE SIM_ARGS` builds it (its own parser and
+    checks: a flag it refuses raises UsageError here)."""
+    return sim_command_profile(["--profile", profile, *sim_args])
+
+
+def sim_command_profile(sim_args: Seq[str]) -> Profile:
+    """The engine's profile of `swarm sim SIM_ARGS` (UsageError for what the simulator refuses)."""
     from swarm.sim import cli as sim_cli
 
-    parser = argparse.ArgumentParser(prog="swarm sim")
+    parser = _Refusing(prog="swarm sim", add_help=False)
     sim_cli.configure(parser)
-    return sim_cli.build_config(parser.parse_args(["--profile", profile, *sim_args])).profile
+    return sim_cli.build_config(parser.parse_args(list(sim_args))).profile
+
+
+def sim_args_of(command: Seq[str]) -> list[str] | None:
+    """The arguments of `swarm sim` in a server command (`python -m swarm sim ...`, `swarm sim ...`,
+    `.venv/bin/swarm sim ...`); None when the command does not run the simulator."""
+    for i, word in enumerate(command[:-1]):
+        if Path(word).name == "swarm" and command[i + 1] == "sim":
+            return list(command[i + 2 :])
+    return None
 
 
 @dataclass
@@ -83,13 +146,20 @@ class _Sent:
     user: int
     stage: int
     warmup: bool
+    finish: str
     last_token_s: float | None = None
     itl: list[float] | None = None
 
 
-def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep) -> int:
+def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep, slo: str | None = None) -> int:
     """Run `sweep` on `profile`'s engine and write the run directory `out` (created; it must not
-    hold a run). Returns the number of request records written."""
+    hold a run); `slo` (`--slo`'s objectives), judged on the whole run as `swarm run` judges them.
+    Returns the number of request records written."""
+    objectives = None
+    if slo is not None:
+        from swarm.stats import slo as slo_rules
+
+        objectives = slo_rules.parse(slo)  # UsageError before anything runs
     out.mkdir(parents=True, exist_ok=True)
     if (out / "summary.json").exists():
         raise FileExistsError(f"{out} already holds a run")
@@ -119,11 +189,10 @@ def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep) -> int:
             while arrivals and arrivals[0][0] <= t:
                 at, _, user = heapq.heappop(arrivals)
                 stage = min(int(at // sweep.stage_s), stages - 1)
-                prompt = rng.randint(*sweep.input_tokens)
-                answer = rng.randint(*sweep.output_tokens)
+                prompt, answer, finish = sweep.request(rng)
                 seq = Sequence(f"v{counter}", prompt, answer, (), at, max_tokens=answer)
                 counter += 1
-                sent[seq.id] = _Sent(user, stage, at - stage * sweep.stage_s < sweep.warmup_s)
+                sent[seq.id] = _Sent(user, stage, at - stage * sweep.stage_s < sweep.warmup_s, finish)
                 engine.add(seq)
             plan = engine.schedule(t)
             if plan is None:  # idle until the next arrival (or the next scrape, whichever is first)
@@ -146,10 +215,10 @@ def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep) -> int:
                     s.itl = (s.itl or []) + [done - prev]
             t = done
             for seq in finished:
-                metrics.observe_success(seq, "length")
                 s = sent.pop(seq.id)
+                metrics.observe_success(seq, s.finish)
                 records.append(_record(seq, s, sweep))
-                trace.write(_trace(seq))
+                trace.write(_trace(seq, s.finish))
                 if t + sweep.gap_s < end:  # the user's next request; none after the run's end
                     heapq.heappush(arrivals, (t + sweep.gap_s, counter, s.user))
             finished.clear()
@@ -159,8 +228,29 @@ def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep) -> int:
         scrapes.close()
     records.sort(key=lambda r: r.start_wall_s)
     n = write_records(records, out / "requests.parquet")
-    (out / "summary.json").write_text(json.dumps(_summary(out, sweep), indent=2) + "\n")
+    summary = _summary(out, sweep)
+    _add_blocks(summary, out / "requests.parquet", sweep)
+    if objectives is not None:
+        from swarm.stats import slo as slo_rules
+        from swarm.stats.summary_sections import verdict_entries
+
+        summary["slo"] = verdict_entries(slo_rules.evaluate(objectives, summary))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return n
+
+
+def _add_blocks(summary: dict, records: Path, sweep: VirtualSweep) -> None:
+    """Each stage's figures and the run's, computed from the records as `swarm report` computes them
+    for a run without a summary (requests per stage sent in it, latencies of its measured window)."""
+    import pandas as pd
+
+    from swarm.analysis.rundir import block_from_records, stage_rows
+
+    df = pd.read_parquet(records)
+    rows, _ = stage_rows(summary, df)
+    for entry, row in zip(summary["stages"], rows, strict=True):
+        entry["total"] = row.entry["total"]
+    summary["total"] = block_from_records(df, len(sweep.users) * sweep.stage_s)
 
 
 def _scrape(f, metrics: SimMetrics, at: float) -> None:
@@ -173,7 +263,7 @@ def _record(seq: Sequence, s: _Sent, sweep: VirtualSweep) -> RequestRecord:
     assert first is not None and last is not None  # a finished sequence produced its tokens
     ttft = first - seq.arrival_time
     return RequestRecord(
-        workload="synthetic",
+        workload=sweep.name,
         start_wall_s=START_WALL_S + seq.arrival_time,
         outcome=Outcome.OK,
         stage=s.stage,
@@ -187,14 +277,14 @@ def _record(seq: Sequence, s: _Sent, sweep: VirtualSweep) -> RequestRecord:
         prompt_tokens=seq.prompt_tokens,
         output_tokens=seq.generated,
         tokens_from_usage=True,
-        finish_reason="length",
+        finish_reason=s.finish,
         warmup=s.warmup,
         model=MODEL,
         endpoint=ENDPOINT,
     )
 
 
-def _trace(seq: Sequence) -> TraceRecord:
+def _trace(seq: Sequence, finish: str) -> TraceRecord:
     def wall(x: float | None) -> float | None:
         return None if x is None else START_WALL_S + x
 
@@ -208,7 +298,7 @@ def _trace(seq: Sequence) -> TraceRecord:
         stream=True,
         prompt_tokens=seq.prompt_tokens,
         completion_tokens=seq.generated,
-        finish_reason="length",
+        finish_reason=finish,
         cached_tokens=seq.cached_tokens,
         first_write_time=wall(seq.first_token_time),  # no front-end lane, no network: written at once
     )

@@ -91,6 +91,9 @@ def test_a_server_that_does_not_start_is_a_recorded_failure(tmp_path):
         (["--serve-cmd", SIM, "--endpoint", "nope"], "invalid choice"),
         (["--serve-cmd", SIM, "--sweep", "a,b"], "bad --sweep"),
         (["--serve-cmd", SIM, "--search", "concurrency"], "needs a criterion"),
+        (["--serve-cmd", "vllm serve m", "--virtual", "--sweep", "2"], "must run `swarm sim`"),
+        (["--serve-cmd", SIM, "--virtual", "--rate", "2"], "give --sweep, not --search or --rate"),
+        (["--serve-cmd", SIM, "--virtual", "--sweep", "2", "--workload", "synthetic"], "tokenizer"),
     ],
 )
 def test_bad_input_is_one_line_before_any_server_starts(tmp_path, args, words):

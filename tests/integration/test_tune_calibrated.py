@@ -3,6 +3,12 @@ when"): a grid over --max-num-seqs 64,256 answers far more users at 256 and name
 makes the seed's first move (a sequence cap with the KV cache far from full: raise --max-num-seqs)
 and then finds the server KV-bound, each step printed as it happens.
 
+The guided tune runs in real time (its one end-to-end run: each configuration's simulator started,
+a `swarm run` against it). The grid, and the seed's whole guided journey (to the KV cache's own
+flag), run with `--virtual`: each configuration's engine on the simulator's virtual clock
+(swarm/orchestrate/virtual_run.py), in seconds; the grid's real-time runs are held by
+tests/integration/test_tune.py (the simulator) and tests/e2e/test_tune_real.py (vLLM, llama.cpp).
+
 Fast on purpose: each configuration is a short closed-loop sweep (8 s stages) under the seed's SLO,
 its answer the highest stage meeting it. The loads are chosen around what the profile does at these
 flags (sim/profiles/rtx5090x4-qwen3.6-27b.toml): at --max-num-seqs 64, 64 run and the rest wait
@@ -21,7 +27,7 @@ import pytest
 
 from tests.helpers.support import swarm_cmd
 
-pytestmark = [pytest.mark.serial, pytest.mark.integration]
+pytestmark = pytest.mark.integration
 
 ROUND_1 = (
     f"{sys.executable} -m swarm sim --profile rtx5090x4-qwen3.6-27b "
@@ -39,7 +45,8 @@ def tune(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 def test_a_grid_from_round_1_answers_far_more_users_at_256(tmp_path):
     out = tmp_path / "tune"
     p = tune(
-        "--serve-cmd", ROUND_1, "--grid", "max-num-seqs=64,256", "--out", str(out), "--sweep", "64,160", *RUN
+        *("--serve-cmd", ROUND_1, "--grid", "max-num-seqs=64,256", "--out", str(out), "--sweep", "64,160"),
+        *("--virtual", *RUN),
     )
     result = json.loads((out / "tune.json").read_text())
     answers = {c["name"]: c["answer"] for c in result["configs"]}
@@ -51,6 +58,41 @@ def test_a_grid_from_round_1_answers_far_more_users_at_256(tmp_path):
     assert "best: max-num-seqs=256; it starts with:" in p.stdout
 
 
+def test_the_guided_journey_on_the_virtual_clock_ends_on_the_kv_caches_own_flag(tmp_path):
+    """The seed's journey to its end, on the engine's virtual clock: the cap raised twice (64 -> 128
+    -> 256, each answer higher), the server then KV-bound, the KV cache's own flag tried
+    (--gpu-memory-utilization 0.92) and the tune stopped when that answered no higher stage."""
+    out = tmp_path / "tune"
+    p = tune(
+        *("--serve-cmd", ROUND_1, "--guided", "--budget", "4", "--out", str(out)),
+        *("--sweep", "48,96,160,192,224", "--virtual", *RUN),
+        timeout=120,
+    )
+    result = json.loads((out / "tune.json").read_text())
+    configs = {c["name"]: c for c in result["configs"]}
+    assert list(configs) == [
+        "base",
+        "max-num-seqs=128",
+        "max-num-seqs=256",
+        "max-num-seqs=256 gpu-memory-utilization=0.92",
+    ], list(configs)
+    kinds = [c["bottleneck"] for c in result["configs"]]
+    assert kinds == ["max_num_seqs_cap", "max_num_seqs_cap", "kv_bound", "kv_bound"], kinds
+    answers = [c["answer"] for c in result["configs"]]
+    assert answers[0] < answers[1] < answers[2] == answers[3], answers
+    assert [s["changed"] for s in result["steps"]] == [
+        None,
+        "--max-num-seqs 64 -> 128",
+        "--max-num-seqs 128 -> 256",
+        "--gpu-memory-utilization 0.90 -> 0.92",
+        None,
+    ], result["steps"]
+    assert "swarm tune: stop: the answer reached no higher sweep stage" in p.stdout
+    assert "best: max-num-seqs=256;" in p.stdout
+    assert "on the virtual clock" in p.stdout and not (out / "servers").exists()  # nothing was started
+
+
+@pytest.mark.serial
 def test_guided_from_round_1_raises_max_num_seqs_then_finds_kv_bound(tmp_path):
     out = tmp_path / "tune"
     p = tune(

@@ -11,11 +11,9 @@ import pytest
 
 from swarm.analysis.server_metrics import read_snapshots
 from swarm.core.errors import UsageError
-from swarm.orchestrate.virtual_run import START_WALL_S, VirtualSweep, sim_profile, write_sweep
+from swarm.orchestrate.virtual_run import START_WALL_S, VirtualSweep, sim_profile, synthetic, write_sweep
 
-SWEEP = VirtualSweep(
-    users=(1, 3), stage_s=2.0, warmup_s=0.5, input_tokens=(16, 64), output_tokens=(4, 12), seed=3
-)
+SWEEP = VirtualSweep(users=(1, 3), stage_s=2.0, warmup_s=0.5, request=synthetic((16, 64), (4, 12)), seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +79,8 @@ def test_a_directory_holding_a_run_and_a_bad_sweep_are_refused(run, tmp_path):
     with pytest.raises(FileExistsError):
         write_sweep(out, sim_profile("instant"), SWEEP)
     with pytest.raises(ValueError, match="never fall"):
-        VirtualSweep((4, 2), 2.0, 0.5, (8, 8), (4, 4))
+        VirtualSweep((4, 2), 2.0, 0.5, synthetic((8, 8), (4, 4)))
     with pytest.raises(ValueError, match="shorter than the stage"):
-        VirtualSweep((4,), 2.0, 2.0, (8, 8), (4, 4))
+        VirtualSweep((4,), 2.0, 2.0, synthetic((8, 8), (4, 4)))
     with pytest.raises(UsageError):
         sim_profile("instant", ["--max-num-seqs=0"])
