@@ -88,29 +88,6 @@ def await_expected_workers(environment: Any, runner: Any) -> None:
         gevent.sleep(WORKERS_POLL_S)
 
 
-def quit_once(runner: Any) -> None:
-    """Make the master's `quit` do its work once; a second call returns at once.
-
-    Locust 2.47, locust/runners.py: a headless run whose load shape ends calls `quit` from
-    `shape_worker`, and locust/main.py `main` -> `start_automatic_run` calls it again when the shape's
-    greenlet has ended (`stop_and_optionally_quit`, "Shape test completed, shutting down"). Each
-    `MasterRunner.quit` sends `quit` to every worker and sleeps 0.5 s for their final stats, so
-    every headless shape run (every `swarm run`) waited half a second for nothing: the first call
-    had already told the workers and waited, and killed the greenlet that would receive anything
-    more (the swarm reads the workers' last reports itself: `receive_message`). Wraps the bound
-    `quit` on the instance. Delete when `main` does not quit a runner that has quit."""
-    quit = runner.quit
-    done = False
-
-    def once() -> None:
-        nonlocal done
-        if not done:
-            done = True
-            quit()
-
-    runner.quit = once
-
-
 def send_report_now(runner: Any) -> None:
     """Send this worker's report to the master now, as Locust's own reporter does every few seconds.
 

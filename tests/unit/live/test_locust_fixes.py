@@ -114,11 +114,3 @@ def test_no_wait_with_a_web_ui_or_workers_already_there(monkeypatch):
     locust_fixes.await_expected_workers(SimpleNamespace(), runner)  # no parsed options (a test's Environment)
     assert sleeps == sleeps2 == []
 
-
-def test_quit_once_quits_the_first_time_only():
-    calls = []
-    runner = SimpleNamespace(quit=lambda: calls.append("quit"))
-    locust_fixes.quit_once(runner)
-    runner.quit()
-    runner.quit()  # main's "Shape test completed": no second 0.5 s wait
-    assert calls == ["quit"]
