@@ -113,4 +113,3 @@ def test_no_wait_with_a_web_ui_or_workers_already_there(monkeypatch):
     locust_fixes.await_expected_workers(env, runner)
     locust_fixes.await_expected_workers(SimpleNamespace(), runner)  # no parsed options (a test's Environment)
     assert sleeps == sleeps2 == []
-
