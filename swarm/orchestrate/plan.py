@@ -15,9 +15,10 @@ import resource
 import socket
 import subprocess
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from swarm.core.errors import EXIT_USAGE, UsageError
 from swarm.core.options import BY_FLAG
@@ -131,20 +132,21 @@ def _refuse_options_swarm_run_sets(extra: list[str], before: list[str], run_opti
             raise UsageError(f"{name} after --: swarm run sets it itself for the master and its workers")
 
 
-def _check_sim_args(sim_args: list[str]) -> None:
-    """The embedded simulator's options (--sim-profile, --sim-arg), checked as `swarm sim` would."""
+def sim_config(sim_args: Sequence[str], label: str = "--sim-arg") -> Any:
+    """`swarm sim SIM_ARGS` parsed and checked as `swarm sim` would (its SimConfig); UsageError,
+    prefixed with `label`, for what it refuses."""
     from swarm.sim.cli import build_config
     from swarm.sim.cli import configure as configure_sim
 
     parser = argparse.ArgumentParser(prog="swarm sim", exit_on_error=False, add_help=False)
     configure_sim(parser)
     try:
-        ns, unknown = parser.parse_known_args(sim_args)
+        ns, unknown = parser.parse_known_args(list(sim_args))
     except argparse.ArgumentError as e:
-        raise UsageError(f"--sim-arg: {e}") from None
+        raise UsageError(f"{label}: {e}") from None
     if unknown:
-        raise UsageError(f"--sim-arg: unknown simulator option {' '.join(unknown)!r} (see swarm sim --help)")
-    build_config(ns)
+        raise UsageError(f"{label}: unknown simulator option {' '.join(unknown)!r} (see swarm sim --help)")
+    return build_config(ns)
 
 
 # Locust raises a process's open-file limit to this when the hard limit allows (locust/main.py,
@@ -339,7 +341,7 @@ def _check_around_the_run(args: argparse.Namespace) -> None:
 
         Annotator.from_env(args.grafana_url)  # validates the URL (UsageError); contacts nothing yet
     if args.host is None:
-        _check_sim_args(["--profile", args.sim_profile, *args.sim_arg])
+        sim_config(["--profile", args.sim_profile, *args.sim_arg])
     if args.prometheus_port is not None and not 0 < args.prometheus_port < 65536:
         raise UsageError(f"--prometheus-port must be 1-65535 (got {args.prometheus_port})")
     if args.prometheus_port is not None:

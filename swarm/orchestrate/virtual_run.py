@@ -22,19 +22,16 @@ many cases in seconds (tests/unit/orchestrate/test_virtual_run.py, benchmarks/di
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import random
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
 
 from swarm.analysis.rundir import SERVER_METRICS
 from swarm.analysis.server_metrics import parse_metrics
-from swarm.core.errors import UsageError
 from swarm.core.recordfile import write_records
 from swarm.core.records import Outcome, RequestRecord
 from swarm.sim.calibrate import CLIENT_GAP_S
@@ -100,11 +97,6 @@ class VirtualSweep:
             raise ValueError(f"warm-up {self.warmup_s} s must be shorter than the stage ({self.stage_s} s)")
 
 
-class _Refusing(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"swarm sim: {message}")
-
-
 @dataclass(frozen=True)
 class VirtualLoad:
     """What `swarm tune --virtual` runs each configuration with: its swarm run options' closed-loop
@@ -124,12 +116,11 @@ def sim_profile(profile: str, sim_args: Seq[str] = ()) -> Profile:
 
 
 def sim_command_profile(sim_args: Seq[str]) -> Profile:
-    """The engine's profile of `swarm sim SIM_ARGS` (UsageError for what the simulator refuses)."""
-    from swarm.sim import cli as sim_cli
+    """The engine's profile of `swarm sim SIM_ARGS`, checked as `swarm run` checks its embedded
+    simulator's (UsageError for what the simulator refuses)."""
+    from swarm.orchestrate.plan import sim_config
 
-    parser = _Refusing(prog="swarm sim", add_help=False)
-    sim_cli.configure(parser)
-    return sim_cli.build_config(parser.parse_args(list(sim_args))).profile
+    return sim_config(sim_args, "swarm sim").profile
 
 
 def sim_args_of(command: Seq[str]) -> list[str] | None:
@@ -147,8 +138,7 @@ class _Sent:
     stage: int
     warmup: bool
     finish: str
-    last_token_s: float | None = None
-    itl: list[float] | None = None
+    itl: list[float] = field(default_factory=list)  # the gaps between its tokens
 
 
 def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep, slo: str | None = None) -> int:
@@ -212,7 +202,7 @@ def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep, slo: str | Non
                 prev = before[seq.id]
                 if prev is not None and seq.last_token_time == done:
                     s = sent[seq.id]
-                    s.itl = (s.itl or []) + [done - prev]
+                    s.itl.append(done - prev)
             t = done
             for seq in finished:
                 s = sent.pop(seq.id)
@@ -273,7 +263,7 @@ def _record(seq: Sequence, s: _Sent, sweep: VirtualSweep) -> RequestRecord:
         ttfa_s=ttft,
         e2e_s=last - seq.arrival_time,
         tpot_s=(last - first) / (seq.generated - 1) if seq.generated > 1 else None,
-        itl_s=s.itl or [],
+        itl_s=s.itl,
         prompt_tokens=seq.prompt_tokens,
         output_tokens=seq.generated,
         tokens_from_usage=True,

@@ -42,6 +42,13 @@ def tune(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     return p
 
 
+def assert_printed_in_order(stdout: str, lines: list[str]) -> None:
+    """Each line printed, in this order (the journey as it happened)."""
+    at = [stdout.find(line) for line in lines]
+    told = [*zip(lines, at, strict=True), stdout[-5000:]]
+    assert all(i >= 0 for i in at) and at == sorted(at), told
+
+
 def test_a_grid_from_round_1_answers_far_more_users_at_256(tmp_path):
     out = tmp_path / "tune"
     p = tune(
@@ -123,9 +130,7 @@ def test_guided_from_round_1_raises_max_num_seqs_in_real_time(tmp_path):
         "swarm tune: stop: the budget (2 configurations) is spent; max-num-seqs=128 is held by "
         "max_num_seqs_cap; next would be --max-num-seqs 256",
     ]
-    at = [p.stdout.find(line) for line in lines]
-    told = [*zip(lines, at, strict=True), p.stdout[-5000:]]
-    assert all(i >= 0 for i in at) and at == sorted(at), told
+    assert_printed_in_order(p.stdout, lines)
     assert "best: max-num-seqs=128" in p.stdout
 
 
@@ -166,7 +171,5 @@ def test_guided_from_round_1_raises_max_num_seqs_then_finds_kv_bound(tmp_path):
         "swarm tune: stop: the budget (3 configurations) is spent; max-num-seqs=256 is held by kv_bound; "
         "next would be --gpu-memory-utilization 0.92",
     ]
-    at = [p.stdout.find(line) for line in lines]
-    told = [*zip(lines, at, strict=True), p.stdout[-5000:]]
-    assert all(i >= 0 for i in at) and at == sorted(at), told
+    assert_printed_in_order(p.stdout, lines)
     assert "best: max-num-seqs=256" in p.stdout
