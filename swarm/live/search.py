@@ -236,7 +236,15 @@ class SearchController:
             )
             if stage.done and meter.qps_stable(self.spec.precision):
                 return True, stage.why, []
-            return (True, "longest", []) if elapsed >= longest else None
+            if elapsed < longest:
+                return None
+            # at its longest without its readings (a window shorter than two reports of each
+            # worker, or than the answers' TTFT: every user answered once): up to EXTEND times
+            # --stage-time, budget permitting; a stage still without a TTFT then is past the knee
+            unread = meter.qps() is None or cell.latencies["ttft"].count < (self.level or 1)
+            if unread and elapsed < min(EXTEND * self.max_s, elapsed + max(0.0, budget_left)):
+                return None
+            return True, "longest", []
         blocks = self._blocks(agg, cell, elapsed)
         measures = []
         at_threshold = False  # a tail share read within a factor 2 of its limit

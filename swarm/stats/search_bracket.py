@@ -90,8 +90,10 @@ class Bracket:
 
     def _plateau_start(self) -> float | None:
         """Knee: the lowest load whose QPS reached KNEE_SHARE of the plateau."""
-        top = KNEE_SHARE * self.plateau()
-        return min((p.load for p in self.probes if (p.qps or 0.0) >= top), default=None)
+        plateau = self.plateau()
+        if plateau <= 0:  # no QPS read yet: no plateau to start
+            return None
+        return min((p.load for p in self.probes if (p.qps or 0.0) >= KNEE_SHARE * plateau), default=None)
 
     def _scaling(self, p: Probe) -> bool:
         """Below the plateau's start: QPS still grows with the load (a load above it whose QPS
@@ -125,10 +127,13 @@ class Bracket:
         return lo, hi
 
     def _saturated_seen(self) -> bool:
-        """Knee: a doubling that raised QPS less than KNEE_GROWTH (the plateau is in sight)."""
+        """Knee: a doubling that raised QPS less than KNEE_GROWTH (the plateau is in sight). Only
+        probes that read a QPS count: one without (its stage too short for two reports of each
+        worker) says nothing of growth, neither a stall nor a rise."""
+        read = [p for p in self.probes if p.qps is not None]
         return any(
             b.load >= 1.5 * a.load and (b.qps or 0.0) < (1 + KNEE_GROWTH) * (a.qps or 0.0)
-            for a, b in itertools.permutations(self.probes, 2)
+            for a, b in itertools.permutations(read, 2)
         )
 
     def _round(self, x: float) -> float:

@@ -22,7 +22,9 @@ import pytest
 from swarm.load.builtin import prompt_set
 from swarm.sim.calibrate import LevelResult, closed_loop
 from swarm.sim.profile import Profile, load_profile
-from tests.helpers.support import swarm_cmd
+from swarm.stats.search_bracket import Bracket, Probe
+from swarm.stats.search_spec import SearchSpec
+from tests.helpers.support import REPO, swarm_cmd
 from tests.helpers.truth import assert_causes_shown_by_gauges, assert_server_figures_hold_to_the_trace
 
 pytestmark = pytest.mark.integration
@@ -146,17 +148,40 @@ def test_search_lands_on_the_fine_sweeps_answer_in_less_than_its_time(demo):
     assert "<h2>Search</h2>" in report and "bracket after" in report and "search.png" in report
 
 
+# The knee's server: the diagnosis matrix's small one with a KV pool of 100 blocks of 16 tokens,
+# requests of 256 + 64 tokens (20 blocks): it holds KNEE_SLOTS sequences at once
+KNEE_KV_TOKENS, KNEE_IN, KNEE_OUT, BLOCK = 1600, 256, 64, 16
+KNEE_SLOTS = KNEE_KV_TOKENS // BLOCK // -(-(KNEE_IN + KNEE_OUT) // BLOCK)
+
+
 @pytest.mark.serial
 @pytest.mark.slow
 def test_knee_is_the_kv_bound_ceiling(tmp_path):
+    """The knee search end to end (the capability's one real-time run; the rule on the seed's
+    calibrated server is judged on the virtual clock below): on a server whose KV pool holds 5
+    sequences, QPS stops growing and TTFT climbs one user past what the pool holds. Until issue 36
+    this ran on the calibrated server (7 stages from 64 users, 140 s); there a stage too short for
+    two reports of each worker read no QPS, and the knee search doubled to 512 users on this one."""
     out = tmp_path / "knee"
-    # from 64 users: the doubling from 32 measured one probe far below the knee that no assertion reads
-    p = swarm_run(out, "--search", "knee", "-u", "64", "--stage-time", "10s")
+    p = subprocess.run(
+        swarm_cmd(
+            *("run", "--workers", "1", "--workload", "synthetic", "--out", str(out), "--stop-timeout", "3s"),
+            *("--sim-profile", str(REPO / "benchmarks" / "profiles" / "diagnosis-matrix.toml")),
+            f"--sim-arg=--kv-cache-tokens={KNEE_KV_TOKENS}",
+            "--sim-arg=--max-model-len=1024",
+            *("--search", "knee", "-u", "2", "--stage-time", "5s"),
+            *("--", "--input-tokens", str(KNEE_IN), "--output-tokens", str(KNEE_OUT), "--seed", "1"),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     s = summary(out)["search"]
     probes = sorted(s["probes"], key=lambda pr: pr["load"])
-    # the seed's ceiling: QPS stops growing between 128 and 256 users while TTFT climbs
-    assert 128 < s["answer"] <= 256, probes
+    assert all(pr["qps"] is not None and pr["ttft_p99"] is not None for pr in probes), probes
+    # the knee: one user past what the KV pool holds (within the search's precision, one user)
+    assert KNEE_SLOTS <= s["answer"] <= KNEE_SLOTS + 1, probes
     top = max(pr["qps"] for pr in probes)
     assert s["qps"] >= 0.90 * top  # on the plateau
     half = [pr for pr in probes if pr["load"] <= s["answer"] / 2]
@@ -170,6 +195,33 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
     assert (s["qps"], s["ttft_p99_s"]) == (answer["qps"], answer["ttft_p99"])
     assert f"QPS {answer['qps']:.1f}, TTFT p99 {answer['ttft_p99'] * 1000:.0f} ms" in p.stdout
     assert s["why_kind"] == "kv_bound" and "the server was KV-bound" in s["why"], s.get("why")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_knee_rule_lands_on_the_seeds_kv_bound_ceiling(seed):
+    """The knee's rule (swarm/stats/search_bracket.py, the live search's own `Bracket`) on the
+    seed's calibrated server, each probe 10 s of short_qa after 10 s of warm-up on the simulator's
+    engine (its virtual clock), from 64 users as the real-time test ran until issue 36 (its answer
+    there: 200 users, bracket 192-200; here 200, 192-200 at each seed): QPS stops growing between
+    128 and 256 users while TTFT climbs, and the KV cache is full there."""
+    profile, prompts = short_qa_on_the_calibrated_profile()
+    b = Bracket(SearchSpec.parse("knee", None, None, None, None, 64, None))
+    kv: dict[float, float] = {}
+    while (load := b.next_load()) is not None:
+        r = closed_loop(profile, prompts, 50, int(load), 10.0, 10.0, seed)
+        kv[load] = r.max_kv
+        b.record(Probe(len(b.probes), load, True, r.qps, r.ttft_p99, None, 10.0, "virtual"))
+        assert len(b.probes) < 20
+    s = b.answer()
+    probes = sorted(s["probes"], key=lambda pr: pr["load"])
+    # the seed's ceiling: QPS stops growing between 128 and 256 users while TTFT climbs
+    assert b.status == "converged" and 128 < s["answer"] <= 256, probes
+    assert s["qps"] >= 0.90 * max(pr["qps"] for pr in probes)  # on the plateau
+    half = [pr for pr in probes if pr["load"] <= s["answer"] / 2]
+    assert half and s["ttft_p99_s"] >= 2 * half[-1]["ttft_p99"], probes  # and TTFT p99 doubled
+    lo, hi = s["bracket"]
+    assert hi == s["answer"] and hi - lo <= max(1, 0.05 * lo)
+    assert kv[s["answer"]] >= 0.95, kv  # KV-bound: the cache full at the knee
 
 
 def test_slo_not_met_at_the_lowest_load_exits_1(tmp_path):

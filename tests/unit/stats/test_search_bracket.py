@@ -201,3 +201,34 @@ def test_inconclusive_probes_are_not_probed_again_and_narrow_nothing():
         assert noted == (b.status == "noise_limited")
         if b.status == "converged":
             assert hi.load - lo.load <= 0.05 * lo.load
+
+
+def test_a_knee_probe_without_a_qps_reading_says_nothing_of_growth():
+    """A stage too short for two reports of each worker reads no QPS (None). Such a probe neither
+    shows the plateau in sight (a doubling from 8.0 QPS to an unread one is no stall) nor starts
+    the plateau; read as 0 QPS it did both, and the knee search on a 5-sequence KV pool doubled
+    to 512 users and answered 208 where QPS was flat from 8."""
+    b = Bracket(spec("knee", start=2))
+    b.record(Probe(0, 4.0, True, 8.0, 0.022, None, 5.0, "longest"))
+    b.record(Probe(1, 8.0, True, None, 0.616, None, 5.0, "longest"))
+    assert not b._saturated_seen() and b.next_load() == 16
+    unread = Bracket(spec("knee", start=2))
+    for i, (load, ttft) in enumerate([(2, 0.020), (4, 0.022), (8, 0.616), (16, 1.215)]):
+        unread.record(Probe(i, float(load), True, None, ttft, None, 5.0, "longest"))
+    # no QPS read: every load still scales (no plateau yet), whatever its TTFT
+    assert unread._plateau_start() is None
+    assert all(unread.passes(p) for p in unread.probes) and unread.next_load() == 32
+
+
+def test_knee_on_a_small_kv_pool_is_one_past_what_it_holds():
+    """The live search's probes on a 5-sequence KV pool (the diagnosis matrix's server with
+    1,600 KV tokens, 256 + 64-token requests), each with its QPS read: the knee is 6 users (5-6)."""
+    b = Bracket(spec("knee", start=2))
+    seen = {2: (4.66, 0.0195), 4: (7.99, 0.0295), 8: (8.33, 0.616), 6: (8.33, 0.413), 5: (8.33, 0.0292)}
+    loads = []
+    while (load := b.next_load()) is not None:
+        loads.append(load)
+        qps, ttft = seen[int(load)]
+        b.record(Probe(len(loads) - 1, load, True, qps, ttft, None, 6.0, "longest"))
+    assert loads == [2, 4, 8, 6, 5] and b.status == "converged"
+    assert b.answer()["answer"] == 6 and b.answer()["bracket"] == [5, 6]
