@@ -32,6 +32,8 @@ from swarm.live.state import swarm_state
 from swarm.load.arrivals import ArrivalSchedule
 from swarm.load.stages import Stage, StagePlan
 
+TICK_S = 1.0  # Locust's shape worker ticks the shape once a second (runners.py shape_worker)
+
 STAGE_MESSAGE = "swarm_stage"
 WINDOW_MESSAGE = "swarm_window"  # master -> workers: the running stage's measurement window opens now
 STAGE_REQUEST = "swarm_stage_request"  # worker -> master, at start-up
@@ -228,6 +230,16 @@ class SwarmShape(LoadTestShape):
         if timeline and timeline[-1].end_wall_s is None:
             timeline[-1].end_wall_s = time.time()
 
+    def _at(self, boundary_s: float) -> float:
+        """The shape's clock now, or `boundary_s` once reached when it falls before the next tick
+        (waiting here for it): Locust ticks a shape once a second, so a `-t 2s` run stopped after 3 s
+        and every stage ended up to a second late."""
+        t = self.get_run_time()
+        if 0 < boundary_s - t < TICK_S:
+            gevent.sleep(boundary_s - t)
+            t = max(self.get_run_time(), boundary_s)
+        return t
+
     def tick(self) -> tuple[int, float] | None:
         env = self.runner.environment
         if option(env, "search"):
@@ -253,6 +265,7 @@ class SwarmShape(LoadTestShape):
                     return None
             return users, float(max(users, opts.spawn_rate or 0))  # every user at once: none misses its row
         if plan.rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
+            t = self._at((int((t + self._skip_s) // plan.stage_s) + 1) * plan.stage_s - self._skip_s)
             index = int((t + self._skip_s) // plan.stage_s)
             if index >= len(plan.rates):
                 self._close()
@@ -270,10 +283,11 @@ class SwarmShape(LoadTestShape):
             users = int(opts.num_users or 1)
             if self._current is None:
                 self._enter(0, users, 0.0)
-            if opts.run_time and t >= opts.run_time:
+            if opts.run_time and self._at(opts.run_time) >= opts.run_time:
                 self._close()
                 return None
             return users, float(opts.spawn_rate or users)
+        t = self._at((int(t // plan.stage_s) + 1) * plan.stage_s)
         index = int(t // plan.stage_s)
         if index >= len(plan.levels):
             self._close()
