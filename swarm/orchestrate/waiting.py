@@ -38,7 +38,10 @@ def wait_for_master(plan: RunPlan, procs: Processes, master: subprocess.Popen, q
             print("swarm: every worker has quit; ending the run", file=sys.stderr)
             stop_gracefully(plan, procs)
             break
-        time.sleep(POLL_S)
+        try:  # back at once when the master exits (a sleep kept each run up to POLL_S longer)
+            master.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
     return master.poll() if master.poll() is not None else 1
 
 
