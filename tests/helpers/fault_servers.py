@@ -45,6 +45,18 @@ _counter = iter(range(1, 1 << 62))
 _counter_lock = threading.Lock()
 
 
+_log_lock = threading.Lock()
+
+
+def log_line(line: str) -> None:
+    """One whole line on stdout, flushed. `print` from the handler threads wrote a line and its
+    newline in two writes, so two requests arriving together could log `AUTH ...REQ fault-2` on one
+    line and the test missed a request the server got (a fresh-clone run failed so)."""
+    with _log_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 def _chunk(rid: str, delta: dict, completion_tokens: int, finish: str | None = None) -> bytes:
     obj = {"id": rid, "object": "chat.completion.chunk", "model": "m",
            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
@@ -100,7 +112,7 @@ class Handler(socketserver.BaseRequestHandler):
                 buf = rest[length:]
                 request_line = lines[0].decode("latin-1")
                 path = request_line.split(" ")[1] if " " in request_line else ""
-                print(f"AUTH {path} {auth_digest(headers.get('authorization'))}", flush=True)
+                log_line(f"AUTH {path} {auth_digest(headers.get('authorization'))}")
                 if request_line.startswith("GET /health"):
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                 elif request_line.startswith("GET /v1/models"):
@@ -114,7 +126,7 @@ class Handler(socketserver.BaseRequestHandler):
                 else:
                     with _counter_lock:
                         rid = f"fault-{next(_counter)}"
-                    print(f"REQ {rid}", flush=True)
+                    log_line(f"REQ {rid}")
                     if not self.answer(sock, rid, headers):
                         return
         except OSError:  # the client hung up on a hostile answer: that is the point

@@ -26,8 +26,7 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )
 
 
-# Not `serial`: no figure is judged (only counts and that each figure is positive), so a loaded
-# machine changes nothing it asserts (alone until issue 36's fourth step: 48 s of the alone tier)
+@pytest.mark.serial
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_request_cost_writes_its_figures(tmp_path):
     out = tmp_path / "cost.json"
