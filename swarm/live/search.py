@@ -242,7 +242,7 @@ class SearchController:
             # worker, or than the answers' TTFT: every user answered once): up to EXTEND times
             # --stage-time, budget permitting; a stage still without a TTFT then is past the knee
             unread = meter.qps() is None or cell.latencies["ttft"].count < (self.level or 1)
-            if unread and elapsed < min(EXTEND * self.max_s, elapsed + max(0.0, budget_left)):
+            if unread and elapsed < EXTEND * self.max_s and budget_left > 0:
                 return None
             return True, "longest", []
         blocks = self._blocks(agg, cell, elapsed)

@@ -230,6 +230,11 @@ class SwarmShape(LoadTestShape):
         if timeline and timeline[-1].end_wall_s is None:
             timeline[-1].end_wall_s = time.time()
 
+    def _at_stage_end(self, t: float, stage_s: float, skip_s: float = 0.0) -> float:
+        """`_at` the end of the stage running at shape time `t` (stages of `stage_s`, the clock
+        `skip_s` ahead: time skipped by stages the guard ended early)."""
+        return self._at((int((t + skip_s) // stage_s) + 1) * stage_s - skip_s)
+
     def _at(self, boundary_s: float) -> float:
         """The shape's clock now, or `boundary_s` once reached when it falls before the next tick
         (waiting here for it): Locust ticks a shape once a second, so a `-t 2s` run stopped after 3 s
@@ -265,7 +270,7 @@ class SwarmShape(LoadTestShape):
                     return None
             return users, float(max(users, opts.spawn_rate or 0))  # every user at once: none misses its row
         if plan.rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
-            t = self._at((int((t + self._skip_s) // plan.stage_s) + 1) * plan.stage_s - self._skip_s)
+            t = self._at_stage_end(t, plan.stage_s, self._skip_s)
             index = int((t + self._skip_s) // plan.stage_s)
             if index >= len(plan.rates):
                 self._close()
@@ -287,7 +292,7 @@ class SwarmShape(LoadTestShape):
                 self._close()
                 return None
             return users, float(opts.spawn_rate or users)
-        t = self._at((int(t // plan.stage_s) + 1) * plan.stage_s)
+        t = self._at_stage_end(t, plan.stage_s)
         index = int(t // plan.stage_s)
         if index >= len(plan.levels):
             self._close()

@@ -38,14 +38,16 @@ FINE = list(range(16, 321, 16))  # every 16 users up to 320: the sweep one would
 RUN = [u for u in FINE if 160 <= u <= 272]
 
 
-def swarm_run(out: Path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
+def swarm_run(
+    out: Path, *args: str, timeout: int = 400, workers: int = 2, workload: str = "short_qa"
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         swarm_cmd(
             "run",
             "--workers",
-            "2",
+            str(workers),
             "--workload",
-            "short_qa",
+            workload,
             "--out",
             str(out),
             "--stop-timeout",
@@ -163,18 +165,15 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
     this ran on the calibrated server (7 stages from 64 users, 140 s); there a stage too short for
     two reports of each worker read no QPS, and the knee search doubled to 512 users on this one."""
     out = tmp_path / "knee"
-    p = subprocess.run(
-        swarm_cmd(
-            *("run", "--workers", "1", "--workload", "synthetic", "--out", str(out), "--stop-timeout", "3s"),
-            *("--sim-profile", str(REPO / "benchmarks" / "profiles" / "diagnosis-matrix.toml")),
-            f"--sim-arg=--kv-cache-tokens={KNEE_KV_TOKENS}",
-            "--sim-arg=--max-model-len=1024",
-            *("--search", "knee", "-u", "2", "--stage-time", "5s"),
-            *("--", "--input-tokens", str(KNEE_IN), "--output-tokens", str(KNEE_OUT), "--seed", "1"),
-        ),
-        capture_output=True,
-        text=True,
-        timeout=400,
+    p = swarm_run(
+        out,
+        *("--sim-profile", str(REPO / "benchmarks" / "profiles" / "diagnosis-matrix.toml")),
+        f"--sim-arg=--kv-cache-tokens={KNEE_KV_TOKENS}",
+        "--sim-arg=--max-model-len=1024",
+        *("--search", "knee", "-u", "2", "--stage-time", "5s"),
+        *("--", "--input-tokens", str(KNEE_IN), "--output-tokens", str(KNEE_OUT), "--seed", "1"),
+        workers=1,
+        workload="synthetic",
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     s = summary(out)["search"]
