@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gevent
+import gevent.event
 from locust import log as locust_log
 
 
@@ -86,6 +87,37 @@ def await_expected_workers(environment: Any, runner: Any) -> None:
         if len(runner.clients.ready) >= expected:
             return
         gevent.sleep(WORKERS_POLL_S)
+
+
+def quit_once(runner: Any) -> None:
+    """Make the master's `quit` do its work once; a later call waits for that one to end.
+
+    Locust 2.47, locust/runners.py: a headless run whose load shape ends calls `quit` from
+    `shape_worker`; locust/main.py `main` calls it again when the shape's greenlet has ended
+    (`start_automatic_run` -> `stop_and_optionally_quit`, "Shape test completed, shutting down")
+    and a third time in `shutdown`. Each `MasterRunner.quit` sends `quit` to every worker and sleeps
+    0.5 s for their final stats, so every headless shape run (every `swarm run`) waited a second
+    for nothing: the first call had already told the workers and waited, and killed the greenlet
+    that would receive anything more (the swarm reads the workers' last reports itself:
+    `receive_message`). A call made while the first is under way (a SIGTERM at the shape's end)
+    returns when it has ended, as it would have. Wraps the bound `quit` on the instance. Delete
+    when `main` does not quit a runner that has quit."""
+    quit = runner.quit
+    ended = gevent.event.Event()
+    started = False
+
+    def once() -> None:
+        nonlocal started
+        if started:
+            ended.wait()
+            return
+        started = True
+        try:
+            quit()
+        finally:
+            ended.set()
+
+    runner.quit = once
 
 
 def send_report_now(runner: Any) -> None:

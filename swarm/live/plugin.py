@@ -107,4 +107,5 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_: Any)
     except UsageError as e:
         exit_on_usage_error(e, prog="swarm")
     if isinstance(runner, MasterRunner):
+        locust_fixes.quit_once(runner)
         locust_fixes.await_expected_workers(environment, runner)

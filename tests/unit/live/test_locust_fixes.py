@@ -113,3 +113,32 @@ def test_no_wait_with_a_web_ui_or_workers_already_there(monkeypatch):
     locust_fixes.await_expected_workers(env, runner)
     locust_fixes.await_expected_workers(SimpleNamespace(), runner)  # no parsed options (a test's Environment)
     assert sleeps == sleeps2 == []
+
+
+def test_quit_once_quits_the_first_time_only():
+    calls = []
+    runner = SimpleNamespace(quit=lambda: calls.append("quit"))
+    locust_fixes.quit_once(runner)
+    runner.quit()
+    runner.quit()  # main's "Shape test completed" and its shutdown: no second and third 0.5 s wait
+    assert calls == ["quit"]
+
+
+def test_a_quit_during_the_first_waits_for_it_to_end():
+    import gevent
+
+    calls = []
+
+    def slow_quit():
+        calls.append("start")
+        gevent.sleep(0.05)
+        calls.append("end")
+
+    runner = SimpleNamespace(quit=slow_quit)
+    locust_fixes.quit_once(runner)
+    first = gevent.spawn(runner.quit)
+    gevent.sleep(0)  # the first is asleep in its wait for the workers' reports
+    runner.quit()  # a SIGTERM's quit: back only once the first has ended
+    calls.append("second back")
+    first.join()
+    assert calls == ["start", "end", "second back"]
