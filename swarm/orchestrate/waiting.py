@@ -42,7 +42,38 @@ def wait_for_master(plan: RunPlan, procs: Processes, master: subprocess.Popen, q
             master.wait(timeout=POLL_S)
         except subprocess.TimeoutExpired:
             pass
+    if master.poll() is not None:
+        left_on_their_own(procs, quit_early)
     return master.poll() if master.poll() is not None else 1
+
+
+# Locust 2.47 (locust/runners.py `WorkerRunner.worker`) logs this when the master tells a worker to
+# quit, which it does at every run's end; a worker that left on its own never got that far.
+TOLD_TO_QUIT = "Got quit message from master"
+
+
+def left_on_their_own(procs: Processes, quit_early: set[str]) -> None:
+    """Once the master has ended by itself: `quit_early` made exact from the workers' logs. The
+    loop above sees a worker leave only if it looks between that worker's exit and the master's
+    (Locust's master ends about half a second after its last worker has quit), and a worker that
+    left at the run's end, told to by the master, can exit in that moment too. A worker's log says
+    which it was: told (not early) or not (early), however close the exits were. When every worker
+    left on its own, one with an error, it is said as the loop says it."""
+    seen = set(quit_early)
+    for name, p in procs.named("worker-"):
+        log = procs.log_tail(name, LOG_READ_CHARS) if p.poll() is not None else ""
+        if "/INFO/" not in log:  # still running, or logging above INFO: the loop's view stands
+            continue
+        if TOLD_TO_QUIT in log:
+            quit_early.discard(name)
+        else:
+            quit_early.add(name)
+    names = {n for n, _ in procs.named("worker-")}
+    if quit_early - seen and names <= quit_early and workers_gone(procs):
+        print("swarm: every worker has quit; the run ended", file=sys.stderr)
+
+
+LOG_READ_CHARS = 200_000  # a worker's log after its quit line: its last report and shutdown, a few lines
 
 
 def interrupted(plan: RunPlan, procs: Processes) -> None:

@@ -42,8 +42,8 @@ class Procs:
         self.waits.append(timeout_s)
         return self.master_ends
 
-    def log_tail(self, name: str) -> str:
-        return self.logs.get(name, "")
+    def log_tail(self, name: str, chars: int = 2000) -> str:
+        return self.logs.get(name, "")[-chars:]
 
 
 def plan(**kw) -> RunPlan:
@@ -83,6 +83,45 @@ def test_the_wait_ends_the_run_when_every_worker_has_quit(capsys):
     assert code == 1 and quit_early == {"worker-0", "worker-1"}  # the master has no code yet: 1
     assert "every worker has quit; ending the run" in capsys.readouterr().err
     assert procs.signals[0] == ("master", signal.SIGTERM)
+
+
+def test_workers_that_left_before_the_master_told_them_are_named_however_late_it_looked(capsys):
+    """Locust's master ends ~0.5 s after its last worker quit: the loop may not have looked in
+    between. A worker whose log has no quit from the master left on its own."""
+    told = (
+        "[2026-11-29 08:46:54,286] vm/INFO/locust.runners: Got quit message from master, shutting down...\n"
+    )
+    start = "[2026-11-29 08:46:52,246] vm/INFO/locust.main: Starting Locust 2.47.0\n"
+    procs = Procs(master=Proc(0), **{"worker-0": Proc(2), "worker-1": Proc(2)})
+    procs.logs = {w: start + "[...] vm/ERROR/swarm.live.user: --tokenizer t.json: bad\n" for w in procs.procs}
+    quit_early: set[str] = set()
+    assert waiting.wait_for_master(plan(), procs, procs.procs["master"], quit_early) == 0
+    assert quit_early == {"worker-0", "worker-1"}
+    assert "every worker has quit; the run ended" in capsys.readouterr().err
+    # at a run's end every worker was told: none is named, whatever its exit code
+    procs = Procs(master=Proc(0), **{"worker-0": Proc(1), "worker-1": Proc(0)})
+    procs.logs = {
+        "worker-0": told + "[...] vm/INFO/locust.main: Shutting down (exit code 1)\n",
+        "worker-1": told,
+    }
+    quit_early = set()
+    waiting.wait_for_master(plan(), procs, procs.procs["master"], quit_early)
+    assert quit_early == set() and "every worker" not in capsys.readouterr().err
+    # one left early (named), the other at the end: the run is not said to have lost every worker
+    procs.logs["worker-0"] = start + "[...] vm/ERROR/swarm.live.user: --tokenizer t.json: bad\n"
+    waiting.wait_for_master(plan(), procs, procs.procs["master"], quit_early)
+    assert quit_early == {"worker-0"} and "every worker" not in capsys.readouterr().err
+    assert waiting.worker_failures(procs, quit_early) == [("worker-0", 1, "--tokenizer t.json: bad")]
+    # seen leaving while the master ran, but told to quit (a run's end): not early
+    procs.logs = {"worker-0": start + told, "worker-1": start + told}
+    quit_early = {"worker-0", "worker-1"}
+    waiting.wait_for_master(plan(), procs, procs.procs["master"], quit_early)
+    assert quit_early == set() and waiting.worker_failures(procs, quit_early) == []
+    # logging above INFO (no start-up line, no quit line either): nothing to tell by, the loop's view stands
+    procs.logs = {"worker-0": "[...] vm/ERROR/swarm.live.user: bad\n", "worker-1": ""}
+    quit_early = {"worker-0"}
+    waiting.wait_for_master(plan(), procs, procs.procs["master"], quit_early)
+    assert quit_early == {"worker-0"}
 
 
 def test_the_wait_returns_the_masters_exit_code():
