@@ -89,20 +89,32 @@ def await_expected_workers(environment: Any, runner: Any) -> None:
         gevent.sleep(WORKERS_POLL_S)
 
 
-def quit_once(runner: Any) -> None:
-    """Make the master's `quit` do its work once; a later call waits for that one to end.
+QUIT_WAIT_S = 0.5  # Locust's wait for the workers' last reports at quit (`MasterRunner.quit`)
+QUIT_POLL_S = 0.01
 
-    Locust 2.47, locust/runners.py: a headless run whose load shape ends calls `quit` from
-    `shape_worker`; locust/main.py `main` calls it again when the shape's greenlet has ended
-    (`start_automatic_run` -> `stop_and_optionally_quit`, "Shape test completed, shutting down")
-    and a third time in `shutdown`. Each `MasterRunner.quit` sends `quit` to every worker and sleeps
-    0.5 s for their final stats, so every headless shape run (every `swarm run`) waited a second
-    for nothing: the first call had already told the workers and waited, and killed the greenlet
-    that would receive anything more (the swarm reads the workers' last reports itself:
-    `receive_message`). A call made while the first is under way (a SIGTERM at the shape's end)
-    returns when it has ended, as it would have. Wraps the bound `quit` on the instance. Delete
-    when `main` does not quit a runner that has quit."""
-    quit = runner.quit
+
+def quit_once(runner: Any) -> None:
+    """Make the master's `quit` do its work once, and end its wait as soon as every worker has quit;
+    a later call waits for the first to end.
+
+    Locust 2.47, locust/runners.py `MasterRunner.quit`: `stop(send_stop_to_client=False)`, a `quit`
+    message to every worker, `gevent.sleep(0.5)` "to wait for final stats report from all workers",
+    then `self.greenlet.kill(block=True)` (its message listener among them). A headless run whose
+    load shape ends calls it from `shape_worker`; locust/main.py `main` calls it again when the
+    shape's greenlet has ended (`start_automatic_run` -> `stop_and_optionally_quit`, "Shape test
+    completed, shutting down") and a third time in `shutdown`: every `swarm run` slept 1.5 s.
+
+    Here the same steps run once, and the wait ends when no worker is left in `runner.clients`
+    (at most the same 0.5 s): a worker told to quit sends its last stats, then (Locust's
+    `on_quitting`, after the swarm's own quitting handler) its `quit`, and the master's listener
+    handles each worker's messages in order, removing the worker at its `quit`: once none is left,
+    every message a worker sent before leaving has been handled, as the sleep meant. The swarm reads
+    whatever comes later itself (`receive_message`). A call made while the first is under way (a
+    SIGTERM at the shape's end; the listener's own "The last worker quit" quit) returns when it
+    has ended. Wraps the bound `quit` on the instance. Delete when `main` does not quit a runner
+    that has quit and `MasterRunner.quit` stops waiting once its workers are gone."""
+    from locust.rpc import Message
+
     ended = gevent.event.Event()
     started = False
 
@@ -113,7 +125,14 @@ def quit_once(runner: Any) -> None:
             return
         started = True
         try:
-            quit()
+            runner.stop(send_stop_to_client=False)
+            for client in list(runner.clients.all):
+                runner.server.send_to_client(Message("quit", None, client.id))
+            for _ in range(round(QUIT_WAIT_S / QUIT_POLL_S)):
+                if not len(runner.clients):
+                    break
+                gevent.sleep(QUIT_POLL_S)
+            runner.greenlet.kill(block=True)
         finally:
             ended.set()
 

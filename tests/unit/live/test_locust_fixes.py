@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gevent
+import pytest
 from locust.env import Environment
 
 from swarm.live import locust_fixes
@@ -115,30 +116,66 @@ def test_no_wait_with_a_web_ui_or_workers_already_there(monkeypatch):
     assert sleeps == sleeps2 == []
 
 
-def test_quit_once_quits_the_first_time_only():
-    calls = []
-    runner = SimpleNamespace(quit=lambda: calls.append("quit"))
-    locust_fixes.quit_once(runner)
-    runner.quit()
-    runner.quit()  # main's "Shape test completed" and its shutdown: no second and third 0.5 s wait
-    assert calls == ["quit"]
+class Clients(dict):
+    @property
+    def all(self):
+        return self.values()
+
+
+class QuittingMaster:
+    """MasterRunner's face as `quit_once` drives it: stop, the clients, the socket, the greenlet."""
+
+    def __init__(self, workers: list[str]) -> None:
+        self.calls: list[str] = []
+        self.clients = Clients({w: SimpleNamespace(id=w) for w in workers})
+        self.server = SimpleNamespace(send_to_client=lambda m: self.calls.append(f"{m.type} {m.node_id}"))
+        self.greenlet = SimpleNamespace(kill=lambda block: self.calls.append("kill"))
+        self.quit = lambda: self.calls.append("Locust's own quit")  # replaced, never called
+
+    def stop(self, send_stop_to_client: bool = True) -> None:
+        self.calls.append(f"stop {send_stop_to_client}")
+
+
+def _quitting_master(workers: list[str]) -> QuittingMaster:
+    return QuittingMaster(workers)
+
+
+def test_quit_once_quits_the_first_time_only_and_wakes_when_the_workers_have_left(monkeypatch):
+    master = _quitting_master(["w-1", "w-2"])
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:  # each worker's `quit` handled by the listener, one per look
+        sleeps.append(s)
+        master.clients.pop(next(iter(master.clients)))
+
+    monkeypatch.setattr(locust_fixes.gevent, "sleep", sleep)
+    locust_fixes.quit_once(master)
+    master.quit()
+    master.quit()  # main's "Shape test completed" and its shutdown: nothing more, no wait
+    master.quit()
+    assert master.calls == ["stop False", "quit w-1", "quit w-2", "kill"]
+    assert sleeps == [locust_fixes.QUIT_POLL_S] * 2  # Locust's own quit slept 0.5 s, three times
+
+
+def test_a_worker_that_never_leaves_gets_locusts_whole_wait(monkeypatch):
+    master = _quitting_master(["w-1"])
+    sleeps: list[float] = []
+    monkeypatch.setattr(locust_fixes.gevent, "sleep", sleeps.append)
+    locust_fixes.quit_once(master)
+    master.quit()
+    assert master.calls == ["stop False", "quit w-1", "kill"]
+    assert sum(sleeps) == pytest.approx(locust_fixes.QUIT_WAIT_S)
 
 
 def test_a_quit_during_the_first_waits_for_it_to_end():
     import gevent
 
-    calls = []
-
-    def slow_quit():
-        calls.append("start")
-        gevent.sleep(0.05)
-        calls.append("end")
-
-    runner = SimpleNamespace(quit=slow_quit)
-    locust_fixes.quit_once(runner)
-    first = gevent.spawn(runner.quit)
-    gevent.sleep(0)  # the first is asleep in its wait for the workers' reports
-    runner.quit()  # a SIGTERM's quit: back only once the first has ended
-    calls.append("second back")
+    master = _quitting_master(["w-1"])
+    locust_fixes.quit_once(master)
+    first = gevent.spawn(master.quit)
+    gevent.sleep(0)  # the first is asleep in its wait for the worker
+    gevent.spawn_later(0.02, master.clients.clear)  # the worker's `quit` arrives
+    master.quit()  # a SIGTERM's quit: back only once the first has ended
+    master.calls.append("second back")
     first.join()
-    assert calls == ["start", "end", "second back"]
+    assert master.calls == ["stop False", "quit w-1", "kill", "second back"]
