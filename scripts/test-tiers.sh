@@ -2,7 +2,7 @@
 # `make test`'s three tiers, one after the other (docs/testing.md says what each holds and why):
 #   unit      tests/unit: in-process, two at a time (pytest-xdist, one per core)
 #   parallel  tests/integration + tests/e2e not marked `serial`: they wait on processes more than
-#             they compute, so three run at a time (a whole file to one process: its module fixtures
+#             they compute, so four run at a time (a whole file to one process: its module fixtures
 #             start once)
 #   alone     the tests marked `serial` (they judge time, CPU or rates, or drive a real server whose
 #             speed matters): one at a time, nothing beside them
@@ -10,13 +10,13 @@
 # the first failing tier's. Then each tier's time, the 30 slowest tests and the suite's count
 # (scripts/test_times.py).
 #   bash scripts/test-tiers.sh [unit|parallel|alone ...]   # default: the three, in that order
-# Settings: SWARM_TEST_WORKERS (the parallel tier's processes, default 3), PYTEST_ARGS (added to each
+# Settings: SWARM_TEST_WORKERS (the parallel tier's processes, default 4), PYTEST_ARGS (added to each
 # tier's pytest, e.g. "-x" or "-k stop"), SWARM_TEST_TIMES (where the timings go, default .test-times).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 OUT=${SWARM_TEST_TIMES:-.test-times}
-WORKERS=${SWARM_TEST_WORKERS:-3}
+WORKERS=${SWARM_TEST_WORKERS:-4}
 rm -rf "$OUT" && mkdir -p "$OUT"
 read -r -a EXTRA <<<"${PYTEST_ARGS:-}"
 first_rc=0

@@ -188,6 +188,7 @@ def test_connect_error_when_nothing_listens(tmp_path: Path) -> None:
     assert all(r["error"].startswith("ConnectionRefusedError") and r["http_status"] is None for r in records)
 
 
+@pytest.mark.serial  # answers within a 3 s run: four test processes on two cores gave none
 def test_rag_prompts_hit_the_prefix_cache(tmp_path: Path) -> None:
     with sim_server(tmp_path) as sim:
         before = _prefix_counters(sim.metrics_text())
