@@ -55,10 +55,11 @@ TOLD_TO_QUIT = "Got quit message from master"
 def left_on_their_own(procs: Processes, quit_early: set[str]) -> None:
     """Once the master has ended by itself: `quit_early` made exact from the workers' logs. The
     loop above sees a worker leave only if it looks between that worker's exit and the master's
-    (Locust's master ends about half a second after its last worker has quit), and a worker that
-    left at the run's end, told to by the master, can exit in that moment too. A worker's log says
-    which it was: told (not early) or not (early), however close the exits were. When every worker
-    left on its own, one with an error, it is said as the loop says it."""
+    (the master ends as soon as its last worker has quit: swarm/live/locust_fixes.py `quit_once`;
+    Locust's own quit slept 1.5 s first), and a worker that left at the run's end, told to by the
+    master, can exit in that moment too. A worker's log says which it was: told (not early) or not
+    (early), however close the exits were. When every worker left on its own, one with an error,
+    it is said as the loop says it."""
     seen = set(quit_early)
     for name, p in procs.named("worker-"):
         log = procs.log_tail(name, LOG_READ_CHARS) if p.poll() is not None else ""
@@ -73,7 +74,7 @@ def left_on_their_own(procs: Processes, quit_early: set[str]) -> None:
         print("swarm: every worker has quit; the run ended", file=sys.stderr)
 
 
-LOG_READ_CHARS = 200_000  # a worker's log after its quit line: its last report and shutdown, a few lines
+LOG_READ_CHARS = 200_000  # of a worker's log's end: only a few lines follow its quit line
 
 
 def interrupted(plan: RunPlan, procs: Processes) -> None:
