@@ -77,15 +77,15 @@ def capped_stages(rows: Sequence[StageRow], server: Mapping[int, StageServerStat
             and server[h.stage].running_max is not None
         ]
         # a cap at this level would have admitted a smaller load whole: a queue there (more than
-        # the arrivals between two steps) was waiting out the engine's steps (compute), not a
-        # scheduler limit
+        # the arrivals between two steps, most of the stage: not the spawn wave one scrape caught)
+        # was waiting out the engine's steps (compute), not a scheduler limit
         queued_below = [
             h.stage
             for h in rows
             if h.stage in server
             and h.users is not None
             and h.users <= s.running_max
-            and (server[h.stage].waiting_mean or 0.0) >= max(WAITING_MIN, ADMITTED_WAIT_SHARE * h.users)
+            and (server[h.stage].waiting_median or 0.0) >= max(WAITING_MIN, ADMITTED_WAIT_SHARE * h.users)
         ]
         if all(v <= s.running_max or _same_level(v, s.running_max) for v in higher) and not queued_below:
             out.add(r.stage)

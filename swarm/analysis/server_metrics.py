@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -262,6 +263,9 @@ class StageServerStats:
     running_pinned: float | None = None  # share of samples within 2% (>= 1) of running_max
     waiting_mean: float | None = None
     waiting_max: float | None = None
+    # the queue most of the window held: a spawn wave one scrape catches before the next step admits
+    # it (40 waiting, then 2) moves the mean, not this
+    waiting_median: float | None = None
     kv_mean: float | None = None
     kv_max: float | None = None
     preemptions: float | None = None
@@ -325,6 +329,8 @@ def window_stats(
         if values:
             setattr(out, f"{name}_mean", _mean(values))
             setattr(out, f"{name}_max", max(values))
+            if name == "waiting":
+                out.waiting_median = statistics.median(values)
             if name == "running":
                 out.running_min = min(values)
                 top = max(values)

@@ -39,6 +39,9 @@ def rows(table, t0=1000.0, stage_s=30.0):
 
 
 def stats(stage, **kw):
+    """A stage's server numbers; a queue given by its mean alone was steady (its median the same)."""
+    if "waiting_mean" in kw:
+        kw.setdefault("waiting_median", kw["waiting_mean"])
     s = StageServerStats(stage=stage, samples=30, duration_s=30.0)
     for k, v in kw.items():
         setattr(s, k, v)

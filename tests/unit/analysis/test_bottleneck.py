@@ -172,3 +172,22 @@ def test_a_cap_admits_lower_loads_with_only_the_arrivals_between_two_steps_waiti
     assert cause_at(r, server, 2).kind == "max_num_seqs_cap"
     found = {f.kind for f in diagnose(r, server)}
     assert "max_num_seqs_cap" in found and "compute_bound" not in found
+
+
+def test_a_spawn_wave_one_scrape_caught_below_the_cap_is_no_queue():
+    """`swarm tune --guided` from round 1, its second configuration (--max-num-seqs 128, short_qa,
+    sweep 48,96,160 of 8 s): 0.34 s into the first stage one scrape caught the 48 users' first
+    requests before the engine's next step admitted them (1 running, 40 waiting); the other seven
+    saw 0-3. That scrape made the stage's mean queue 6.5 (over 10% of 48), and the cap at 160 users
+    (128 running, 32 waiting, KV 70%) was refused as compute. The queue most of the stage held, the
+    median, is 2: the cap."""
+    r = rows([(48, 35.9, 0.082), (96, 47.4, 0.129), (160, 54.9, 0.919)])
+    server = {
+        0: stats(0, running_mean=40.4, running_max=47, running_pinned=0.625, waiting_mean=6.5, kv_max=0.26),
+        1: stats(1, running_mean=92.5, running_max=95, running_pinned=0.5, waiting_mean=2.0, kv_max=0.52),
+        2: stats(2, running_mean=128, running_max=128, running_pinned=1.0, waiting_mean=31.6, kv_max=0.70),
+    }
+    assert capped_stages(r, server) == set()  # by the mean: the wave reads as a queue below the cap
+    server[0].waiting_median = 2.0
+    assert capped_stages(r, server) == {2}
+    assert "max_num_seqs_cap" in {f.kind for f in diagnose(r, server)}

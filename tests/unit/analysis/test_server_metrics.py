@@ -230,6 +230,7 @@ def test_stage_stats_two_stages():
     assert s0.latency["ttft"]["count"] == 100 and s0.latency["ttft"]["p99"] <= 0.1
     assert (s1.running_mean, s1.running_max, s1.running_pinned) == (64, 64, 1.0)
     assert s1.waiting_mean == pytest.approx(20 * 9 / 10) and s1.kv_max == 0.26  # the scrape at 110 had none
+    assert s1.waiting_median == 20  # the queue most scrapes saw: the one empty scrape moves only the mean
     assert s1.latency["ttft"]["count"] == 100
     assert 0.1 < s1.latency["ttft"]["p50"] <= 0.5  # only this stage's observations
     assert s1.preemptions == 0
