@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -56,9 +57,51 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-def free_port() -> int:
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED = 20000  # below it the well-known services' ports (8000, 8080, 9090, ...)
+PICK_TRIES = 64
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux's default 32768-60999)."""
+    try:
+        low, high = (int(v) for v in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Nothing holds `port` on `host`: a bind there succeeds."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(host: str = "127.0.0.1", rng: random.Random | None = None) -> int:
+    """A port nothing listens on, for a child to bind a moment later: drawn outside the kernel's
+    ephemeral range, so no outgoing connection can take it in between (the load's own thousands of
+    connections draw their local ports from that range: a port picked there by binding port 0 was
+    taken by one of them before the master could serve /metrics on it); the kernel's choice when the
+    range leaves no room."""
+    draw = rng or random.SystemRandom()
+    low, high = _ephemeral_range()
+    spans = [(a, b) for a, b in ((LOWEST_PICKED, low - 1), (high + 1, 65535)) if a <= b]
+    room = sum(b - a + 1 for a, b in spans)
+    for _ in range(PICK_TRIES if room else 0):
+        port = draw.randrange(room)  # uniform over both spans
+        for a, b in spans:
+            if port <= b - a:
+                port += a
+                break
+            port -= b - a + 1
+        if port_free(port, host):
+            return port
+    with socket.socket() as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -28,15 +27,6 @@ def log_tail(path: Path, lines: int = 60) -> str:
         return "(no log)"
     kept = [line for line in path.read_text(errors="replace").splitlines() if "Route: " not in line]
     return "\n".join(kept[-lines:])
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 def wait_ready(url: str, popen: subprocess.Popen, log: Path, timeout_s: float, name: str = "vLLM") -> float:

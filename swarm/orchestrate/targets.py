@@ -37,12 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError, UsageError
-from swarm.orchestrate.processes import die_with_parent, sigterm_as_interrupt
+from swarm.orchestrate.processes import die_with_parent, port_free, sigterm_as_interrupt
 from swarm.orchestrate.serverproc import (
     HOST,
     SERVED_MODEL,
     log_tail,
-    port_free,
     run_setup_script,
     stop,
     wait_ready,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+# the product's own pick (outside the kernel's ephemeral range): the tests' servers race the same connections
+from swarm.orchestrate.processes import free_port as free_port
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"  # recorded scrapes and runs
 HELPERS = Path(__file__).resolve().parent  # the test locustfiles and fault servers are run by path
 BIN = Path(sys.executable).parent
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def wait_http(

@@ -1,14 +1,18 @@
 """swarm/orchestrate/processes.py with real child processes: the load generator is stopped before
-the servers, a process that ignores SIGTERM is killed after the grace, logs are shown safely."""
+the servers, a process that ignores SIGTERM is killed after the grace, logs are shown safely; the
+ports picked for children lie outside the kernel's ephemeral range and are free."""
 
 from __future__ import annotations
 
 import os
+import random
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
+from swarm.orchestrate import processes
 from swarm.orchestrate.processes import Processes, free_port, wait_http
 
 # a child that says it is ready, and on SIGTERM takes `linger` s, then writes the monotonic clock
@@ -77,3 +81,34 @@ def test_a_dead_server_is_not_waited_for_and_its_log_is_printable(tmp_path):
     assert not wait_http(f"http://127.0.0.1:{free_port()}/health", p, timeout_s=60)
     assert time.monotonic() - t < 30  # gave up because the process is gone, not at the timeout
     assert procs.log_tail("target") == "model \\x1b[2J gone\n" and procs.log_tail("nothing") == ""
+
+
+class Draws(random.Random):
+    """randrange gives these offsets in turn (into the spans 20000-32767, then 61000-65535)."""
+
+    def __init__(self, offsets: list[int]) -> None:
+        super().__init__(0)
+        self.offsets = offsets
+
+    def randrange(self, *_args, **_kw) -> int:
+        return self.offsets.pop(0)
+
+
+def test_a_picked_port_is_outside_the_ephemeral_range_and_free(tmp_path, monkeypatch):
+    low, high = processes._ephemeral_range()
+    picked = {free_port() for _ in range(200)}
+    assert all(processes.LOWEST_PICKED <= p < low or high < p <= 65535 for p in picked), sorted(picked)
+    assert len(picked) > 150  # drawn, not a fixed few
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    monkeypatch.setattr(processes, "EPHEMERAL_RANGE", ranges)
+    # offsets 0 and 12767 are the first span's ends, 12768 the second span's first port
+    assert [free_port(rng=Draws([o])) for o in (0, 12767, 12768, 17303)] == [20000, 32767, 61000, 65535]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        ranges.write_text(f"{taken + 1} 65535\n")  # the held port is the first span's last
+        assert free_port(rng=Draws([taken - 20000, 0])) == 20000  # a port in use is drawn again
+    ranges.write_text("1024 65535\n")  # no room outside: the kernel's choice
+    assert 1024 <= free_port(rng=Draws([])) <= 65535
