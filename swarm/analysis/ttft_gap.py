@@ -2,7 +2,7 @@
 `frontend_bound` (a gap growing with load into a large share of the client's TTFT), `network_delay`
 (a steady gap at every load), else a plain `client_vs_server` line. By exact means: a gap growing to
 >= 50 ms and >= 25% of the client's TTFT is the API front-end; a steady gap >= 20 ms at every load is
-latency between client and server.
+latency between client and server (steady: the largest within half again of the smallest).
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from swarm.analysis.server_families import family as family_of
 FRONTEND_GAP_MIN = 0.05  # s: a mean client-engine TTFT gap under 50 ms is the HTTP path, not a bottleneck
 FRONTEND_SHARE = 0.25  # ... and it must be this share of the client's TTFT to be the bottleneck
 NETWORK_GAP_MIN = 0.02  # s: a steady gap above this at every load is latency between client and server
+# ... steady: its largest stage's mean within half again of its smallest (the front-end's rule calls
+# growth of half again a trend); a real vLLM whose API process shares two cores with its engine and
+# the client ran 20 ms behind it at the lowest load and 35 ms at the highest: not a fixed latency
+NETWORK_SPREAD_MAX = 0.5
 NEGATIVE_GAP_MAX = 0.005  # s: a mean gap below minus this is not the same requests or not one clock
 
 
@@ -67,7 +71,7 @@ def ttft_gap_findings(
     """Client vs server TTFT on the same requests (swarm/analysis/client_server.py), read along
     the load: a gap that grows into a large share of the client's TTFT is `frontend_bound` (or,
     where the client's CPU was over the bar there, the client: said in the client_bound finding);
-    a steady gap over NETWORK_GAP_MIN at every load is `network_delay`; anything smaller is the
+    a steady gap over NETWORK_GAP_MIN at every load (NETWORK_SPREAD_MAX) is `network_delay`; anything else is the
     HTTP/SSE path, said as a plain `client_vs_server` line. Means, not percentiles: a histogram's
     sum and count are exact, its percentiles are interpolated inside buckets up to 1.5 s wide.
     `source`: the server's family; one without a TTFT histogram (TGI) is said so, not compared."""
@@ -128,7 +132,11 @@ def _gap_finding(gaps: Sequence[tuple[StageRow, TtftComparison]], client_bound_s
             "detokenising, SSE writing on one process) is the bottleneck — add API server processes "
             "(vLLM --api-server-count) or replicas behind a router.",
         )
-    if hit is None and min(values) >= NETWORK_GAP_MIN:
+    if (
+        hit is None
+        and min(values) >= NETWORK_GAP_MIN
+        and max(values) - min(values) < NETWORK_SPREAD_MAX * min(values)
+    ):
         return Finding(
             "network_delay",
             None,

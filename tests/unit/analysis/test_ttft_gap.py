@@ -33,6 +33,16 @@ def test_a_steady_gap_is_network_delay_and_a_small_one_nothing():
     assert "1 ms to 12 ms" in f.text and "no bottleneck" in f.text
     # the demo's case: the engine held its users at the plateau: compute (no cap, no KV)
     assert "compute_bound" in kinds_of(found)
+    # a real vLLM on two cores beside its client (tests/e2e/test_vllm_real.py's sweep): its API
+    # process 20 ms behind its engine at the lowest load, 35 ms at the highest: a gap over the bar
+    # that moves with the load is no fixed latency, and under the front-end's 50 ms no bottleneck
+    r, server, pairs = gap_run([0.02, 0.028, 0.035])
+    found = diagnose(r, server, ttft_pairs=pairs)
+    assert not kinds_of(found) & {"network_delay", "frontend_bound"}
+    [f] = [f for f in found if f.kind == "client_vs_server" and "engine's" in f.text]
+    assert "20 ms to 35 ms" in f.text and "no bottleneck" in f.text
+    r, server, pairs = gap_run([0.1, 0.12, 0.149])  # 100 ms injected, within half again: the network
+    assert "network_delay" in kinds_of(diagnose(r, server, ttft_pairs=pairs))
 
 
 def test_client_below_server_is_no_measurement():
