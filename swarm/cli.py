@@ -25,11 +25,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "distributed run on this machine: (simulator,) Locust master and N workers",
     ),
     "tune": (
-        "swarm.orchestrate.tune",
+        "swarm.tune.command",
         "search a server's configurations (a grid, a list, or guided by the diagnosis): one swarm run each",
     ),
     "twin": (
-        "swarm.orchestrate.twin",
+        "swarm.tune.twin.command",
         "a digital twin of a server: fit the simulator to a measured run, predict configurations",
     ),
     "report": (

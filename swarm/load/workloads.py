@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.core.errors import UsageError
+from swarm.core.tokens import chat_prompt_tokens
 from swarm.load.builtin import PromptSetWorkload, RagWorkload, prompt_set, summary_prompts
 from swarm.load.dataset import DatasetWorkload
 from swarm.load.dists import MAX_TOKENS, parse_dist
@@ -288,3 +289,18 @@ def _log_progress(line: str) -> None:
     import logging
 
     logging.getLogger(__name__).info("%s", line)
+
+
+def workload_draw(spec: str) -> Callable[[random.Random], tuple[list[str], int]]:
+    """Requests drawn as `swarm run --workload SPEC` draws them: (pseudo-tokens, max_tokens)."""
+    mix = Mix.from_spec(spec)
+    if mix.needs_tokenizer:
+        raise UsageError(
+            f"--workload {spec}: it needs the server's tokenizer; the twin predicts built-in prompt sets"
+        )
+
+    def draw(rng: random.Random) -> tuple[list[str], int]:
+        req = mix.next_request(rng)
+        return chat_prompt_tokens(req.messages), req.max_tokens
+
+    return draw

@@ -63,7 +63,7 @@ def workload(profile: Profile, spec: str) -> Request:
     """A built-in workload (`--workload short_qa`, `chat:3,short_qa:1`): its prompts through the chat
     template as the simulator counts them, its max_tokens, the answer's length as the profile draws
     it (thinking off). UsageError for a workload that needs the server's tokenizer."""
-    from swarm.orchestrate.twin_predict import workload_draw
+    from swarm.load.workloads import workload_draw
 
     prompts = workload_draw(spec)
 

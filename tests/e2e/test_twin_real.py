@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.orchestrate.twin_predict import configure_profile, level_result, workload_draw
-from swarm.orchestrate.twin_profile import read_twin
+from swarm.load.workloads import workload_draw
+from swarm.tune.twin.predict import configure_profile, level_result
+from swarm.tune.twin.profile import read_twin
 from tests.helpers.support import REPO, swarm_cmd
 from tests.helpers.vllm_fixture import or_fail, tune_base_command
 

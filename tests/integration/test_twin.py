@@ -18,17 +18,17 @@ import subprocess
 
 import pytest
 
-from swarm.orchestrate.twin_predict import (
+from swarm.load.workloads import workload_draw
+from swarm.sim.calibrate import closed_loop
+from swarm.sim.profile import load_profile
+from swarm.tune.twin.predict import (
     WARMUP_S,
     WINDOW_S,
     configure_profile,
     level_result,
     search_users,
-    workload_draw,
 )
-from swarm.orchestrate.twin_profile import read_twin
-from swarm.sim.calibrate import closed_loop
-from swarm.sim.profile import load_profile
+from swarm.tune.twin.profile import read_twin
 from tests.helpers.support import swarm_cmd
 
 pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]

@@ -1,7 +1,7 @@
 """The import rule of docs/ARCHITECTURE.md, checked over the AST of every module under swarm/.
 
-Layers, bottom up: core; client, stats, load, sim; live, analysis, grafana; orchestrate; and the
-top-level entry points (swarm/__init__.py, cli.py, __main__.py, locustfile.py).
+Layers, bottom up: core; client, stats, load, sim; live, analysis, grafana; orchestrate; tune; and
+the top-level entry points (swarm/__init__.py, cli.py, __main__.py, locustfile.py).
 A subpackage imports only the subpackages its row allows, and no module reaches itself again
 through imports (no cycle). Every import counts for both: module level, inside functions, and
 under `if TYPE_CHECKING:` (a type that needs a cycle to be named is a design that needs one).
@@ -26,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "analysis": {"core", "stats", "analysis"},
     "grafana": {"core", "grafana"},
     "orchestrate": {"core", "client", "stats", "load", "sim", "analysis", "grafana", "orchestrate"},
+    "tune": {"core", "stats", "load", "sim", "analysis", "orchestrate", "tune"},
 }
 TOP = "(top)"
 
@@ -126,6 +127,25 @@ def test_imports_follow_the_layers(module: str) -> None:
 def test_live_and_analysis_never_import_each_other() -> None:
     assert "analysis" not in ALLOWED["live"] and "live" not in ALLOWED["analysis"]
     assert "live" not in ALLOWED["orchestrate"], "orchestrate starts Locust in processes; it never imports it"
+
+
+# tune/twin/ (swarm twin) reads and writes what a tune's configurations are, and nothing else of tune/:
+# its command, runs and servers are tune's (`swarm tune --predict-first` imports the twin, never back)
+TWIN_MAY_IMPORT_OF_TUNE = {"swarm.tune.plan", "swarm.tune.results", "swarm.tune.report"}
+
+
+def test_the_twin_takes_only_a_tunes_vocabulary_of_tune() -> None:
+    twin = [m for m in MODULES if m.startswith("swarm.tune.twin")]
+    assert twin, "swarm/tune/twin/ is gone: say where the twin lives now"
+    wrong = {
+        (m, n)
+        for m in twin
+        for n, _ in GRAPH[m]
+        if n.startswith("swarm.tune")
+        and not n.startswith("swarm.tune.twin")
+        and n not in TWIN_MAY_IMPORT_OF_TUNE
+    }
+    assert not wrong, sorted(wrong)
 
 
 def find_cycle(graph: dict[str, list[tuple[str, bool]]]) -> list[str] | None:

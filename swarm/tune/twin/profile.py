@@ -1,6 +1,6 @@
 """A twin's profile file: the fitted parameters as a simulator profile TOML, each with its evidence.
 
-`write_twin` turns an analysis/twin_fit.py `TwinFit` into the simulator profile's tables
+`write_twin` turns an swarm/tune/twin/fit.py `TwinFit` into the simulator profile's tables
 (`[engine]`, `[step]`, `[lengths]`) plus a `[twin]` table: the run it was fitted from, the most
 running sequences it reached, and per parameter its value, status (fitted / extrapolated /
 refused), evidence and fit quality. `read_twin` gives back the `Profile` and that table; a refused
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis.twin_fit import REFUSED, Param, TwinFit
 from swarm.core.errors import UsageError
 from swarm.sim.profile import Profile, parse_profile
+from swarm.tune.twin.fit import REFUSED, Param, TwinFit
 
 
 @dataclass(frozen=True)

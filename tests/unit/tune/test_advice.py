@@ -1,11 +1,11 @@
-"""swarm/analysis/tune_advice.py: every diagnosis kind to the next flag (or a stop), for vLLM and
+"""swarm/tune/advice.py: every diagnosis kind to the next flag (or a stop), for vLLM and
 llama-server, never a flag set already measured."""
 
 from __future__ import annotations
 
 import pytest
 
-from swarm.analysis.tune_advice import COMPUTE_WHY, next_move
+from swarm.tune.advice import COMPUTE_WHY, next_move
 
 ROUND_1 = {"--max-num-seqs": "64", "--max-model-len": "65536"}  # the seed's round 1
 

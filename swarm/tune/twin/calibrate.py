@@ -1,6 +1,6 @@
 """A twin held to its own run: fitted, then checked against the run it was fitted from.
 
-Each parameter of `analysis/twin_fit.py` comes from one view of the run (the ITL against the batch,
+Each parameter of `swarm/tune/twin/fit.py` comes from one view of the run (the ITL against the batch,
 the prefill time at low load, the cap, the time outside the engine); nothing there checks that the
 engine they make together answers the run's own load as the server did. Here the twin runs the
 fitted run's highest closed-loop load at its own flags on the virtual clock, and where its QPS lies
@@ -18,10 +18,11 @@ import dataclasses
 import math
 from pathlib import Path
 
-from swarm.analysis.twin_fit import REFUSED, RunEvidence, TwinFit
 from swarm.core.errors import UsageError
-from swarm.orchestrate.twin_predict import configure_profile, level_result, parse_assumptions, workload_draw
-from swarm.orchestrate.twin_profile import read_twin, write_twin
+from swarm.load.workloads import workload_draw
+from swarm.tune.twin.fit import REFUSED, RunEvidence, TwinFit
+from swarm.tune.twin.predict import configure_profile, level_result, parse_assumptions
+from swarm.tune.twin.profile import read_twin, write_twin
 
 Z95 = 2.0  # the interval where the run has none: QPS x (1 +/- 2 / sqrt(completions))
 FACTOR_RANGE = (0.25, 4.0)  # the fixed step cost is scaled within this range, no further

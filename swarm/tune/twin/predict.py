@@ -19,13 +19,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from swarm.analysis.tune_results import ConfigResult, ProbePoint
-from swarm.analysis.twin_fit import REFUSED
 from swarm.core.errors import UsageError
-from swarm.orchestrate.twin_profile import Twin
+from swarm.load.workloads import workload_draw
 from swarm.sim.calibrate import CLIENT_GAP_S, Draw, LevelResult, closed_loop
 from swarm.sim.memory import VLLM_KV_DTYPES
 from swarm.sim.profile import Profile, StepCost
+from swarm.tune.results import ConfigResult, ProbePoint
+from swarm.tune.twin.fit import REFUSED
+from swarm.tune.twin.profile import Twin
 
 WARMUP_S = 10.0  # virtual seconds before each level's window
 WINDOW_S = 60.0
@@ -305,21 +306,3 @@ def scaled_draw(draw: Draw, scale: float) -> Draw:
         return [f"{words[min(int(i / scale), len(words) - 1)]}~{i}" for i in range(n)], max_tokens
 
     return stretched
-
-
-def workload_draw(spec: str) -> Draw:
-    """Requests drawn as `swarm run --workload SPEC` draws them: (pseudo-tokens, max_tokens)."""
-    from swarm.core.tokens import chat_prompt_tokens
-    from swarm.load.workloads import Mix
-
-    mix = Mix.from_spec(spec)
-    if mix.needs_tokenizer:
-        raise UsageError(
-            f"--workload {spec}: it needs the server's tokenizer; the twin predicts built-in prompt sets"
-        )
-
-    def draw(rng: random.Random) -> tuple[list[str], int]:
-        req = mix.next_request(rng)
-        return chat_prompt_tokens(req.messages), req.max_tokens
-
-    return draw

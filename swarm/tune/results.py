@@ -1,6 +1,6 @@
 """`swarm tune`'s results (pure records and maths; reading one configuration's run directory).
 
-A tune measures one server configuration per `swarm run` (orchestrate/tune.py starts the server and
+A tune measures one server configuration per `swarm run` (swarm/tune/command.py starts the server and
 the run); this module turns each run directory into a `ConfigResult` (`config_from_run`), prices it
 (cost per million output tokens, per thousand requests), finds the Pareto front of every probed point
 and the best configuration, prints the console table and keeps the whole tune in `tune.json`.

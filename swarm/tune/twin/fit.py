@@ -1,7 +1,7 @@
 """A digital twin's parameters, fitted from what a measured run shows (pure maths, no simulator).
 
-`swarm twin fit RUN_DIR` (orchestrate/twin.py) reads a run's server scrapes and request records into
-a `RunEvidence` (analysis/twin_evidence.py); `fit_twin` turns it into the simulator profile's fields,
+`swarm twin fit RUN_DIR` (swarm/tune/twin/command.py) reads a run's server scrapes and request records into
+a `RunEvidence` (swarm/tune/twin/evidence.py); `fit_twin` turns it into the simulator profile's fields,
 each a `Param` with its value, the evidence it rests on, a fit quality and a status:
 
 - `fitted`: measured inside the range the run covered;

@@ -5,7 +5,7 @@ The page: the tune's line (base command, search, SLO, GPUs, cost), the best conf
 with the exact command that starts it, the configurations side by side (a failed one with its reason
 and its server log's last lines), the guided journey step by step (--guided), and the Pareto chart:
 every probed point of every configuration, output tokens/s per user (1 / mean TPOT, see
-analysis/tune_results.py) against output tokens/s per GPU, the front marked.
+swarm/tune/results.py) against output tokens/s per GPU, the front marked.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from swarm.analysis.plots import png
 from swarm.analysis.report_cells import CSS, fmt, table_html
-from swarm.analysis.tune_results import ConfigResult, TuneResult, answer_text, best_config, pareto_front
+from swarm.tune.results import ConfigResult, TuneResult, answer_text, best_config, pareto_front
 
 TUNE_HTML = "tune.html"
 PARETO_PNG = "pareto.png"

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarm.core.errors import UsageError
-from swarm.orchestrate.tune_plan import Flags, base_flags, config_name
+from swarm.tune.plan import Flags, base_flags, config_name
 
 if TYPE_CHECKING:
-    from swarm.analysis.tune_results import ConfigResult, TuneResult
-    from swarm.orchestrate.twin_predict import Prediction
+    from swarm.tune.results import ConfigResult, TuneResult
+    from swarm.tune.twin.predict import Prediction
 
 # the base command's flags the twin takes when its fit could not see them (a cap never reached)
 CAP_FLAGS = ("--max-num-seqs", "-np", "--parallel")
@@ -42,7 +42,7 @@ class PredictFirst:
 
 def check_predict_first(k: int, run_args: argparse.Namespace, guided: bool) -> None:
     """--predict-first's needs, checked before any server starts."""
-    from swarm.orchestrate.twin import ttft_limit
+    from swarm.tune.twin.command import ttft_limit
 
     if k < 1:
         raise UsageError("--predict-first K: K must be >= 1")
@@ -61,12 +61,13 @@ def _base_cap(serve_cmd: list[str]) -> Flags:
 
 def _predict_all(pf: PredictFirst, base: ConfigResult) -> tuple[list[tuple[Flags, Prediction]], list[str]]:
     from swarm.analysis.rundir import load_run
-    from swarm.analysis.twin_evidence import run_evidence
-    from swarm.analysis.twin_fit import REFUSED, fit_twin
-    from swarm.orchestrate.twin import ttft_limit
-    from swarm.orchestrate.twin_calibrate import fit_and_write
-    from swarm.orchestrate.twin_predict import predict, workload_draw
-    from swarm.orchestrate.twin_profile import read_twin
+    from swarm.load.workloads import workload_draw
+    from swarm.tune.twin.calibrate import fit_and_write
+    from swarm.tune.twin.command import ttft_limit
+    from swarm.tune.twin.evidence import run_evidence
+    from swarm.tune.twin.fit import REFUSED, fit_twin
+    from swarm.tune.twin.predict import predict
+    from swarm.tune.twin.profile import read_twin
 
     if base.status != "ok" or base.run_dir is None:
         raise UsageError(
@@ -91,7 +92,7 @@ def _predict_all(pf: PredictFirst, base: ConfigResult) -> tuple[list[tuple[Flags
 
 def predict_first(pf: PredictFirst, result: TuneResult) -> None:
     """Base measured, the grid predicted, the K best measured; predicted against measured printed."""
-    from swarm.analysis.tune_results import PredictedMeasured, prediction_error
+    from swarm.tune.results import PredictedMeasured, prediction_error
 
     base = pf.measure({})
     ranked, skipped = _predict_all(pf, base)

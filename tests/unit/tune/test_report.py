@@ -1,11 +1,11 @@
-"""swarm/analysis/tune_report.py: tune.html (self-contained) and pareto.png from a TuneResult."""
+"""swarm/tune/report.py: tune.html (self-contained) and pareto.png from a TuneResult."""
 
 from __future__ import annotations
 
 import re
 
-from swarm.analysis import tune_report
-from swarm.analysis.tune_results import ConfigResult, GuidedStep, ProbePoint, TuneResult
+from swarm.tune import report as tune_report
+from swarm.tune.results import ConfigResult, GuidedStep, ProbePoint, TuneResult
 
 
 def point(users, tok_s, per_user):

@@ -1,4 +1,4 @@
-"""analysis/twin_evidence.py: a run's records and scrapes as a twin's evidence, on hand-made
+"""swarm/tune/twin/evidence.py: a run's records and scrapes as a twin's evidence, on hand-made
 records whose held tokens and in-flight counts are known."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from swarm.analysis.finding import StageRow
 from swarm.analysis.rundir import RunData
 from swarm.analysis.server_metrics import StageServerStats
-from swarm.analysis.twin_evidence import held_tokens, run_evidence
 from swarm.core.errors import UsageError
 from swarm.stats.cpu import ClientLoad
+from swarm.tune.twin.evidence import held_tokens, run_evidence
 
 
 def records(rows) -> pd.DataFrame:

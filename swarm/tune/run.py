@@ -1,6 +1,6 @@
 """One configuration measured by `swarm tune`: its server started (tune_server.py), its prefix cache
 emptied, a `swarm run` subprocess against it (so the whole stop path of swarm run applies), the
-server stopped, and the configuration recorded (analysis/tune_results.py's ConfigResult).
+server stopped, and the configuration recorded (swarm/tune/results.py's ConfigResult).
 
 swarm run's exit code decides the record: 0, or 1 (an SLO not met, a search that found no load
 meeting it) is a measured configuration; 2 (bad input) ends the tune with swarm run's line; 130
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from swarm.analysis.tune_results import ConfigResult, config_from_run
 from swarm.core.errors import UsageError
-from swarm.orchestrate import tune_server
 from swarm.orchestrate.processes import die_with_parent, free_port, sigterm_as_interrupt
-from swarm.orchestrate.tune_plan import LOOPBACK, Flags, config_name, dir_name, serve_command
+from swarm.tune import server as tune_server
+from swarm.tune.plan import LOOPBACK, Flags, config_name, dir_name, serve_command
+from swarm.tune.results import ConfigResult, config_from_run
 
 if TYPE_CHECKING:
     from swarm.orchestrate.virtual_run import VirtualLoad

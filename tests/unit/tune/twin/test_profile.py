@@ -1,12 +1,12 @@
-"""orchestrate/twin_profile.py: a fitted twin written as a profile TOML and read back."""
+"""swarm/tune/twin/profile.py: a fitted twin written as a profile TOML and read back."""
 
 from __future__ import annotations
 
 import pytest
 
 from swarm.core.errors import UsageError
-from swarm.orchestrate.twin_profile import read_twin
-from tests.unit.orchestrate.twin_helpers import write_known
+from swarm.tune.twin.profile import read_twin
+from tests.unit.tune.twin.helpers import write_known
 
 
 def test_a_twin_round_trips_with_every_parameters_evidence(tmp_path):

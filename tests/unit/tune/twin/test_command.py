@@ -1,4 +1,4 @@
-"""`swarm twin` (orchestrate/twin.py): its bad input is one line and exit 2; predict prints swarm
+"""`swarm twin` (swarm/tune/twin/command.py): its bad input is one line and exit 2; predict prints swarm
 tune's table with the prediction's notes and writes tune.json and tune.html."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from swarm.cli import main
-from tests.unit.orchestrate.twin_helpers import write_known
+from tests.unit.tune.twin.helpers import write_known
 
 PREDICT = ["--search", "concurrency", "--slo", "ttft_p99<=500ms", "--workload", "short_qa"]
 
@@ -76,7 +76,7 @@ def test_fit_writes_a_profile_that_predict_reads(tmp_path, capsys):
     """On the recorded simulator sweep (tests/helpers/data/sim_sweep_run, --max-num-seqs 6)."""
     from pathlib import Path
 
-    from swarm.orchestrate.twin_profile import read_twin
+    from swarm.tune.twin.profile import read_twin
 
     data = Path(__file__).resolve().parents[2] / "helpers" / "data" / "sim_sweep_run"
     assert main(["twin", "fit", str(data), "-o", str(tmp_path / "t.toml")]) == 0

@@ -1,5 +1,5 @@
 """A run directory as a twin's evidence: per stage what the server's scrapes and the client's records
-show (analysis/twin_fit.py fits the twin from it). Only what a real server exposes and the client
+show (swarm/tune/twin/fit.py fits the twin from it). Only what a real server exposes and the client
 records is read: the running, waiting and KV gauges, the ITL histogram and the prompt / prefix
 counters of /metrics, and each request's times and token counts.
 """
@@ -14,8 +14,8 @@ from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import StageRow
 from swarm.analysis.rundir import RunData
 from swarm.analysis.server_metrics import StageServerStats
-from swarm.analysis.twin_fit import RunEvidence, StageEvidence
 from swarm.core.errors import UsageError
+from swarm.tune.twin.fit import RunEvidence, StageEvidence
 
 BLOCK_SIZE = 16  # vLLM's default KV block (what the client's tokens are rounded to)
 KV_SAMPLES = 200  # instants per stage at which the client's held tokens are summed

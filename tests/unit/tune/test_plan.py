@@ -1,4 +1,4 @@
-"""`swarm tune`'s plan (swarm/orchestrate/tune_plan.py): flags from keys, the grid's cross product and
+"""`swarm tune`'s plan (swarm/tune/plan.py): flags from keys, the grid's cross product and
 names, --configs files, the command each configuration starts, the server family, --resume."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from swarm.core.errors import UsageError
-from swarm.orchestrate.tune_plan import (
+from swarm.tune.plan import (
     base_flags,
     config_name,
     dir_name,

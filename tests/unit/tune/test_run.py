@@ -1,4 +1,4 @@
-"""One configuration's record (swarm/orchestrate/tune_run.py): swarm run's exit code decides it (0
+"""One configuration's record (swarm/tune/run.py): swarm run's exit code decides it (0
 and 1 measured, 2 ends the tune, 130 an interrupt, others a failure with the reason)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis.tune_results import ConfigResult
 from swarm.core.errors import UsageError
-from swarm.orchestrate import tune_run
-from swarm.orchestrate.tune_server import Server
+from swarm.tune import run as tune_run
+from swarm.tune.results import ConfigResult
+from swarm.tune.server import Server
 
 
 def ctx(tmp_path: Path) -> tune_run.TuneContext:

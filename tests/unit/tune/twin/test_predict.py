@@ -1,4 +1,4 @@
-"""orchestrate/twin_predict.py: flags and assumptions on a twin's profile, the search on the virtual
+"""swarm/tune/twin/predict.py: flags and assumptions on a twin's profile, the search on the virtual
 clock, the bottleneck it reads, and the notes (assumptions, extrapolation) a prediction carries."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import random
 import pytest
 
 from swarm.core.errors import UsageError
-from swarm.orchestrate.twin_predict import (
+from swarm.load.workloads import workload_draw
+from swarm.sim.calibrate import LevelResult
+from swarm.tune.twin.predict import (
     SCALE_SAMPLES,
     bottleneck,
     configure_profile,
@@ -19,11 +21,9 @@ from swarm.orchestrate.twin_predict import (
     prompt_scale,
     scaled_draw,
     search_users,
-    workload_draw,
 )
-from swarm.orchestrate.twin_profile import read_twin
-from swarm.sim.calibrate import LevelResult
-from tests.unit.orchestrate.twin_helpers import write_known
+from swarm.tune.twin.profile import read_twin
+from tests.unit.tune.twin.helpers import write_known
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`swarm tune`'s options (swarm/orchestrate/tune.py): swarm run's options handed on as written and
+"""`swarm tune`'s options (swarm/tune/command.py): swarm run's options handed on as written and
 checked up front with swarm run's own parser; tune's own checks, each one UsageError."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from swarm.core.errors import UsageError
-from swarm.orchestrate.tune import _better, check_run_argv, configure, plan_from_args
+from swarm.tune.command import _better, check_run_argv, configure, plan_from_args
 
 SIM = "python -m swarm sim --profile instant"
 
@@ -112,9 +112,9 @@ def test_better_needs_more_than_the_precision():
 
 def fake_measurements(monkeypatch, answers: dict[str, tuple[float | None, str]]) -> list[dict]:
     """measure() answering from `answers` (config name -> (answer, bottleneck)); the flags measured."""
-    from swarm.analysis.tune_results import ConfigResult
-    from swarm.orchestrate import tune_run
-    from swarm.orchestrate.tune_plan import config_name
+    from swarm.tune import run as tune_run
+    from swarm.tune.plan import config_name
+    from swarm.tune.results import ConfigResult
 
     seen: list[dict] = []
 
@@ -126,13 +126,13 @@ def fake_measurements(monkeypatch, answers: dict[str, tuple[float | None, str]])
         )
 
     monkeypatch.setattr(tune_run, "measure", measure)
-    monkeypatch.setattr("swarm.orchestrate.tune._finish", lambda plan, result: None)
+    monkeypatch.setattr("swarm.tune.command._finish", lambda plan, result: None)
     return seen
 
 
 def test_guided_follows_the_diagnosis_until_the_answer_stops_improving(tmp_path, monkeypatch, capsys):
-    from swarm.analysis.tune_results import read_tune_json
-    from swarm.orchestrate.tune import main
+    from swarm.tune.command import main
+    from swarm.tune.results import read_tune_json
 
     seen = fake_measurements(
         monkeypatch,
@@ -164,7 +164,7 @@ def test_guided_follows_the_diagnosis_until_the_answer_stops_improving(tmp_path,
 
 
 def test_guided_stops_when_no_flag_helps(tmp_path, monkeypatch, capsys):
-    from swarm.orchestrate.tune import main
+    from swarm.tune.command import main
 
     seen = fake_measurements(monkeypatch, {"base": (10.0, "compute_bound")})
     args = parse(
@@ -195,7 +195,7 @@ def test_guided_with_a_sweep_takes_any_higher_answer_as_a_step_up(tmp_path):
 
 
 def test_guided_with_a_sweep_stops_when_no_higher_stage_is_reached(tmp_path, monkeypatch, capsys):
-    from swarm.orchestrate.tune import main
+    from swarm.tune.command import main
 
     seen = fake_measurements(
         monkeypatch, {"base": (48.0, "max_num_seqs_cap"), "max-num-seqs=128": (48.0, "max_num_seqs_cap")}
@@ -210,7 +210,7 @@ def test_guided_with_a_sweep_stops_when_no_higher_stage_is_reached(tmp_path, mon
 
 
 def test_guided_stops_at_the_budget(tmp_path, monkeypatch, capsys):
-    from swarm.orchestrate.tune import main
+    from swarm.tune.command import main
 
     seen = fake_measurements(
         monkeypatch, {"base": (10.0, "max_num_seqs_cap"), "max-num-seqs=128": (30.0, "max_num_seqs_cap")}

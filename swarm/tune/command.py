@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarm.core.errors import UsageError
-from swarm.orchestrate.tune_plan import Flags, config_name, grid_configs, parse_grid, read_configs
+from swarm.tune.plan import Flags, config_name, grid_configs, parse_grid, read_configs
 
 if TYPE_CHECKING:
-    from swarm.analysis.tune_results import ConfigResult, GuidedStep, TuneResult
-    from swarm.orchestrate.tune_run import TuneContext
     from swarm.orchestrate.virtual_run import VirtualLoad
+    from swarm.tune.results import ConfigResult, GuidedStep, TuneResult
+    from swarm.tune.run import TuneContext
 
 DEFAULT_BUDGET = 6
 TUNE_JSON = "tune.json"
@@ -176,8 +176,8 @@ class TunePlan:
 def plan_from_args(args: argparse.Namespace) -> TunePlan:
     """Every tune option checked (one UsageError) before any server starts."""
     from swarm.core.units import parse_duration
-    from swarm.orchestrate.tune_run import TuneContext
     from swarm.stats.search_spec import DEFAULT_PRECISION, parse_share
+    from swarm.tune.run import TuneContext
 
     if not args.serve_cmd or not shlex.split(args.serve_cmd):
         raise UsageError('--serve-cmd is required: the command that starts the server, e.g. "vllm serve M"')
@@ -205,7 +205,7 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
     if args.guided and not run_args.search and not run_args.slo:
         raise UsageError("--guided with a --sweep needs --slo: its answer is the highest stage meeting it")
     if args.predict_first is not None:
-        from swarm.orchestrate.tune_twin import check_predict_first
+        from swarm.tune.predict_first import check_predict_first
 
         check_predict_first(args.predict_first, run_args, args.guided)
     if not run_args.search:  # a sweep's answer moves by whole stages: any higher answer is a step up
@@ -236,9 +236,9 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
 def _virtual_load(args: argparse.Namespace, run_args: argparse.Namespace) -> VirtualLoad:
     """--virtual's load from the swarm run options (UsageError for what the virtual clock cannot
     run: a server other than the simulator, open loop, a search, a workload needing a tokenizer)."""
+    from swarm.load.workloads import workload_draw
     from swarm.orchestrate.plan import plan_from_args as run_plan_from_args
     from swarm.orchestrate.run import run_options
-    from swarm.orchestrate.twin_predict import workload_draw
     from swarm.orchestrate.virtual_run import VirtualLoad, sim_args_of
 
     if sim_args_of(shlex.split(args.serve_cmd)) is None:
@@ -253,7 +253,7 @@ def _virtual_load(args: argparse.Namespace, run_args: argparse.Namespace) -> Vir
 
 
 def _previous(resume: Path, out: Path) -> dict[str, ConfigResult]:
-    from swarm.analysis.tune_results import read_tune_json
+    from swarm.tune.results import read_tune_json
 
     path = resume / TUNE_JSON
     if not path.is_file():
@@ -274,8 +274,8 @@ def _fresh(out: Path) -> dict[str, ConfigResult]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from swarm.analysis.tune_results import TuneResult
-    from swarm.orchestrate.tune_run import Interrupted, sigterm_handed_on
+    from swarm.tune.results import TuneResult
+    from swarm.tune.run import Interrupted, sigterm_handed_on
 
     plan = plan_from_args(args)
     plan.ctx.out.mkdir(parents=True, exist_ok=True)
@@ -293,7 +293,7 @@ def main(args: argparse.Namespace) -> int:
             if plan.guided:
                 _guided(plan, result)
             elif plan.predict_first is not None:
-                from swarm.orchestrate.tune_twin import PredictFirst, predict_first
+                from swarm.tune.predict_first import PredictFirst, predict_first
 
                 measure = lambda flags: _measured(plan, result, flags)  # noqa: E731
                 pf = PredictFirst(
@@ -330,8 +330,8 @@ def _slo(run_argv: list[str]) -> str | None:
 
 def _measured(plan: TunePlan, result: TuneResult, flags: Flags) -> ConfigResult:
     """One configuration measured (or, with --resume, its earlier record), recorded and written."""
-    from swarm.analysis.tune_results import write_tune_json
-    from swarm.orchestrate.tune_run import measure
+    from swarm.tune.results import write_tune_json
+    from swarm.tune.run import measure
 
     name = config_name(flags)
     if name in plan.previous:
@@ -361,9 +361,9 @@ def _guided(plan: TunePlan, result: TuneResult) -> None:
     printed as it happens; stops when the answer improves by less than the search's precision (a
     sweep's: when it reaches no higher stage), when no flag is left to try, or at the budget (saying
     what holds the last one and what would come next)."""
-    from swarm.analysis.tune_advice import next_move
-    from swarm.analysis.tune_results import GuidedStep, write_tune_json
-    from swarm.orchestrate.tune_plan import base_flags, family_of
+    from swarm.tune.advice import next_move
+    from swarm.tune.plan import base_flags, family_of
+    from swarm.tune.results import GuidedStep, write_tune_json
 
     family = family_of(plan.ctx.serve_cmd)
     flags = dict(plan.configs[0])
@@ -426,8 +426,8 @@ def _step(result: TuneResult, step: GuidedStep, number: int) -> None:
 
 def _finish(plan: TunePlan, result: TuneResult) -> None:
     """tune.json with the best configuration, the table, tune.html, the best one's command."""
-    from swarm.analysis.tune_report import write_tune_report
-    from swarm.analysis.tune_results import best_config, table_text, write_tune_json
+    from swarm.tune.report import write_tune_report
+    from swarm.tune.results import best_config, table_text, write_tune_json
 
     best = best_config(result.configs)
     result.best = best.name if best is not None else None

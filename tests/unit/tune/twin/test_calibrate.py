@@ -1,4 +1,4 @@
-"""orchestrate/twin_calibrate.py: a fitted twin run at its own run's highest load; outside the
+"""swarm/tune/twin/calibrate.py: a fitted twin run at its own run's highest load; outside the
 measured QPS's interval its fixed step cost is scaled until it answers as measured, inside it is
 kept, and either way the evidence says so."""
 
@@ -8,11 +8,12 @@ import dataclasses
 
 import pytest
 
-from swarm.analysis.twin_fit import RunEvidence, StageEvidence
-from swarm.orchestrate.twin_calibrate import fit_and_write
-from swarm.orchestrate.twin_predict import configure_profile, level_result, workload_draw
-from swarm.orchestrate.twin_profile import read_twin
-from tests.unit.orchestrate.twin_helpers import known_fit
+from swarm.load.workloads import workload_draw
+from swarm.tune.twin.calibrate import fit_and_write
+from swarm.tune.twin.fit import RunEvidence, StageEvidence
+from swarm.tune.twin.predict import configure_profile, level_result
+from swarm.tune.twin.profile import read_twin
+from tests.unit.tune.twin.helpers import known_fit
 
 USERS = 16
 

@@ -1,4 +1,4 @@
-"""orchestrate/tune_twin.py: `swarm tune --predict-first K` on the recorded simulator sweep
+"""swarm/tune/predict_first.py: `swarm tune --predict-first K` on the recorded simulator sweep
 (tests/helpers/data/sim_sweep_run, --max-num-seqs 6): the base measured, a twin fitted to its run,
 the grid predicted and ranked, only the K best measured (here faked: the real measurement is
 tests/integration/test_tune.py's machinery), each with its predicted answer and the error."""
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis.tune_results import ConfigResult, TuneResult
 from swarm.cli import main
 from swarm.core.errors import UsageError
-from swarm.orchestrate.tune_plan import config_name
-from swarm.orchestrate.tune_twin import PredictFirst, check_predict_first, predict_first
+from swarm.tune.plan import config_name
+from swarm.tune.predict_first import PredictFirst, check_predict_first, predict_first
+from swarm.tune.results import ConfigResult, TuneResult
 
 DATA = Path(__file__).resolve().parents[2] / "helpers" / "data" / "sim_sweep_run"
 SLO = "ttft_p99<=800ms"

@@ -1,4 +1,4 @@
-"""A configuration's server (swarm/orchestrate/tune_server.py): a server that exits or never answers
+"""A configuration's server (swarm/tune/server.py): a server that exits or never answers
 is ServerFailed with its log's tail; the prefix-cache reset is best effort."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from swarm.orchestrate import tune_server
 from swarm.orchestrate.processes import free_port
+from swarm.tune import server as tune_server
 
 
 def test_a_server_that_exits_fails_with_its_log_tail(tmp_path):

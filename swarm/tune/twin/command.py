@@ -1,11 +1,11 @@
 """`swarm twin`: a digital twin of the user's server, fitted from a measured run.
 
 `swarm twin fit RUN_DIR [-o PROFILE.toml]` fits the simulator's engine to what the run's /metrics
-scrapes and request records show (analysis/twin_fit.py: each parameter's value, evidence, fit
+scrapes and request records show (swarm/tune/twin/fit.py: each parameter's value, evidence, fit
 quality, and what the run cannot determine refused by name) and writes the twin's profile.
 `swarm twin predict PROFILE --grid KEY=V1,V2 --search concurrency --slo "ttft_p99<=800ms"
 --workload W [--assume "decode_cost*0.6"] [--out DIR]` answers each configuration on the virtual
-clock (orchestrate/twin_predict.py) and prints swarm tune's table, with DIR/tune.json and
+clock (swarm/tune/twin/predict.py) and prints swarm tune's table, with DIR/tune.json and
 DIR/tune.html (Pareto chart) when --out is given.
 """
 
@@ -58,9 +58,9 @@ def main(args: argparse.Namespace) -> int:
 
 def fit_main(run_dir: Path, out: Path | None) -> int:
     from swarm.analysis.rundir import load_run
-    from swarm.analysis.twin_evidence import run_evidence
-    from swarm.analysis.twin_fit import fit_twin
-    from swarm.orchestrate.twin_calibrate import fit_and_write
+    from swarm.tune.twin.calibrate import fit_and_write
+    from swarm.tune.twin.evidence import run_evidence
+    from swarm.tune.twin.fit import fit_twin
 
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a directory (give a swarm run --out directory)")
@@ -96,11 +96,12 @@ def ttft_limit(slo: str | None) -> float:
 
 
 def predict_main(args: argparse.Namespace) -> int:
-    from swarm.analysis.tune_report import write_tune_report
-    from swarm.analysis.tune_results import TuneResult, best_config, table_text, write_tune_json
-    from swarm.orchestrate.tune_plan import config_name, grid_configs, parse_grid
-    from swarm.orchestrate.twin_predict import parse_assumptions, predict, workload_draw
-    from swarm.orchestrate.twin_profile import read_twin
+    from swarm.load.workloads import workload_draw
+    from swarm.tune.plan import config_name, grid_configs, parse_grid
+    from swarm.tune.report import write_tune_report
+    from swarm.tune.results import TuneResult, best_config, table_text, write_tune_json
+    from swarm.tune.twin.predict import parse_assumptions, predict
+    from swarm.tune.twin.profile import read_twin
 
     if args.search != "concurrency":
         raise UsageError("--search concurrency is required: the twin searches the most users meeting the SLO")

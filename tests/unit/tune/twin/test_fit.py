@@ -1,4 +1,4 @@
-"""analysis/twin_fit.py: synthetic evidence made from known engine parameters; the fit recovers
+"""swarm/tune/twin/fit.py: synthetic evidence made from known engine parameters; the fit recovers
 them, refuses what the evidence cannot give by name, and marks what it only extrapolates."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from swarm.analysis.twin_fit import (
+from swarm.tune.twin.fit import (
     EXTRAPOLATED,
     FITTED,
     REFUSED,

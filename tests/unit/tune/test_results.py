@@ -1,4 +1,4 @@
-"""swarm/analysis/tune_results.py: one configuration's run directory read, cost, the Pareto front, the
+"""swarm/tune/results.py: one configuration's run directory read, cost, the Pareto front, the
 best configuration, the console table and tune.json kept."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis import tune_results as tr
-from swarm.analysis.tune_results import ConfigResult, GuidedStep, ProbePoint, TuneResult
+from swarm.tune import results as tr
+from swarm.tune.results import ConfigResult, GuidedStep, ProbePoint, TuneResult
 
 DATA = Path(__file__).resolve().parents[2] / "helpers" / "data"
 

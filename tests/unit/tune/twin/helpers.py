@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swarm.analysis.twin_fit import EXTRAPOLATED, FITTED, REFUSED, Param, TwinFit
-from swarm.orchestrate.twin_profile import write_twin
+from swarm.tune.twin.fit import EXTRAPOLATED, FITTED, REFUSED, Param, TwinFit
+from swarm.tune.twin.profile import write_twin
 
 
 def known_fit(cap: int | None = 8, kv: int | None = 4000, reached: float = 8.0) -> TwinFit:
