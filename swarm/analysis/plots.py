@@ -38,7 +38,7 @@ def png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _x(data: RunData) -> tuple[list[float], list[str], str]:
+def _stage_axis(data: RunData) -> tuple[list[float], list[str], str]:
     users = [r.users for r in data.rows]
     if all(u is not None for u in users) and len(set(users)) == len(users):
         mark = "~" if data.users_estimated else ""
@@ -94,7 +94,7 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
         return figs
     if data.summary.get("search"):  # probes come in search order: draw the lines by load
         data = dataclasses.replace(data, rows=sorted(data.rows, key=lambda r: (r.users or 0, r.stage)))
-    axis = _Axis(*_x(data), bars=len(data.rows) == 1)
+    axis = _Axis(*_stage_axis(data), bars=len(data.rows) == 1)
     ceiling = next((f.stage for f in found if f.kind == "saturation"), None)
     figs["qps_vs_concurrency.png"] = _qps_figure(data, axis, ceiling, plt)
     figs["latency_vs_concurrency.png"] = _latency_figure(data, axis, plt)
@@ -235,7 +235,7 @@ def _ttft_figure(pairs: list[TtftComparison | None], axis: _Axis, plt: Any) -> A
     return fig
 
 
-def _t0(data: RunData) -> float:
+def _run_start(data: RunData) -> float:
     candidates = [data.summary.get("start_s")] + [r.start_s for r in data.rows]
     if data.snapshots:
         candidates.append(min(s.ts for s in data.snapshots))
@@ -258,7 +258,7 @@ def _stage_lines(ax: Any, data: RunData, t0: float) -> None:
 
 
 def _server_timeline(data: RunData, plt: Any) -> Any:
-    t0 = _t0(data)
+    t0 = _run_start(data)
     snaps = sorted(data.snapshots, key=lambda s: s.ts)
     t = [s.ts - t0 for s in snaps]
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
@@ -288,7 +288,7 @@ def _server_timeline(data: RunData, plt: Any) -> Any:
 
 def _requests_timeline(data: RunData, plt: Any) -> Any:
     df = data.records
-    t0 = _t0(data)
+    t0 = _run_start(data)
     fig, ax = plt.subplots(figsize=(12, 3.5))
     ok = df[df["outcome"] == "ok"]
     ax.scatter(ok["start_wall_s"] - t0, ok["ttft_s"] * 1000, s=2, alpha=0.3, label="TTFT (ok)")

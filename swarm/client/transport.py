@@ -51,8 +51,8 @@ CANCELLED_MESSAGE = "cut by the swarm's stop while in flight ({phase})"
 # What cuts a request the way a stop does: the greenlet killed (`GreenletExit`), or a Ctrl-C that
 # Python delivered as `KeyboardInterrupt` in this greenlet's frame (it runs a signal's handler in
 # whatever frame is current; gevent then hands the interrupt to the main greenlet, which stops the
-# run). Either way the request is one `cancelled` record and the user raises the exit again. A
-# Ctrl-C under a plain `locust -f` lost the request in flight this way (test_stop_modes.py).
+# run). Either way the request is one `cancelled` record and the user raises the exit again, also
+# under a plain `locust -f` (tests/integration/test_stop_modes.py).
 STOPS = (GreenletExit, KeyboardInterrupt)
 
 

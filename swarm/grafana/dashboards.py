@@ -46,7 +46,7 @@ CLIENT = 'run_id=~"$run_id", workload=~"$workload", model_name=~"$model_name"'
 RUN = 'run_id=~"$run_id"'
 SERVER = 'model_name=~"$model_name"'
 LLAMA = 'instance=~"$instance"'  # llama-server's metrics carry no labels of their own
-RI = "$__rate_interval"
+RATE_INTERVAL = "$__rate_interval"
 TOKS = "suffix: tok/s"
 
 
@@ -54,7 +54,7 @@ TOKS = "suffix: tok/s"
 
 
 def rate(metric: str, sel: str) -> str:
-    return f"rate({metric}{{{sel}}}[{RI}])"
+    return f"rate({metric}{{{sel}}}[{RATE_INTERVAL}])"
 
 
 def rate_or(metric: str, legacy: str, sel: str) -> str:
@@ -77,7 +77,7 @@ def mean(metric: str, sel: str) -> str:
 
 
 @dataclass(frozen=True)
-class Q:
+class Query:
     """One query of a panel: PromQL and its legend."""
 
     expr: str
@@ -99,7 +99,7 @@ class Layout:
     def row(self, title: str) -> None:
         self.builder.with_row(gdash.Row(title).id(self._id()))
 
-    def _targets(self, panel, queries: list[Q], instant: bool = False):
+    def _targets(self, panel, queries: list[Query], instant: bool = False):
         for ref, q in zip("ABCDEFGHIJ", queries, strict=False):
             t = gprom.Dataquery().expr(q.expr).ref_id(ref).datasource(PROM)
             if q.legend:
@@ -111,7 +111,7 @@ class Layout:
         self,
         title: str,
         description: str,
-        queries: list[Q],
+        queries: list[Query],
         unit: str,
         width: int = 8,
         height: int = 8,
@@ -152,7 +152,7 @@ class Layout:
         self,
         title: str,
         description: str,
-        queries: list[Q],
+        queries: list[Query],
         unit: str,
         width: int = 4,
         height: int = 4,
@@ -266,37 +266,40 @@ def llm_load_test() -> gdash.Dashboard:
 
     lay.row("Overview")
     lay.stat(
-        "Requests/s", "Finished requests per second, all outcomes.", [Q(f"sum({rate(req, CLIENT)})")], "reqps"
+        "Requests/s",
+        "Finished requests per second, all outcomes.",
+        [Query(f"sum({rate(req, CLIENT)})")],
+        "reqps",
     )
     lay.stat(
         "Error rate",
         "Share of the requests that ran to an end (ok or failed) that failed; cancelled ones (cut by the "
         "swarm's own stop or ramp-down) are neither, as in summary.json.",
-        [Q(f"(sum({rate(req, failed)}) or vector(0)) / sum({rate(req, ended)})")],
+        [Query(f"(sum({rate(req, failed)}) or vector(0)) / sum({rate(req, ended)})")],
         "percentunit",
     )
     lay.stat(
         "TTFT p99",
         "Time to first token (reasoning or answer), 99th percentile.",
-        [Q(quantile(0.99, "swarm_ttft_seconds", CLIENT))],
+        [Query(quantile(0.99, "swarm_ttft_seconds", CLIENT))],
         "s",
     )
     lay.stat(
         "E2E p99",
         "Request latency until [DONE], 99th percentile.",
-        [Q(quantile(0.99, "swarm_e2e_seconds", CLIENT))],
+        [Query(quantile(0.99, "swarm_e2e_seconds", CLIENT))],
         "s",
     )
     lay.stat(
         "Output tok/s",
         "Generated tokens (reasoning + answer) per second.",
-        [Q(f"sum({rate('swarm_output_tokens_total', CLIENT)})")],
+        [Query(f"sum({rate('swarm_output_tokens_total', CLIENT)})")],
         TOKS,
     )
     lay.stat(
         "Requests in range",
         "Finished requests in the dashboard's time range.",
-        [Q(f"sum(increase({req}{{{CLIENT}}}[$__range]))")],
+        [Query(f"sum(increase({req}{{{CLIENT}}}[$__range]))")],
         "short",
         decimals=0,
     )
@@ -305,7 +308,7 @@ def llm_load_test() -> gdash.Dashboard:
     lay.timeseries(
         "Requests/s by workload",
         "Finished requests per second, per workload (all outcomes).",
-        [Q(f"sum by (workload) ({rate(req, CLIENT)})", "{{workload}}")],
+        [Query(f"sum by (workload) ({rate(req, CLIENT)})", "{{workload}}")],
         "reqps",
         width=12,
     )
@@ -313,7 +316,7 @@ def llm_load_test() -> gdash.Dashboard:
         "Outcomes/s",
         "Finished requests per second by outcome (ok, http_error, stream_error, "
         "truncated, timeout, connect_error, bad_chunk).",
-        [Q(f"sum by (outcome) ({rate(req, CLIENT)})", "{{outcome}}")],
+        [Query(f"sum by (outcome) ({rate(req, CLIENT)})", "{{outcome}}")],
         "reqps",
         width=12,
         stack=True,
@@ -336,7 +339,7 @@ def llm_load_test() -> gdash.Dashboard:
             f"{title} p50 / p95 / p99",
             what,
             [
-                Q(quantile(q, metric, CLIENT, by="workload"), f"p{round(q * 100)} {{{{workload}}}}")
+                Query(quantile(q, metric, CLIENT, by="workload"), f"p{round(q * 100)} {{{{workload}}}}")
                 for q in (0.5, 0.95, 0.99)
             ],
             "s",
@@ -348,9 +351,9 @@ def llm_load_test() -> gdash.Dashboard:
         "Token throughput",
         "Prompt, output (reasoning + answer) and reasoning tokens per second.",
         [
-            Q(f"sum({rate('swarm_prompt_tokens_total', CLIENT)})", "prompt"),
-            Q(f"sum({rate('swarm_output_tokens_total', CLIENT)})", "output"),
-            Q(f"sum({rate('swarm_reasoning_tokens_total', CLIENT)})", "reasoning"),
+            Query(f"sum({rate('swarm_prompt_tokens_total', CLIENT)})", "prompt"),
+            Query(f"sum({rate('swarm_output_tokens_total', CLIENT)})", "output"),
+            Query(f"sum({rate('swarm_reasoning_tokens_total', CLIENT)})", "reasoning"),
         ],
         TOKS,
         width=12,
@@ -358,7 +361,7 @@ def llm_load_test() -> gdash.Dashboard:
     lay.timeseries(
         "Output tok/s by workload",
         "Generated tokens per second, per workload.",
-        [Q(f"sum by (workload) ({rate('swarm_output_tokens_total', CLIENT)})", "{{workload}}")],
+        [Query(f"sum by (workload) ({rate('swarm_output_tokens_total', CLIENT)})", "{{workload}}")],
         TOKS,
         width=12,
     )
@@ -367,15 +370,15 @@ def llm_load_test() -> gdash.Dashboard:
     lay.timeseries(
         "Users",
         "Simulated users (concurrency) across all workers.",
-        [Q(f"sum by (run_id) (swarm_users{{{RUN}}})", "users {{run_id}}")],
+        [Query(f"sum by (run_id) (swarm_users{{{RUN}}})", "users {{run_id}}")],
         "short",
     )
     lay.timeseries(
         "Workers",
         "Connected Locust workers, and workers lost during the run (missing heartbeat).",
         [
-            Q(f"max by (run_id) (swarm_workers{{{RUN}}})", "workers {{run_id}}"),
-            Q(f"max by (run_id) (swarm_degraded_workers{{{RUN}}})", "lost {{run_id}}"),
+            Query(f"max by (run_id) (swarm_workers{{{RUN}}})", "workers {{run_id}}"),
+            Query(f"max by (run_id) (swarm_degraded_workers{{{RUN}}})", "lost {{run_id}}"),
         ],
         "short",
     )
@@ -383,7 +386,7 @@ def llm_load_test() -> gdash.Dashboard:
         "Stage",
         "The current load stage, numbered from 1 as the swarm's live line, tables and report number "
         "it (swarm_stage is the 0-based index; 1 without stages).",
-        [Q(f"max by (run_id) (swarm_stage{{{RUN}}}) + 1", "stage {{run_id}}")],
+        [Query(f"max by (run_id) (swarm_stage{{{RUN}}}) + 1", "stage {{run_id}}")],
         "short",
     )
 
@@ -394,8 +397,8 @@ def llm_load_test() -> gdash.Dashboard:
         "Requests per second meeting every per-request SLO of --goodput (e.g. ttft<=500ms,e2e<=10s), "
         "beside all finished requests per second. Empty without --goodput.",
         [
-            Q(f"sum by (workload) ({rate(good, CLIENT)})", "good {{workload}}"),
-            Q(f"sum({rate(req, CLIENT)})", "all requests"),
+            Query(f"sum by (workload) ({rate(good, CLIENT)})", "good {{workload}}"),
+            Query(f"sum({rate(req, CLIENT)})", "all requests"),
         ],
         "reqps",
         width=12,
@@ -404,7 +407,7 @@ def llm_load_test() -> gdash.Dashboard:
         "Goodput share by workload",
         "Share of the judged requests (non-warm-up, ok or failed) that met every --goodput SLO.",
         [
-            Q(
+            Query(
                 f"sum by (workload) ({rate(good, CLIENT)}) / sum by (workload) ({rate(judged, CLIENT)})",
                 "{{workload}}",
             )
@@ -433,7 +436,7 @@ def vllm_server() -> gdash.Dashboard:
         "TTFT p50 / p95 / p99",
         "Server-side time to first token.",
         [
-            Q(quantile(q, "vllm:time_to_first_token_seconds", SERVER), f"p{round(q * 100)}")
+            Query(quantile(q, "vllm:time_to_first_token_seconds", SERVER), f"p{round(q * 100)}")
             for q in (0.5, 0.95, 0.99)
         ],
         "s",
@@ -443,7 +446,7 @@ def vllm_server() -> gdash.Dashboard:
         "Server-side inter-token latency "
         "(vllm:inter_token_latency_seconds; before 0.12 vllm:time_per_output_token_seconds).",
         [
-            Q(
+            Query(
                 quantile(
                     q, "vllm:inter_token_latency_seconds", SERVER, legacy="vllm:time_per_output_token_seconds"
                 ),
@@ -457,7 +460,7 @@ def vllm_server() -> gdash.Dashboard:
         "E2E p50 / p95 / p99",
         "Server-side request latency.",
         [
-            Q(quantile(q, "vllm:e2e_request_latency_seconds", SERVER), f"p{round(q * 100)}")
+            Query(quantile(q, "vllm:e2e_request_latency_seconds", SERVER), f"p{round(q * 100)}")
             for q in (0.5, 0.95, 0.99)
         ],
         "s",
@@ -468,9 +471,9 @@ def vllm_server() -> gdash.Dashboard:
         "Tokens/s (in, out, total)",
         "Prompt tokens processed and tokens generated per second. Plan capacity in tokens/s, not requests/s.",
         [
-            Q(f"sum({rate('vllm:prompt_tokens_total', SERVER)})", "in (prompt)"),
-            Q(f"sum({rate('vllm:generation_tokens_total', SERVER)})", "out (generation)"),
-            Q(
+            Query(f"sum({rate('vllm:prompt_tokens_total', SERVER)})", "in (prompt)"),
+            Query(f"sum({rate('vllm:generation_tokens_total', SERVER)})", "out (generation)"),
+            Query(
                 f"sum({rate('vllm:prompt_tokens_total', SERVER)}) + "
                 f"sum({rate('vllm:generation_tokens_total', SERVER)})",
                 "total",
@@ -483,7 +486,7 @@ def vllm_server() -> gdash.Dashboard:
         "Finish reasons",
         "Finished requests per second by finish reason (stop, length, abort...).",
         [
-            Q(
+            Query(
                 f"sum by (finished_reason) ({rate('vllm:request_success_total', SERVER)})",
                 "{{finished_reason}}",
             )
@@ -499,8 +502,8 @@ def vllm_server() -> gdash.Dashboard:
         "Requests in the running batch and in the waiting queue. A full running "
         "set with a growing queue is the capacity limit.",
         [
-            Q(f"sum(vllm:num_requests_running{{{SERVER}}})", "running"),
-            Q(f"sum(vllm:num_requests_waiting{{{SERVER}}})", "waiting"),
+            Query(f"sum(vllm:num_requests_running{{{SERVER}}})", "running"),
+            Query(f"sum(vllm:num_requests_waiting{{{SERVER}}})", "waiting"),
         ],
         "short",
     )
@@ -509,7 +512,7 @@ def vllm_server() -> gdash.Dashboard:
         "Fraction of KV-cache blocks in use (vllm:kv_cache_usage_perc; before 0.12 "
         "vllm:gpu_cache_usage_perc). Near 100% means preemptions and rising TTFT.",
         [
-            Q(
+            Query(
                 f"max(vllm:kv_cache_usage_perc{{{SERVER}}} or vllm:gpu_cache_usage_perc{{{SERVER}}})",
                 "KV cache used",
             )
@@ -521,9 +524,9 @@ def vllm_server() -> gdash.Dashboard:
         "vllm:iteration_tokens_total: tokens scheduled per "
         "engine iteration (prefill + decode), mean and p50/p95.",
         [
-            Q(mean("vllm:iteration_tokens_total", SERVER), "mean"),
-            Q(quantile(0.5, "vllm:iteration_tokens_total", SERVER), "p50"),
-            Q(quantile(0.95, "vllm:iteration_tokens_total", SERVER), "p95"),
+            Query(mean("vllm:iteration_tokens_total", SERVER), "mean"),
+            Query(quantile(0.5, "vllm:iteration_tokens_total", SERVER), "p50"),
+            Query(quantile(0.95, "vllm:iteration_tokens_total", SERVER), "p95"),
         ],
         "short",
     )
@@ -531,7 +534,7 @@ def vllm_server() -> gdash.Dashboard:
         "Queue time p50 / p95",
         "Time requests spent waiting before being scheduled.",
         [
-            Q(quantile(q, "vllm:request_queue_time_seconds", SERVER), f"p{round(q * 100)}")
+            Query(quantile(q, "vllm:request_queue_time_seconds", SERVER), f"p{round(q * 100)}")
             for q in (0.5, 0.95)
         ],
         "s",
@@ -539,14 +542,14 @@ def vllm_server() -> gdash.Dashboard:
     lay.timeseries(
         "Preemptions/s",
         "Requests preempted (KV cache exhausted: evicted and recomputed later).",
-        [Q(f"sum({rate('vllm:num_preemptions_total', SERVER)})", "preemptions")],
+        [Query(f"sum({rate('vllm:num_preemptions_total', SERVER)})", "preemptions")],
         "short",
     )
     lay.timeseries(
         "Prefix-cache hit rate",
         "Prefix-cache hits / queries, in tokens (vllm:prefix_cache_*; before 0.12 vllm:gpu_prefix_cache_*).",
         [
-            Q(
+            Query(
                 f"sum{rate_or('vllm:prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits_total', SERVER)}"
                 f" / sum{rate_or('vllm:prefix_cache_queries_total', 'vllm:gpu_prefix_cache_queries_total', SERVER)}",
                 "hit rate",
@@ -561,7 +564,7 @@ def vllm_server() -> gdash.Dashboard:
         "Draft acceptance rate",
         "Accepted draft tokens / proposed draft tokens.",
         [
-            Q(
+            Query(
                 f"sum({acc}) / sum({rate('vllm:spec_decode_num_draft_tokens_total', SERVER)})",
                 "acceptance rate",
             )
@@ -572,7 +575,7 @@ def vllm_server() -> gdash.Dashboard:
         "Mean acceptance length",
         "1 + accepted tokens per draft.",
         [
-            Q(
+            Query(
                 f"1 + sum({acc}) / sum({rate('vllm:spec_decode_num_drafts_total', SERVER)})",
                 "mean acceptance length",
             )
@@ -583,7 +586,7 @@ def vllm_server() -> gdash.Dashboard:
         "Acceptance by draft position",
         "Accepted tokens per draft, by position in the draft.",
         [
-            Q(
+            Query(
                 f"sum by (position) ({rate('vllm:spec_decode_num_accepted_tokens_per_pos_total', SERVER)}) "
                 f"/ scalar(sum({rate('vllm:spec_decode_num_drafts_total', SERVER)}))",
                 "position {{position}}",
@@ -607,7 +610,7 @@ def gpu_row(lay: Layout) -> None:
         "GPU utilisation",
         "DCGM_FI_DEV_GPU_UTIL: share of time a kernel ran, per GPU. All near 100% at the ceiling: "
         "compute-bound. One low while the others are busy: a GPU the server does not use.",
-        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_GPU_UTIL) / 100", GPU_LEGEND)],
+        [Query(f"avg by ({GPU_BY}) (DCGM_FI_DEV_GPU_UTIL) / 100", GPU_LEGEND)],
         "percentunit",
     )
     lay.timeseries(
@@ -615,7 +618,7 @@ def gpu_row(lay: Layout) -> None:
         "DCGM_FI_PROF_SM_ACTIVE (exported with a custom counters CSV), else "
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE (a default counter).",
         [
-            Q(
+            Query(
                 f"avg by ({GPU_BY}) (DCGM_FI_PROF_SM_ACTIVE) or avg by ({GPU_BY}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE)",
                 GPU_LEGEND,
             )
@@ -625,20 +628,20 @@ def gpu_row(lay: Layout) -> None:
     lay.timeseries(
         "GPU memory used",
         "DCGM_FI_DEV_FB_USED (MiB): vLLM takes most of it up front for the KV cache.",
-        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_FB_USED) * 1048576", GPU_LEGEND)],
+        [Query(f"avg by ({GPU_BY}) (DCGM_FI_DEV_FB_USED) * 1048576", GPU_LEGEND)],
         "bytes",
     )
     lay.timeseries(
         "Power",
         "DCGM_FI_DEV_POWER_USAGE (W) per GPU.",
-        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_POWER_USAGE)", GPU_LEGEND)],
+        [Query(f"avg by ({GPU_BY}) (DCGM_FI_DEV_POWER_USAGE)", GPU_LEGEND)],
         "watt",
         width=12,
     )
     lay.timeseries(
         "Temperature",
         "DCGM_FI_DEV_GPU_TEMP (°C) per GPU.",
-        [Q(f"avg by ({GPU_BY}) (DCGM_FI_DEV_GPU_TEMP)", GPU_LEGEND)],
+        [Query(f"avg by ({GPU_BY}) (DCGM_FI_DEV_GPU_TEMP)", GPU_LEGEND)],
         "celsius",
         width=12,
         minimum=None,
@@ -670,41 +673,41 @@ def client_vs_server() -> gdash.Dashboard:
     lay.timeseries(
         "TTFT p99: client and server",
         "Client TTFT p99 (swarm) and server TTFT p99 (vLLM).",
-        [Q(client_ttft, "client"), Q(server_ttft, "server")],
+        [Query(client_ttft, "client"), Query(server_ttft, "server")],
         "s",
     )
     lay.timeseries(
         "TTFT p99 ratio (client / server)",
         "1.0 = the client sees what the server measures. Above: "
         "network, client-side queueing or a CPU-bound client.",
-        [Q(f"{client_ttft} / {server_ttft}", "client / server")],
+        [Query(f"{client_ttft} / {server_ttft}", "client / server")],
         "short",
         minimum=None,
     )
     lay.timeseries(
         "TTFT p99 gap (client - server)",
         "Latency the server does not see.",
-        [Q(f"{client_ttft} - {server_ttft}", "gap")],
+        [Query(f"{client_ttft} - {server_ttft}", "gap")],
         "s",
         minimum=None,
     )
     lay.timeseries(
         "E2E p99: client and server",
         "Client E2E p99 (swarm) and server E2E p99 (vLLM).",
-        [Q(client_e2e, "client"), Q(server_e2e, "server")],
+        [Query(client_e2e, "client"), Query(server_e2e, "server")],
         "s",
     )
     lay.timeseries(
         "E2E p99 ratio (client / server)",
         "Client E2E p99 over server E2E p99.",
-        [Q(f"{client_e2e} / {server_e2e}", "client / server")],
+        [Query(f"{client_e2e} / {server_e2e}", "client / server")],
         "short",
         minimum=None,
     )
     lay.timeseries(
         "E2E p99 gap (client - server)",
         "Client E2E p99 minus server E2E p99.",
-        [Q(f"{client_e2e} - {server_e2e}", "gap")],
+        [Query(f"{client_e2e} - {server_e2e}", "gap")],
         "s",
         minimum=None,
     )
@@ -721,9 +724,9 @@ def client_vs_server() -> gdash.Dashboard:
         "Requests the swarm saw succeed and requests vLLM "
         "finished. A gap: failures, other clients on the server, or aborted streams.",
         [
-            Q(client_ok, "client ok"),
-            Q(server_ok, "server finished"),
-            Q(f"{server_ok} - {client_ok}", "gap (server - client)"),
+            Query(client_ok, "client ok"),
+            Query(server_ok, "server finished"),
+            Query(f"{server_ok} - {client_ok}", "gap (server - client)"),
         ],
         "reqps",
         minimum=None,
@@ -732,9 +735,9 @@ def client_vs_server() -> gdash.Dashboard:
         "Output tok/s: client vs server",
         "Tokens the swarm counted (server usage) and vLLM generated.",
         [
-            Q(client_out, "client output"),
-            Q(server_out, "server generation"),
-            Q(f"{server_out} - {client_out}", "gap (server - client)"),
+            Query(client_out, "client output"),
+            Query(server_out, "server generation"),
+            Query(f"{server_out} - {client_out}", "gap (server - client)"),
         ],
         TOKS,
         minimum=None,
@@ -743,9 +746,9 @@ def client_vs_server() -> gdash.Dashboard:
         "Prompt tok/s: client vs server",
         "Prompt tokens the swarm sent (server usage) and vLLM processed.",
         [
-            Q(client_in, "client prompt"),
-            Q(server_in, "server prompt"),
-            Q(f"{server_in} - {client_in}", "gap (server - client)"),
+            Query(client_in, "client prompt"),
+            Query(server_in, "server prompt"),
+            Query(f"{server_in} - {client_in}", "gap (server - client)"),
         ],
         TOKS,
         minimum=None,
@@ -775,7 +778,7 @@ def client_vs_server() -> gdash.Dashboard:
             title,
             desc,
             [
-                Q(
+                Query(
                     f"sum(increase({client_metric}{{{sel}}}[$__range])) / "
                     f"sum(increase({server_expr}{{{SERVER}}}[$__range]))"
                 )
@@ -806,8 +809,8 @@ def llamacpp_server() -> gdash.Dashboard:
         "llamacpp:requests_processing (requests in a slot) and requests_deferred (waiting for a free "
         "slot). Processing pinned at --parallel while deferred grows: the slot count is the limit.",
         [
-            Q(f"sum(llamacpp:requests_processing{{{LLAMA}}})", "processing"),
-            Q(f"sum(llamacpp:requests_deferred{{{LLAMA}}})", "deferred"),
+            Query(f"sum(llamacpp:requests_processing{{{LLAMA}}})", "processing"),
+            Query(f"sum(llamacpp:requests_deferred{{{LLAMA}}})", "deferred"),
         ],
         "short",
         width=12,
@@ -815,7 +818,7 @@ def llamacpp_server() -> gdash.Dashboard:
     lay.timeseries(
         "Busy slots per decode",
         "llamacpp:n_busy_slots_per_decode: the average batch of one llama_decode() call, since start.",
-        [Q(f"avg(llamacpp:n_busy_slots_per_decode{{{LLAMA}}})", "slots per decode")],
+        [Query(f"avg(llamacpp:n_busy_slots_per_decode{{{LLAMA}}})", "slots per decode")],
         "short",
         width=12,
     )
@@ -826,9 +829,9 @@ def llamacpp_server() -> gdash.Dashboard:
         "Prompt tokens evaluated (llamacpp:prompt_tokens_total, the cache's excluded), prompt tokens "
         "taken from the cache (prompt_tokens_cached_total) and tokens generated (tokens_predicted_total).",
         [
-            Q(f"sum({rate('llamacpp:prompt_tokens_total', LLAMA)})", "prompt (evaluated)"),
-            Q(f"sum({rate('llamacpp:prompt_tokens_cached_total', LLAMA)})", "prompt (from cache)"),
-            Q(f"sum({rate('llamacpp:tokens_predicted_total', LLAMA)})", "generated"),
+            Query(f"sum({rate('llamacpp:prompt_tokens_total', LLAMA)})", "prompt (evaluated)"),
+            Query(f"sum({rate('llamacpp:prompt_tokens_cached_total', LLAMA)})", "prompt (from cache)"),
+            Query(f"sum({rate('llamacpp:tokens_predicted_total', LLAMA)})", "generated"),
         ],
         "tok/s",
         width=12,
@@ -837,7 +840,7 @@ def llamacpp_server() -> gdash.Dashboard:
         "Prompt cache hit rate",
         "Share of prompt tokens taken from the cache: cached / (cached + evaluated).",
         [
-            Q(
+            Query(
                 f"sum({rate('llamacpp:prompt_tokens_cached_total', LLAMA)}) / "
                 f"(sum({rate('llamacpp:prompt_tokens_cached_total', LLAMA)}) + "
                 f"sum({rate('llamacpp:prompt_tokens_total', LLAMA)}))",
@@ -854,12 +857,12 @@ def llamacpp_server() -> gdash.Dashboard:
         "Seconds spent generating over tokens generated (tokens_predicted_seconds_total / "
         "tokens_predicted_total), and the same for prompt evaluation, over the rate window.",
         [
-            Q(
+            Query(
                 f"sum({rate('llamacpp:tokens_predicted_seconds_total', LLAMA)}) / "
                 f"sum({rate('llamacpp:tokens_predicted_total', LLAMA)})",
                 "per generated token",
             ),
-            Q(
+            Query(
                 f"sum({rate('llamacpp:prompt_seconds_total', LLAMA)}) / "
                 f"sum({rate('llamacpp:prompt_tokens_total', LLAMA)})",
                 "per prompt token",
@@ -871,14 +874,14 @@ def llamacpp_server() -> gdash.Dashboard:
     lay.stat(
         "Longest sequence",
         "llamacpp:n_tokens_max: the longest prompt + generation seen since start (against --ctx-size / --parallel).",
-        [Q(f"max(llamacpp:n_tokens_max{{{LLAMA}}})")],
+        [Query(f"max(llamacpp:n_tokens_max{{{LLAMA}}})")],
         "short",
         width=6,
     )
     lay.stat(
         "Decode calls",
         "llama_decode() calls over the dashboard's time range (llamacpp:n_decode_total).",
-        [Q(f"sum(increase(llamacpp:n_decode_total{{{LLAMA}}}[$__range]))")],
+        [Query(f"sum(increase(llamacpp:n_decode_total{{{LLAMA}}}[$__range]))")],
         "short",
         width=6,
     )
@@ -912,7 +915,9 @@ def fquantile(q: float, metric: str, sel: str = INST) -> str:
     return f"histogram_quantile({q}, sum by (le, instance) ({rate(metric + '_bucket', sel)}))"
 
 
-def sg(rank: bool = False) -> str:
+def sglang_selector(rank: bool = False) -> str:
+    """The instance selector of an SGLang panel; `rank`: only the first data-parallel rank's series
+    (a gauge every rank repeats is counted once)."""
     return f"{INST}, {SGLANG_RANK0}" if rank else INST
 
 
@@ -925,21 +930,21 @@ def trt(base: str) -> str:
 RUNNING = {
     "vllm": fsum("vllm:num_requests_running"),
     "llamacpp": fsum("llamacpp:requests_processing"),
-    "sglang": fsum("sglang:num_running_reqs", sg(True)),
+    "sglang": fsum("sglang:num_running_reqs", sglang_selector(True)),
     "tgi": fsum("tgi_batch_current_size"),
     "trtllm": fsum(trt("num_requests_running")),
 }
 WAITING = {
     "vllm": fsum("vllm:num_requests_waiting"),
     "llamacpp": fsum("llamacpp:requests_deferred"),
-    "sglang": fsum("sglang:num_queue_reqs", sg(True)),
+    "sglang": fsum("sglang:num_queue_reqs", sglang_selector(True)),
     "tgi": fsum("tgi_queue_size"),
     "trtllm": fsum(trt("num_requests_waiting")),
 }
 KV_USAGE = {
     "vllm": f"avg by (instance) (vllm:kv_cache_usage_perc{{{INST}}} or vllm:gpu_cache_usage_perc{{{INST}}})",
     "llamacpp": f"avg by (instance) (llamacpp:kv_cache_usage_ratio{{{INST}}})",
-    "sglang": f"avg by (instance) (sglang:token_usage{{{sg(True)}}})",
+    "sglang": f"avg by (instance) (sglang:token_usage{{{sglang_selector(True)}}})",
     "trtllm": f"avg by (instance) ({trt('kv_cache_utilization')}{{{INST}}})",
     # a reservation of the batch token budget, not KV blocks in use: its own series name says so
     "tgi (batch token budget)": f"{fsum('tgi_batch_current_max_tokens')} / {fsum('tgi_batch_max_total_tokens')}",
@@ -968,7 +973,7 @@ PREFIX_HITS = {
 }
 PREEMPTIONS = {
     "vllm": frate("vllm:num_preemptions_total"),
-    "sglang": frate("sglang:num_retracted_requests_total", sg(True)),
+    "sglang": frate("sglang:num_retracted_requests_total", sglang_selector(True)),
 }
 FINISHED = {
     "vllm": frate("vllm:request_success_total"),
@@ -1038,14 +1043,14 @@ def llm_server() -> gdash.Dashboard:
         "Requests in the running batch: vllm:num_requests_running, llamacpp:requests_processing, "
         "sglang:num_running_reqs (TP rank 0, data-parallel ranks summed), tgi_batch_current_size, "
         "trtllm_num_requests_running. Pinned at the engine's cap while requests wait: the cap is the limit.",
-        [Q(by_family(RUNNING), FAMILY_LEGEND)],
+        [Query(by_family(RUNNING), FAMILY_LEGEND)],
         "short",
     )
     lay.timeseries(
         "Waiting requests",
         "Requests queued for the batch: vllm:num_requests_waiting, llamacpp:requests_deferred, "
         "sglang:num_queue_reqs, tgi_queue_size, trtllm_num_requests_waiting.",
-        [Q(by_family(WAITING), FAMILY_LEGEND)],
+        [Query(by_family(WAITING), FAMILY_LEGEND)],
         "short",
     )
     lay.timeseries(
@@ -1054,7 +1059,7 @@ def llm_server() -> gdash.Dashboard:
         "sglang:token_usage, trtllm_kv_cache_utilization. TGI has no KV figure; its series is the "
         "share of the batch token budget the running batch reserves "
         "(tgi_batch_current_max_tokens / tgi_batch_max_total_tokens), a reservation.",
-        [Q(by_family(KV_USAGE), FAMILY_LEGEND)],
+        [Query(by_family(KV_USAGE), FAMILY_LEGEND)],
         "percentunit",
     )
 
@@ -1065,7 +1070,7 @@ def llm_server() -> gdash.Dashboard:
         "prompt_tokens_cached_total, sglang:prompt_tokens_total, trtllm_prompt_tokens_total (these "
         "three count a request when it finishes), TGI's tgi_request_input_length sum (recorded at "
         "validation: requests that fail later count too).",
-        [Q(by_family(PROMPT_TOKENS), FAMILY_LEGEND)],
+        [Query(by_family(PROMPT_TOKENS), FAMILY_LEGEND)],
         "tok/s",
     )
     lay.timeseries(
@@ -1073,7 +1078,7 @@ def llm_server() -> gdash.Dashboard:
         "Tokens generated per second: vllm:generation_tokens_total, llamacpp:tokens_predicted_total, "
         "sglang:generation_tokens_total, trtllm_generation_tokens_total, TGI's "
         "tgi_request_generated_tokens sum (successful requests only).",
-        [Q(by_family(GENERATION_TOKENS), FAMILY_LEGEND)],
+        [Query(by_family(GENERATION_TOKENS), FAMILY_LEGEND)],
         "tok/s",
     )
     lay.timeseries(
@@ -1082,14 +1087,14 @@ def llm_server() -> gdash.Dashboard:
         "llama.cpp's cached / (cached + evaluated), SGLang's cached_tokens_total / prompt_tokens_total "
         "(not its cache_hit_rate gauge, zeroed on decode logs), TensorRT-LLM's prompt_cached_tokens / "
         "prompt_tokens. TGI has no prefix-cache figure.",
-        [Q(by_family(PREFIX_HITS), FAMILY_LEGEND)],
+        [Query(by_family(PREFIX_HITS), FAMILY_LEGEND)],
         "percentunit",
     )
     lay.timeseries(
         "Preemptions / retractions per second",
         "Requests pushed out of the batch for KV room: vllm:num_preemptions_total, "
         "sglang:num_retracted_requests_total. llama.cpp, TGI and TensorRT-LLM have no such counter.",
-        [Q(by_family(PREEMPTIONS), FAMILY_LEGEND)],
+        [Query(by_family(PREEMPTIONS), FAMILY_LEGEND)],
         "reqps",
         width=12,
     )
@@ -1097,7 +1102,7 @@ def llm_server() -> gdash.Dashboard:
         "Finished requests per second",
         "vllm:request_success_total, sglang:num_requests_total, tgi_request_success, "
         "trtllm_request_success_total. llama.cpp has no such counter.",
-        [Q(by_family(FINISHED), FAMILY_LEGEND)],
+        [Query(by_family(FINISHED), FAMILY_LEGEND)],
         "reqps",
         width=12,
     )
@@ -1108,7 +1113,7 @@ def llm_server() -> gdash.Dashboard:
         "Server-side time to first token from each engine's histogram. TGI has none (its queue and "
         "validation times leave prefill out) and llama.cpp has no histograms: only the client's TTFT "
         "(the LLM load test dashboard) covers them.",
-        [Q(latency(0.99, TTFT), FAMILY_LEGEND)],
+        [Query(latency(0.99, TTFT), FAMILY_LEGEND)],
         "s",
         width=6,
     )
@@ -1116,7 +1121,7 @@ def llm_server() -> gdash.Dashboard:
         "Inter-token latency p99",
         "vllm:inter_token_latency_seconds and sglang:inter_token_latency_seconds (per token); "
         "trtllm_time_per_output_token_seconds is one mean per request (TPOT), not per token.",
-        [Q(latency(0.99, ITL), FAMILY_LEGEND)],
+        [Query(latency(0.99, ITL), FAMILY_LEGEND)],
         "s",
         width=6,
     )
@@ -1124,7 +1129,7 @@ def llm_server() -> gdash.Dashboard:
         "E2E p99",
         "Server-side request latency: vllm:e2e_request_latency_seconds, "
         "sglang:e2e_request_latency_seconds, tgi_request_duration, trtllm_e2e_request_latency_seconds.",
-        [Q(latency(0.99, E2E), FAMILY_LEGEND)],
+        [Query(latency(0.99, E2E), FAMILY_LEGEND)],
         "s",
         width=6,
     )
@@ -1132,7 +1137,7 @@ def llm_server() -> gdash.Dashboard:
         "Queue time p99",
         "Time waiting for the batch: vllm:request_queue_time_seconds, sglang:queue_time_seconds, "
         "tgi_request_queue_duration, trtllm_request_queue_time_seconds.",
-        [Q(latency(0.99, QUEUE), FAMILY_LEGEND)],
+        [Query(latency(0.99, QUEUE), FAMILY_LEGEND)],
         "s",
         width=6,
     )

@@ -108,9 +108,7 @@ def replay_task(user: Any) -> None:
         gevent.sleep(0.05)  # the test start's preparation is not done yet
         return
     if not r.leased and r.announce is not None and time.monotonic() - r.last_ready > READY_REPEAT_S:
-        r.last_ready = (
-            time.monotonic()
-        )  # (the users say it too: a late worker's own greenlet was seen silent)
+        r.last_ready = time.monotonic()  # the users say READY too: see _prepare_worker's caller
         r.announce()
     if not r.queue.wait(0.2):  # (outside the gate: a stop ends every idle user within 0.2 s)
         return
@@ -196,9 +194,9 @@ def prepare_replay(environment: Any, tokenizer: Any) -> None:
         r.send_claim = lambda row, lag: runner.send_message(CLAIM, {"row": row, "lag": lag})
         r.send_done = lambda row: runner.send_message(DONE, {"row": row})
         r.announce = lambda: runner.send_message(READY, None)
-        # In a greenlet of its own, not in Locust's message loop. A late worker's greenlet was seen
-        # to stop silently after building the prompts (cause not found; 4 of 8 runs of the kill
-        # test): the users say READY too (replay_task), which made it 4 of 4.
+        # In a greenlet of its own, not in Locust's message loop (the prompts take seconds). READY
+        # is said by the users too (replay_task, until the first lease): a worker is announced
+        # even where this greenlet stops before it says so (a late worker's has; cause not found).
         gevent.spawn(_prepare_worker, environment, r, tokenizer)
         return
     _build_prompts(environment, r, tokenizer)  # local: the dispatcher is in this process

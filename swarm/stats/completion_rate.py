@@ -7,7 +7,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from swarm.stats.stage_intervals import Z_95
+from swarm.stats.confidence import Z
 
 STALE_S = 10.0  # a worker that has not reported for this long while others do is gone (Locust: every 3 s)
 
@@ -54,7 +54,7 @@ class Completions:
             return None
         return sum((after[-1][1] - after[0][1]) / (after[-1][0] - after[0][0]) for after in active)
 
-    def rate_halfwidth(self, since: float, z: float = Z_95) -> float | None:
+    def rate_halfwidth(self, since: float, z: float = Z) -> float | None:
         """The ~95% half-width of `rate(since)`: each worker's report-to-report rates as a sample
         (standard error of their mean), added over workers. None before three reports a worker."""
         active = self._active(since, 3)

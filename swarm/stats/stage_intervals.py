@@ -15,23 +15,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from swarm.stats.confidence import Z, t975
 from swarm.stats.quantiles import Sketch
 from swarm.stats.settling import SETTLE_WINDOW_S
 
-Z_95 = 1.96
 # Latencies of one stage are not independent draws: a closed loop moves in waves and a queue
 # carries from one request to the next. A stage's verdict uses an interval as wide as for a
 # quarter of its requests (a design effect of 4: z doubled), so a stage near the threshold runs
 # longer instead of ending on a lucky few seconds.
-Z_STAGE = 2 * Z_95
-# Student's t, 97.5% (a two-sided 95% interval), by degrees of freedom: a few batches' spread
-# estimates the error loosely, so their interval is wider than the normal one.
-T_975 = (12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145)
+Z_STAGE = 2 * Z
 MIN_BATCHES = 3  # sub-windows a tail share needs before it is judged
 DESIGN_EFFECT = 4.0  # answers per independent draw, at least (as Z_STAGE assumes)
 
 
-def quantile_ci(sketch: Sketch, q: float, z: float = Z_95) -> tuple[float, float] | None:
+def quantile_ci(sketch: Sketch, q: float, z: float = Z) -> tuple[float, float] | None:
     """(low, high): a ~95% interval of the q-quantile of the population the sketch sampled, from
     the order statistics at ranks q*n -/+ z*sqrt(n q (1-q)). None when empty."""
     n = sketch.count
@@ -86,5 +83,5 @@ class TailShare:
         share = sum(b[1] for b in bs) / n
         var_batch = k / (k - 1) * sum((a - share * m) ** 2 for m, a in bs) / n**2
         var_binom = DESIGN_EFFECT * max(share, 1 / n) * (1 - share) / n
-        t = T_975[k - 2] if k - 2 < len(T_975) else Z_95
+        t = t975(k - 1)  # a few batches' spread estimates the error loosely: Student's t, not the normal
         return share, t * math.sqrt(max(var_batch, var_binom))

@@ -1,59 +1,7 @@
 """summary.json from the master's merged aggregate (pure: an Aggregate and run facts in, a dict out).
 
-Layout (top level):
-- run metadata: `run_id`, `model_name`, `start_time`/`end_time` (ISO 8601 UTC), `start_s`/`end_s`
-  (time.time()), `duration_s`, `users` (most concurrent users seen), `workers` (most workers seen),
-  `degraded` (bool) and `degraded_workers` ([{worker, detected_at, last_report_at, reason}], plus
-  `reconnected_at` for a worker that went missing and came back: its reports still count once),
-  `workloads` (names, sorted), `slo` (verdict lines, when --slo was given), `notes`;
-- `drain`: what happened after the stop began (`requests` finished then, `output_tokens`,
-  `cancelled`: requests the stop cut, `duration_s`: from the stop to the last request's end);
-- `errors`: failed outcome -> [{message, count}], the first ERROR_MESSAGES_MAX distinct messages
-  of each outcome (swarm/stats/aggregate.py), most frequent first;
-- `target_unreachable_since` (ISO) / `target_unreachable_since_s`: when the run ended with the
-  target refusing connections, the time it went away (the first `connect_error`, or the end of
-  the last response when connections had also failed before); null while it still answered (with
-  several endpoints: while any answered; `endpoints_unreachable_since` tells each: label -> ISO or
-  null; swarm/stats/reachability.py);
-- `total` and one block per workload name (so `summary[name]` is what swarm.stats.slo reads);
-- `classes`: workload -> request class -> block; `models`: served model named -> block, over all
-  workloads (several with `--model a:3,b:1`); `endpoints`: endpoint label -> block (several only);
-- `stages`: [{stage, name, duration_s, total, <workload>...}] per load-stage index: `stage` is the
-  0-based index (the key records, diagnosis.json and stages.csv use), `name` the label every
-  human-facing place shows ("stage 1" for index 0: swarm/core/units.py `stage_name`).
-
-A block has exactly: requests, completed, cancelled, failures, prompt_tokens, output_tokens,
-reasoning_tokens, prompt_cache, qps, output_tok_s, ttft_s, ttfa_s, itl_s, tpot_s, e2e_s, send_lag_s.
-- `requests`: every request sent (in the run, or in the stage), each recorded once: ok, failed,
-  cancelled and warm-up ones included.
-- `cancelled`: requests the swarm itself cut short (the run's stop, fewer users): neither ok nor
-  failed, outside the latency percentiles and the error rate.
-- `failures`: failed outcome -> count (every failure outcome, zeros included; not `cancelled`).
-- `completed`: requests that finished inside the window (any outcome); `qps` = completed /
-  duration_s and `output_tok_s` = their output tokens / duration_s (reasoning + answer tokens).
-  The window of the run is its load, from test start to the moment the stop began on the master
-  (`duration_s`); the requests that finish after it are the `drain`, not the load's rate. A
-  stage's window is the stage's own (start to the next stage); without times, from its first
-  request sent to its last request finished. The live QPS counts completions the same way.
-- `prompt_cache`: the prompt tokens the server said it served from its prefix / prompt cache
-  (`usage.prompt_tokens_details.cached_tokens`: llama.cpp always, vLLM with
-  `--enable-prompt-tokens-details`): {requests: the requests that said, cached_tokens,
-  prompt_tokens: theirs, hit_share: cached_tokens / prompt_tokens (null without prompt tokens)};
-  null when no request of the block said (the server does not report it: absent, not zero).
-  Warm-up and failed requests count when they said (as `prompt_tokens` counts them).
-- latencies in seconds: p50, p90, p95, p99 (nearest-rank-lower percentiles estimated by the
-  sketch within 0.5% relative), mean, max (exact), over successful non-warm-up requests; null
-  when there is no such request.
-
-With `--goodput SPEC` (swarm/stats/goodput.py) every block also has `goodput`: {slo: SPEC, met:
-good requests (non-warm-up, sent in the block), rate: good requests completed inside the window /
-duration_s (as qps counts), share: met / the non-warm-up ok + failed requests (cancelled ones are
-not counted), null without any}. Without it the key is absent.
-
-The run's total, each workload's block, and each stage's blocks also have `ci`: 95% intervals
-(swarm/stats/confidence.py) {level, qps, ttft_p50, ttft_p99, tpot_p50, tpot_p99, e2e_p50,
-e2e_p99, reasons}, each [low, high] or null when the window or the sample is too small for one;
-`reasons` maps each null one to why (e.g. "p99 needs >= 368 successful requests ...").
+Its schema, field by field, is in docs/metrics.md ("summary.json, field by field"): what each
+top-level key, block, stage entry and interval holds, and over which requests and window.
 
 The shapes are typed below (`Summary`, `Block`, `StageEntry`, ...): the master writes them and
 every reader (report, table, SLOs, compare, diagnosis) reads through them.

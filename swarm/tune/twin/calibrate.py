@@ -20,11 +20,11 @@ from pathlib import Path
 
 from swarm.core.errors import UsageError
 from swarm.load.workloads import workload_draw
+from swarm.stats.confidence import Z
 from swarm.tune.twin.fit import REFUSED, RunEvidence, TwinFit
 from swarm.tune.twin.predict import configure_profile, level_result, parse_assumptions
 from swarm.tune.twin.profile import read_twin, write_twin
 
-Z95 = 2.0  # the interval where the run has none: QPS x (1 +/- 2 / sqrt(completions))
 FACTOR_RANGE = (0.25, 4.0)  # the fixed step cost is scaled within this range, no further
 KNOB = "step.base_s"  # the parameter scaled
 KNOB_ASSUME = "base_cost"  # its --assume name (how the twin's profile is scaled for a trial)
@@ -102,8 +102,8 @@ def _interval(ci: tuple[float, float] | None, qps: float, completed: int) -> tup
     """(low, high, where from) of the measured QPS: the run's own 95% interval, else a count's."""
     if ci is not None:
         return ci[0], ci[1], "the run's 95% interval"
-    half = Z95 / math.sqrt(completed) if completed else 1.0
-    return qps * (1.0 - half), qps * (1.0 + half), f"+/- 2/sqrt({completed} completions)"
+    half = Z / math.sqrt(completed) if completed else 1.0  # a count's: QPS x (1 +/- z / sqrt(completions))
+    return qps * (1.0 - half), qps * (1.0 + half), f"+/- {Z:.2f}/sqrt({completed} completions)"
 
 
 def _noted(fit: TwinFit, note: str) -> TwinFit:

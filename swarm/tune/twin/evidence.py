@@ -27,7 +27,7 @@ def _timed(records: Any) -> Any:
     return good[good["ttft_s"].notna() & good["e2e_s"].notna() & good["output_tokens"].notna()]
 
 
-def _ok(records: Any) -> Any:
+def _after_warmup(records: Any) -> Any:
     """The finished requests after their stage's warm-up (what a stage's statistics count)."""
     return records[~records["warmup"].fillna(False).astype(bool)]
 
@@ -82,7 +82,7 @@ def _stage(
         return None
     start, end = row.start_s + row.warmup_s, row.end_s
     decoding, held, batch = held_tokens(timed, start, end)
-    sub = _ok(timed[timed["stage"] == row.stage])
+    sub = _after_warmup(timed[timed["stage"] == row.stage])
     s = server or StageServerStats(stage=row.stage)
     itl = (s.latency.get("itl") or {}).get("mean")
     itl_source = "server"
@@ -122,7 +122,7 @@ def run_evidence(data: RunData) -> RunEvidence:
     if data.records is None or not len(data.records):
         raise UsageError(f"{data.directory}: no request records (requests.parquet): nothing to fit a twin to")
     timed = _timed(data.records)
-    records = _ok(timed)
+    records = _after_warmup(timed)
     if not len(records):
         raise UsageError(f"{data.directory}: no request finished after warm-up: nothing to fit a twin to")
     stages = tuple(

@@ -60,9 +60,9 @@ def test_a_twin_inside_the_runs_interval_is_kept(tmp_path, fit):
     decode = got.params["step.base_s"]
     assert decode.value == 0.01 and "checked: the twin answers the run's own 16 users" in decode.evidence
     assert "the run's 95% interval" in decode.evidence
-    # without the run's interval, a count's: 400 completions give +/- 10%
+    # without the run's interval, a count's: 400 completions give +/- 9.8% (the normal's 1.96 / 20)
     kept = fit_and_write(evidence(answer * 1.08), fit, path, "run").params["step.base_s"]
-    assert kept.value == 0.01 and "2/sqrt(400 completions)" in kept.evidence
+    assert kept.value == 0.01 and "+/- 1.96/sqrt(400 completions)" in kept.evidence
 
 
 def test_a_workload_the_twin_cannot_draw_is_not_checked(tmp_path, fit):
