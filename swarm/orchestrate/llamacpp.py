@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError
-from swarm.orchestrate.processes import die_with_parent
-from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, run_setup_script, stop, wait_ready
+from swarm.orchestrate.processes import spawn, stop
+from swarm.orchestrate.serverproc import HOST, SERVED_MODEL, STOP_GRACE_S, run_setup_script, wait_ready
 
 SCRIPTS = Path(__file__).resolve().parent.parent.parent / "scripts"
 BUILDER = SCRIPTS / "llama-server-build.sh"
@@ -168,14 +168,10 @@ def llamacpp_server(
         ctx_size=ctx_size,
         **command_kwargs,  # type: ignore[arg-type]
     )
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as out:
-        popen = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent()
-        )
+    popen = spawn(cmd, log)
     try:
         url = f"http://{HOST}:{port}"
         startup = wait_ready(url, popen, log, start_timeout_s, name="llama-server")
         yield LlamaServer(url, port, SERVED_MODEL, log, popen, startup, parallel, ctx_size)
     finally:
-        stop(popen)
+        stop([popen], STOP_GRACE_S)

@@ -22,7 +22,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from swarm.core.terminal import printable
@@ -119,16 +119,7 @@ class Processes:
     def start(
         self, name: str, cmd: list[str], env: dict[str, str], *, server: bool = False
     ) -> subprocess.Popen:
-        log = open(self.out / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        p = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=die_with_parent(),
-        )
-        log.close()
+        p = spawn(cmd, self.out / f"{name}.log", env)
         self.procs.append((name, p))
         if server:
             self.servers.add(name)
@@ -166,30 +157,58 @@ class Processes:
     def stop_all(self, grace_s: float = 10.0) -> None:
         """SIGTERM (then, after `grace_s`, SIGKILL) everything still running: the load generator
         first, the servers once it has gone."""
-        clients = [(n, p) for n, p in self.procs if n not in self.servers]
-        servers = [(n, p) for n, p in self.procs if n in self.servers]
+        clients = [p for n, p in self.procs if n not in self.servers]
+        servers = [p for n, p in self.procs if n in self.servers]
         for wave in (clients, servers):
-            _stop(list(reversed(wave)), grace_s)
+            stop(list(reversed(wave)), grace_s)
 
 
-def _stop(procs: list[tuple[str, subprocess.Popen]], grace_s: float) -> None:
-    for _, p in procs:
+# ---- one child's life: started, awaited, stopped (the swarm's children, the servers `swarm tune`
+# and `swarm target` start, and the tests' helpers all go through these three)
+
+
+def spawn(
+    cmd: Sequence[str], log: Path, env: Mapping[str, str] | None = None, *, cwd: Path | None = None
+) -> subprocess.Popen:
+    """`cmd` started in a session of its own (a terminal's Ctrl-C reaches this command alone, which
+    stops its children in order), asking for SIGTERM when this process dies (`die_with_parent`),
+    its stdout and stderr into `log`, no stdin; `env` None: this process's. OSError when it cannot
+    be started."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            list(cmd),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
+
+
+def stop(procs: Sequence[subprocess.Popen], grace_s: float) -> None:
+    """SIGTERM to each one's process group, then SIGKILL to every group still running `grace_s`
+    later (the grace runs for all of them at once)."""
+    for p in procs:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for _, p in procs:
+    for p in procs:
         try:
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=5)
+            p.wait(timeout=10)
 
 
-def wait_http(url: str, proc: subprocess.Popen, timeout_s: float) -> bool:
+def wait_http(url: str, proc: subprocess.Popen | None, timeout_s: float) -> bool:
+    """True once GET `url` answers (2xx), False when `proc` exits first or `timeout_s` passes."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and proc.poll() is None:
+    while time.monotonic() < deadline and (proc is None or proc.poll() is None):
         try:
             with urllib.request.urlopen(url, timeout=2):
                 return True

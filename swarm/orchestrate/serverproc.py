@@ -1,4 +1,5 @@
-"""A test server as a child process on loopback: wait for its /health, show its log tail, stop it.
+"""A test server as a child process on loopback: its /health awaited (with its log's tail when it
+fails), its log tail, its set-up scripts; started and stopped by processes.py's `spawn` and `stop`.
 
 Shared by `swarm target vllm-cpu` (swarm/orchestrate/targets.py) and `swarm target llamacpp`
 (swarm/orchestrate/llamacpp.py).
@@ -6,19 +7,16 @@ Shared by `swarm target vllm-cpu` (swarm/orchestrate/targets.py) and `swarm targ
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from swarm.core.errors import TargetError
+from swarm.orchestrate.processes import wait_http
 
 HOST = "127.0.0.1"  # never anything else: a test server with random weights is nobody's service
 SERVED_MODEL = "tiny-qwen2"
+STOP_GRACE_S = 20.0  # a server's SIGTERM to SIGKILL
 
 
 def log_tail(path: Path, lines: int = 60) -> str:
@@ -30,37 +28,18 @@ def log_tail(path: Path, lines: int = 60) -> str:
 
 
 def wait_ready(url: str, popen: subprocess.Popen, log: Path, timeout_s: float, name: str = "vLLM") -> float:
-    """Seconds until GET url/health answered 200; TargetError with the log tail otherwise."""
+    """Seconds until GET url/health answered (processes.wait_http); TargetError with the log tail
+    when the server exits first or the time runs out."""
     t0 = time.monotonic()
-    deadline = t0 + timeout_s
-    while time.monotonic() < deadline:
-        if popen.poll() is not None:
-            raise TargetError(
-                f"{name} exited with code {popen.returncode} while starting; log {log}:\n{log_tail(log)}"
-            )
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return time.monotonic() - t0
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
+    if wait_http(url + "/health", popen, timeout_s):
+        return time.monotonic() - t0
+    if popen.poll() is not None:
+        raise TargetError(
+            f"{name} exited with code {popen.returncode} while starting; log {log}:\n{log_tail(log)}"
+        )
     raise TargetError(
         f"{name} did not answer {url}/health within {timeout_s:.0f} s; log {log}:\n{log_tail(log)}"
     )
-
-
-def stop(popen: subprocess.Popen, grace_s: float = 20.0) -> None:
-    if popen.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(popen.pid, signal.SIGTERM)
-    try:
-        popen.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(popen.pid, signal.SIGKILL)
-        popen.wait(timeout=10)
 
 
 def run_setup_script(script: Path, what: str, timeout_s: float, *, quiet: bool = False) -> Path:

@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.core.errors import TargetError, UsageError
-from swarm.orchestrate.processes import die_with_parent, port_free, sigterm_as_interrupt
+from swarm.orchestrate.processes import port_free, sigterm_as_interrupt, spawn, stop
 from swarm.orchestrate.serverproc import (
     HOST,
     SERVED_MODEL,
+    STOP_GRACE_S,
     log_tail,
     run_setup_script,
-    stop,
     wait_ready,
 )
 
@@ -154,22 +154,13 @@ def vllm_cpu_server(
     """Start vLLM (CPU) on 127.0.0.1:port, wait for /health, yield it; stop its process group on exit."""
     python = python or ensure_vllm_python(quiet=True)
     cmd = server_command(python, port, **command_kwargs)  # type: ignore[arg-type]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as out:
-        popen = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=server_env(),
-            start_new_session=True,
-            preexec_fn=die_with_parent(),  # never outlives this command, even SIGKILLed
-        )
+    popen = spawn(cmd, log, server_env())  # never outlives this command, even SIGKILLed
     try:
         url = f"http://{HOST}:{port}"
         startup = wait_ready(url, popen, log, start_timeout_s)
         yield VllmServer(url, port, SERVED_MODEL, log, popen, startup)
     finally:
-        stop(popen)
+        stop([popen], STOP_GRACE_S)
 
 
 # ---------------------------------------------------------------------------------------- command

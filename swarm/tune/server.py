@@ -1,5 +1,5 @@
 """One configuration's server for `swarm tune`: started in a session of its own (it dies with the
-command: orchestrate/processes.py's die_with_parent), its /health awaited for a bounded time, its
+command: orchestrate/processes.py's spawn), its /health awaited for a bounded time, its
 prefix cache emptied where it offers that, stopped cleanly (SIGTERM, then SIGKILL after a bound).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from swarm.core.errors import TargetError
 from swarm.orchestrate import serverproc
-from swarm.orchestrate.processes import die_with_parent
+from swarm.orchestrate.processes import spawn, stop
 
 STOP_GRACE_S = 30.0
 TAIL_LINES = 30
@@ -43,24 +43,14 @@ class Server:
         return self.popen.poll() is None
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        serverproc.stop(self.popen, grace_s)
+        stop([self.popen], grace_s)
 
 
 def start(cmd: list[str], url: str, log: Path, health_timeout_s: float) -> Server:
     """Start `cmd` (its output to `log`) and wait until `url`/health answers 200. ServerFailed (the
     server stopped) when it exits or does not answer in time."""
-    log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with open(log, "wb") as out:
-            popen = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                start_new_session=True,
-                preexec_fn=die_with_parent(),
-            )
+        popen = spawn(cmd, log, {**os.environ, "PYTHONUNBUFFERED": "1"})
     except OSError as e:
         raise ServerFailed(f"could not start {cmd[0]}: {e.strerror or e}", "") from None
     server = Server(popen, url, log)

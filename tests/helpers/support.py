@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from swarm.orchestrate import processes
 
 # the product's own pick (outside the kernel's ephemeral range): the tests' servers race the same connections
 from swarm.orchestrate.processes import free_port as free_port
@@ -30,21 +31,17 @@ BIN = Path(sys.executable).parent
 def wait_http(
     url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None, log: Path | None = None
 ) -> None:
-    """Wait until `url` answers 200, or fail with the process's log tail."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            break
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError) as e:
-            last = e
-        time.sleep(0.1)
+    """Wait until `url` answers (the product's wait), or fail with the process's log tail."""
+    if processes.wait_http(url, proc, timeout):
+        return
+    exited = proc is not None and proc.poll() is not None
+    why = (
+        f"its process exited with code {proc.returncode}"
+        if exited and proc
+        else f"not ready after {timeout}s"
+    )
     tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
-    raise RuntimeError(f"{url} not ready after {timeout}s ({last}); log tail:\n{tail}")
+    raise RuntimeError(f"{url}: {why}; log tail:\n{tail}")
 
 
 @dataclass
@@ -65,23 +62,13 @@ class Proc:
 
 @contextlib.contextmanager
 def start(cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path = REPO) -> Iterator[Proc]:
-    """Start `cmd` in its own process group; kill the group on exit."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    with open(log, "wb") as out:
-        p = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, cwd=cwd, start_new_session=True
-        )
-    proc = Proc(p, log)
+    """Start `cmd` as the swarm starts its children (processes.spawn: its own session, dying with
+    the tests); its group stopped on exit (SIGTERM, SIGKILL after 10 s)."""
+    p = processes.spawn(cmd, log, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, cwd=cwd)
     try:
-        yield proc
+        yield Proc(p, log)
     finally:
-        if p.poll() is None:
-            proc.signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.signal(signal.SIGKILL)
-                p.wait(timeout=10)
+        processes.stop([p], 10.0)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, poll: float = 0.2) -> None:
