@@ -28,6 +28,7 @@ from swarm.analysis.finding import Finding
 from swarm.analysis.plots import png
 from swarm.analysis.report_cells import CSS
 from swarm.analysis.rundir import RunData, findings, load_run
+from swarm.core.runfiles import RECORDS_DIR, REQUESTS, SUMMARY
 from swarm.core.units import ms_number, percent_text, stage_number
 from swarm.stats.confidence import beyond_noise
 from swarm.stats.quantiles import error_rate
@@ -272,8 +273,9 @@ def _read_repeat(path: Path) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
-    from swarm.analysis.repeat import REPEAT_JSON, compare_text
+    from swarm.analysis.repeat import compare_text
     from swarm.core.errors import UsageError
+    from swarm.core.runfiles import REPEAT_JSON
 
     if args.html and (Path(args.html).is_dir() or not Path(args.html).parent.is_dir()):  # before any work
         where = "is a directory" if Path(args.html).is_dir() else "is in no existing folder"
@@ -284,9 +286,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     runs = []
     for d in (Path(args.a), Path(args.b)):
-        if not d.is_dir() or not any(
-            (d / n).exists() for n in ("summary.json", "requests.parquet", "records")
-        ):
+        if not d.is_dir() or not any((d / n).exists() for n in (SUMMARY, REQUESTS, RECORDS_DIR)):
             raise UsageError(f"{d} is not a run directory (no summary.json, requests.parquet or records/)")
         runs.append(load_run(d))
     a, b = runs

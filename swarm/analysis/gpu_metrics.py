@@ -42,7 +42,6 @@ SERIES: dict[str, tuple[tuple[str, float], ...]] = {
     "temp_c": (("DCGM_FI_DEV_GPU_TEMP", 1.0),),
 }
 READINGS = tuple(SERIES)
-GPU_METRICS = "gpu_metrics.jsonl"
 
 
 @dataclass

@@ -17,7 +17,6 @@ from swarm.analysis.table import LATENCY_COLUMNS, align
 from swarm.core.units import seconds_text, stage_name
 from swarm.stats.confidence import LEVEL, mean_interval
 
-REPEAT_JSON = "repeat.json"
 # (key, title, how to read it from a block)
 METRICS: tuple[tuple[str, str], ...] = (
     ("qps", "QPS"),

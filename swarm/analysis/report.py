@@ -20,11 +20,8 @@ from swarm.analysis.endpoints import run_findings
 from swarm.analysis.plots import render_plots
 from swarm.analysis.report_page import render_html
 from swarm.analysis.rundir import RunData, load_run
+from swarm.core.runfiles import DIAGNOSIS, RECORDS_DIR, REPORT, REQUESTS, STAGES_CSV, SUMMARY
 from swarm.core.units import stage_name
-
-REPORT = "report.html"
-STAGES_CSV = "stages.csv"
-
 
 # ---------------------------------------------------------------------------------------- stage table
 
@@ -97,7 +94,7 @@ def write_report(directory: Path, slo: str | None = None) -> Path:
         pngs[name] = plots.png(fig)
         (data.directory / name).write_bytes(pngs[name])
         plt.close(fig)
-    (data.directory / "diagnosis.json").write_text(
+    (data.directory / DIAGNOSIS).write_text(
         json.dumps(
             [{"kind": f.kind, "stage": f.stage, "text": f.text, "trusted": f.trusted} for f in found],
             indent=2,
@@ -129,14 +126,14 @@ def main(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     if not directory.is_dir():
         raise UsageError(f"{directory} is not a directory")
-    if not any((directory / n).exists() for n in ("summary.json", "requests.parquet", "records")):
+    if not any((directory / n).exists() for n in (SUMMARY, REQUESTS, RECORDS_DIR)):
         raise UsageError(f"{directory} holds no run (no summary.json, requests.parquet or records/)")
     if args.slo is not None:  # --slo "" too: refused as empty, not ignored
         from swarm.stats import slo
 
         slo.parse(args.slo)
     path = write_report(directory, args.slo)
-    for f in json.loads((directory / "diagnosis.json").read_text()):
+    for f in json.loads((directory / DIAGNOSIS).read_text()):
         print(("[not trusted] " if not f["trusted"] else "") + f["text"])
     print(f"swarm report: {path}")
     return 0

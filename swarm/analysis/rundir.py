@@ -31,7 +31,6 @@ from swarm.analysis.diagnosis import diagnose
 from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.gpu_diagnosis import gpu_findings
 from swarm.analysis.gpu_metrics import (
-    GPU_METRICS,
     GpuSnapshot,
     GpuWindow,
     gpu_stage_stats,
@@ -46,22 +45,19 @@ from swarm.analysis.server_metrics import (
     window_stats,
 )
 from swarm.core.errors import UsageError
+from swarm.core.runfiles import (
+    CLIENT_CPU,
+    ENDPOINTS_JSON,
+    GPU_METRICS,
+    RECORDS_DIR,
+    REQUESTS,
+    SERVER_METRICS,
+    SUMMARY,
+)
 from swarm.stats import summary as summary_file
 from swarm.stats.cpu import ClientLoad
 from swarm.stats.quantiles import latency_stats
 from swarm.stats.summary import Block, StageEntry, StageTimelineEntry, Summary
-
-SUMMARY = "summary.json"
-REQUESTS = "requests.parquet"
-RECORDS_DIR = "records"
-SERVER_METRICS = "server_metrics.jsonl"
-CLIENT_CPU = "client_cpu.jsonl"
-ENDPOINTS = "endpoints.json"
-
-
-def endpoint_metrics_name(index: int) -> str:
-    """The scrapes' file of the endpoint at 0-based `index` in --host (a run with several)."""
-    return f"server_metrics-{index + 1}.jsonl"
 
 
 @dataclass
@@ -309,7 +305,7 @@ def _load_summary(path: Path) -> Summary:
 def _endpoint_files(directory: Path, records: Any) -> dict[str, str | None]:
     """label -> its scrapes' file name, for a run with several endpoints (endpoints.json, else the
     records' `endpoint` column with more than one label: no scrapes then); {} for one endpoint."""
-    path = directory / ENDPOINTS
+    path = directory / ENDPOINTS_JSON
     if path.exists():
         try:
             index = json.loads(path.read_text())["endpoints"]

@@ -14,12 +14,11 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from swarm.core.runfiles import CLIENT_CPU
 from swarm.core.units import stage_name
 from swarm.stats.cpu import ClientLoad
 
 logger = logging.getLogger(__name__)
-
-CLIENT_CPU_FILE = "client_cpu.jsonl"
 
 
 class ClientCpu:
@@ -49,7 +48,7 @@ class ClientCpu:
             return
         if self._file is None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.out_dir / CLIENT_CPU_FILE, "a")  # noqa: SIM115 - closed in close()
+            self._file = open(self.out_dir / CLIENT_CPU, "a")  # noqa: SIM115 - closed in close()
         for line in ClientLoad.lines(worker, entries, time.time()):
             self._file.write(json.dumps(line) + "\n")
         self._file.flush()

@@ -15,17 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from swarm.core.errors import EXIT_ABORTED
+from swarm.core.runfiles import SUMMARY
 from swarm.live import locust_fixes
 from swarm.stats import slo, summary
 from swarm.stats.summary import Summary
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_FILE = "summary.json"
-
 
 def write_summary(s: Summary, out_dir: Path) -> None:
-    summary.write(s, out_dir / SUMMARY_FILE)
+    summary.write(s, out_dir / SUMMARY)
 
 
 def write_summary_quietly(build: Callable[[], Summary], out_dir: Path) -> None:

@@ -23,6 +23,7 @@ import gevent
 
 from swarm.core.options import CUT_NOW_SIGNAL
 from swarm.core.records import RequestRecord
+from swarm.core.runfiles import RECORDS_DIR
 from swarm.live import locust_fixes
 from swarm.live.options import option
 from swarm.live.recorder import RecordWriter
@@ -85,7 +86,7 @@ class WorkerStats:
         if self._writer is None:
             assert self.out_dir is not None
             part = f"{self.role}-{os.getpid()}-{secrets.token_hex(3)}"
-            self._writer = RecordWriter(self.out_dir / "records", part, background=True)
+            self._writer = RecordWriter(self.out_dir / RECORDS_DIR, part, background=True)
         return self._writer
 
     def _on_test_start(self, **_: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from swarm.core.runfiles import DIAGNOSIS, RECORDS_DIR, REQUESTS, SUMMARY
 from swarm.orchestrate import outdir
 from swarm.orchestrate.plan import RunPlan
 from swarm.orchestrate.processes import Processes
@@ -24,15 +25,15 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
         print(f"swarm: {name} exited {code}: {line}", file=sys.stderr)
     if failed and master_code == 0:  # a run some worker could not take part in is not a success
         master_code = 2 if all(code == 2 for _, code, _ in failed) else 1
-    records_dir = plan.out / "records"
+    records_dir = plan.out / RECORDS_DIR
     n = 0
     if recorder.part_files(records_dir):
         table = recorder.read_table(records_dir)
         import pyarrow.parquet as pq
 
-        pq.write_table(table, plan.out / "requests.parquet")
+        pq.write_table(table, plan.out / REQUESTS)
         n = table.num_rows
-    summary_path = plan.out / "summary.json"
+    summary_path = plan.out / SUMMARY
     summary = outdir.summary_of(plan.out, plan.run_id)  # this run's, never an earlier one's
     if summary is not None:
         print(render(summary))
@@ -72,8 +73,7 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
         for line in endpoint_lines(plan.out):
             print(f"swarm: {line}")
     print(
-        f"swarm: {n} request records in {plan.out / 'requests.parquet'}; summary in {summary_path}; "
-        f"report in {report}"
+        f"swarm: {n} request records in {plan.out / REQUESTS}; summary in {summary_path}; report in {report}"
     )
     return master_code
 
@@ -85,7 +85,7 @@ def endpoint_lines(out: Path) -> list[str]:
 
     from swarm.analysis.endpoints import CAUSES
 
-    found = json.loads((out / "diagnosis.json").read_text())
+    found = json.loads((out / DIAGNOSIS).read_text())
     return [
         f["text"]
         for f in found
@@ -112,10 +112,10 @@ def print_search(out: Path, summary: dict) -> None:
             text = " ".join(f"endpoint {label}: {w.text}" for label, w in found)
             print(f"swarm: why: {text}")
             search["why"], search["why_kind"] = text, kinds.pop() if len(kinds) == 1 else "endpoints_differ"
-            write(summary, out / "summary.json")
+            write(summary, out / SUMMARY)
         return
     why = bottleneck(data)
     if why:  # the finding's own sentence, once; its kind apart, for whoever reads summary.json
         print(f"swarm: why: {why.text}")
         search["why"], search["why_kind"] = why.text, why.kind
-        write(summary, out / "summary.json")
+        write(summary, out / SUMMARY)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from swarm.core.runfiles import SIM_TRACE
 from swarm.orchestrate.plan import START_TIMEOUT_S, RunPlan
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfile.py"
@@ -45,7 +46,7 @@ def sim_command(plan: RunPlan, port: int) -> list[str]:
         "--profile",
         plan.sim_profile,
         "--trace",
-        str(plan.out / "sim-trace.jsonl"),
+        str(plan.out / SIM_TRACE),
         "--model",
         sim_models(plan.model),
         *plan.sim_args,

@@ -18,19 +18,27 @@ import time
 from pathlib import Path
 
 from swarm.core.errors import UsageError
+from swarm.core.runfiles import (
+    MASTER_LOG,
+    RECORDS_DIR,
+    REPEAT_JSON,
+    REQUESTS,
+    RUN_MARKER,
+    SUMMARY,
+    repeat_dir_name,
+)
 
-MARKER = "run.json"
 # What a run (or a --repeat series) writes into its directory: nothing else is ever removed.
 RUN_FILES = ("*.log", "*.json", "*.jsonl", "*.csv", "*.html", "*.parquet", "*.png", "*.txt", "*.tmp")
-RUN_DIRS = ("records", "repeat-*")
-EVIDENCE = (MARKER, "summary.json", "requests.parquet", "records", "master.log", "repeat.json", "repeat-1")
+RUN_DIRS = (RECORDS_DIR, repeat_dir_name("*"))
+EVIDENCE = (RUN_MARKER, SUMMARY, REQUESTS, RECORDS_DIR, MASTER_LOG, REPEAT_JSON, repeat_dir_name(1))
 
 
 def previous_run(out: Path) -> str | None:
     """What earlier run `out` holds ("run ID", or "an earlier run"), None if it holds none."""
     if not out.is_dir():
         return None
-    for name in (MARKER, "summary.json"):
+    for name in (RUN_MARKER, SUMMARY):
         path = out / name
         if path.is_file():
             try:
@@ -73,14 +81,14 @@ def claim(out: Path, run_id: str, *, overwrite: bool) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         marker = {"run_id": run_id, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        (out / MARKER).write_text(json.dumps(marker) + "\n")
+        (out / RUN_MARKER).write_text(json.dumps(marker) + "\n")
     except OSError as e:
         raise UsageError(f"--out {out} cannot be written: {e.strerror or e}") from None
 
 
 def summary_of(out: Path, run_id: str) -> dict | None:
     """DIR/summary.json if this run wrote it (its run id), else None."""
-    path = out / "summary.json"
+    path = out / SUMMARY
     try:
         summary = json.loads(path.read_text())
     except (OSError, ValueError):

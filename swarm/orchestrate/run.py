@@ -146,17 +146,18 @@ def repeat(plan: RunPlan, api_key: str | None, n: int) -> int:
     Returns the first non-zero exit code of a run (an interrupt stops the series), else 0."""
     import dataclasses
 
-    from swarm.analysis.repeat import REPEAT_JSON, across_runs, render
+    from swarm.analysis.repeat import across_runs, render
+    from swarm.core.runfiles import REPEAT_JSON, SUMMARY, repeat_dir_name
 
     # the series' directory; each run claims its own below it
     outdir.claim(plan.out, plan.run_id, overwrite=plan.overwrite)
     summaries, code = [], 0
     for i in range(1, n + 1):
         print(f"swarm: repeat {i} of {n}")
-        run = dataclasses.replace(plan, out=plan.out / f"repeat-{i}", run_id=f"{plan.run_id}-r{i}")
+        run = dataclasses.replace(plan, out=plan.out / repeat_dir_name(i), run_id=f"{plan.run_id}-r{i}")
         got = execute(run, api_key)
         code = code or got
-        path = run.out / "summary.json"
+        path = run.out / SUMMARY
         if path.exists():
             summaries.append(json.loads(path.read_text()))
         if got == 130:
@@ -249,14 +250,14 @@ def _server_pollers(plan: RunPlan, hosts: tuple[str, ...], api_key: str | None) 
     """One poller per endpoint, each of its /metrics (or --server-metrics for a single one) with the
     key where it belongs. One endpoint: DIR/server_metrics.jsonl; several: one file each
     (analysis/rundir.py `endpoint_metrics_name`), named with its endpoint in DIR/endpoints.json."""
-    from swarm.analysis.rundir import ENDPOINTS, SERVER_METRICS, endpoint_metrics_name
     from swarm.analysis.server_metrics import metrics_url
+    from swarm.core.runfiles import ENDPOINTS_JSON, SERVER_METRICS, endpoint_metrics_name
     from swarm.orchestrate.pollers import ServerPoller
 
     files = [SERVER_METRICS] if len(hosts) == 1 else [endpoint_metrics_name(i) for i in range(len(hosts))]
     if len(hosts) > 1:
         index = [{"label": endpoint_label(h), "server_metrics": f} for h, f in zip(hosts, files, strict=True)]
-        (plan.out / ENDPOINTS).write_text(json.dumps({"endpoints": index}, indent=2) + "\n")
+        (plan.out / ENDPOINTS_JSON).write_text(json.dumps({"endpoints": index}, indent=2) + "\n")
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
     pollers = []
     for host, name in zip(hosts, files, strict=True):

@@ -30,10 +30,10 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swarm.analysis.rundir import SERVER_METRICS
 from swarm.analysis.server_metrics import parse_metrics
 from swarm.core.recordfile import write_records
 from swarm.core.records import Outcome, RequestRecord
+from swarm.core.runfiles import REQUESTS, SERVER_METRICS, SIM_TRACE, SUMMARY
 from swarm.sim.calibrate import CLIENT_GAP_S
 from swarm.sim.engine import Engine, Sequence
 from swarm.sim.metrics import SimMetrics
@@ -151,7 +151,7 @@ def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep, slo: str | Non
 
         objectives = slo_rules.parse(slo)  # UsageError before anything runs
     out.mkdir(parents=True, exist_ok=True)
-    if (out / "summary.json").exists():
+    if (out / SUMMARY).exists():
         raise FileExistsError(f"{out} already holds a run")
     rng = random.Random(sweep.seed)
     engine = Engine(profile)
@@ -168,7 +168,7 @@ def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep, slo: str | Non
             users += 1
     sent: dict[str, _Sent] = {}
     records: list[RequestRecord] = []
-    trace = TraceWriter(out / "sim-trace.jsonl")
+    trace = TraceWriter(out / SIM_TRACE)
     scrapes = open(out / SERVER_METRICS, "w")  # noqa: SIM115 - closed below, with the trace
     counter = 0
     next_scrape = sweep.scrape_s
@@ -217,15 +217,15 @@ def write_sweep(out: Path, profile: Profile, sweep: VirtualSweep, slo: str | Non
         trace.close()
         scrapes.close()
     records.sort(key=lambda r: r.start_wall_s)
-    n = write_records(records, out / "requests.parquet")
+    n = write_records(records, out / REQUESTS)
     summary = _summary(out, sweep)
-    _add_blocks(summary, out / "requests.parquet", sweep)
+    _add_blocks(summary, out / REQUESTS, sweep)
     if objectives is not None:
         from swarm.stats import slo as slo_rules
         from swarm.stats.summary_sections import verdict_entries
 
         summary["slo"] = verdict_entries(slo_rules.evaluate(objectives, summary))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return n
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarm.core.errors import UsageError
+from swarm.core.runfiles import TUNE_JSON
 from swarm.tune.plan import Flags, config_name, grid_configs, parse_grid, read_configs
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from swarm.tune.run import TuneContext
 
 DEFAULT_BUDGET = 6
-TUNE_JSON = "tune.json"
 # swarm run options tune sets itself (or that mean nothing against a started server)
 NOT_HANDED_ON = {"--host", "--out", "--overwrite", "--sim-profile", "--sim-arg", "--repeat", "-h", "--help"}
 

@@ -28,12 +28,11 @@ from typing import Any
 
 from swarm.analysis.table import align
 from swarm.core.errors import UsageError
+from swarm.core.runfiles import DIAGNOSIS, SUMMARY
 from swarm.core.units import ms_number
 from swarm.stats import slo as slo_spec
 from swarm.stats import summary as summary_file
 
-TUNE_JSON = "tune.json"
-DIAGNOSIS_JSON = "diagnosis.json"
 # the diagnosis' kinds that name what held the load (analysis/bottleneck.py, client_bound.py, ttft_gap.py),
 # in the order `bottleneck.cause_at` tests them: the first one found is the configuration's bottleneck
 BOTTLENECK_KINDS = (
@@ -146,7 +145,7 @@ def config_from_run(
     """An "ok" ConfigResult from a finished `swarm run` directory (summary.json, and diagnosis.json when
     the run's report wrote one; otherwise the diagnosis is run on the loaded directory)."""
     run_dir = Path(run_dir)
-    summary = summary_file.load(run_dir / "summary.json")
+    summary = summary_file.load(run_dir / SUMMARY)
     search = summary.get("search") if isinstance(summary.get("search"), Mapping) else None
     slo_text = _summary_slo(summary)
     entries = [e for e in summary.get("stages") or [] if isinstance(e.get("total"), Mapping)]
@@ -291,7 +290,7 @@ def _bottleneck(
         found = bottleneck(rundir.load_run(run_dir))
         if found is not None:
             return found.kind, found.text
-    path = run_dir / DIAGNOSIS_JSON
+    path = run_dir / DIAGNOSIS
     if path.exists():
         findings = [(f.get("kind"), f.get("stage"), f.get("text")) for f in json.loads(path.read_text())]
     else:

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from swarm.analysis.gpu_metrics import GPU_METRICS, read_gpu_snapshots
+from swarm.analysis.gpu_metrics import read_gpu_snapshots
+from swarm.core.runfiles import GPU_METRICS
 from tests.helpers.support import free_port, sim_server, start, swarm_cmd, wait_http
 
 pytestmark = pytest.mark.integration

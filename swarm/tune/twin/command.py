@@ -96,6 +96,7 @@ def ttft_limit(slo: str | None) -> float:
 
 
 def predict_main(args: argparse.Namespace) -> int:
+    from swarm.core.runfiles import TUNE_JSON
     from swarm.load.workloads import workload_draw
     from swarm.tune.plan import config_name, grid_configs, parse_grid
     from swarm.tune.report import write_tune_report
@@ -129,7 +130,7 @@ def predict_main(args: argparse.Namespace) -> int:
             print(f"swarm twin: {p.config.name}: {'; '.join(p.notes)}")
     if args.out:
         out = Path(args.out)
-        write_tune_json(out / "tune.json", result)
-        print(f"swarm twin: predictions in {out / 'tune.json'}, report {write_tune_report(out, result)}")
+        write_tune_json(out / TUNE_JSON, result)
+        print(f"swarm twin: predictions in {out / TUNE_JSON}, report {write_tune_report(out, result)}")
     sys.stdout.flush()
     return 0

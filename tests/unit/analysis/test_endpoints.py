@@ -10,8 +10,9 @@ import pandas as pd
 
 from swarm.analysis.endpoints import outage_text, outages, run_findings
 from swarm.analysis.report import write_report
-from swarm.analysis.rundir import ENDPOINTS, endpoint_metrics_name, load_run
+from swarm.analysis.rundir import load_run
 from swarm.core.records import Outcome, RequestRecord
+from swarm.core.runfiles import ENDPOINTS_JSON, endpoint_metrics_name
 from tests.helpers.sweep_run import T0, make_run
 
 A, B = "http://127.0.0.1:8001", "http://127.0.0.1:8002"
@@ -36,7 +37,7 @@ def two_endpoint_run(tmp_path):
     shutil.copy(roomy / "server_metrics.jsonl", run / endpoint_metrics_name(1))
     index = [{"label": A, "server_metrics": endpoint_metrics_name(0)},
              {"label": B, "server_metrics": endpoint_metrics_name(1)}]  # fmt: skip
-    (run / ENDPOINTS).write_text(json.dumps({"endpoints": index}))
+    (run / ENDPOINTS_JSON).write_text(json.dumps({"endpoints": index}))
     return run
 
 

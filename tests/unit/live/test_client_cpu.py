@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
-from swarm.live.client_cpu import CLIENT_CPU_FILE, ClientCpu
+from swarm.core.runfiles import CLIENT_CPU
+from swarm.live.client_cpu import ClientCpu
 
 
 def test_entries_are_kept_and_written_then_the_file_closes(tmp_path):
@@ -15,7 +16,7 @@ def test_entries_are_kept_and_written_then_the_file_closes(tmp_path):
     cpu.add("w-1", [["not", "numbers", "x"]])  # malformed: skipped
     cpu.close()
     cpu.add("w-1", [[0, 1.0, 2.0]])  # after close: kept in memory, not written
-    lines = [json.loads(x) for x in (tmp_path / "out" / CLIENT_CPU_FILE).read_text().splitlines()]
+    lines = [json.loads(x) for x in (tmp_path / "out" / CLIENT_CPU).read_text().splitlines()]
     assert [(x["worker"], x["stage"], x["cpu_s"], x["wait_s"]) for x in lines] == [("w-1", 0, 1.0, 0.5)]
     assert cpu.load.seconds[(0, "w-1")] == [2.0, 4.0, 0.5]
 

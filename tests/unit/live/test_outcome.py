@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from swarm.core import runfiles
 from swarm.core.errors import EXIT_ABORTED
 from swarm.live import outcome
 from swarm.stats import slo
@@ -51,7 +52,7 @@ def test_search_abort_and_internal_errors(capsys, monkeypatch):
 
 def test_summary_written_and_a_failing_build_only_logged(tmp_path, caplog):
     outcome.write_summary({"run_id": "r"}, tmp_path)  # type: ignore[typeddict-item]
-    assert json.loads((tmp_path / outcome.SUMMARY_FILE).read_text()) == {"run_id": "r"}
+    assert json.loads((tmp_path / runfiles.SUMMARY).read_text()) == {"run_id": "r"}
 
     def broken():
         raise RuntimeError("no")

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from swarm.core import runfiles
 from swarm.core.errors import UsageError
 from swarm.orchestrate import outdir
 
@@ -23,7 +24,7 @@ def earlier_run(path, run_id="old-run"):
 def test_a_new_or_empty_directory_is_claimed_with_the_run_id(tmp_path):
     for out in (tmp_path / "new" / "nested", tmp_path):
         outdir.claim(out, "r1", overwrite=False)
-        assert json.loads((out / outdir.MARKER).read_text())["run_id"] == "r1"
+        assert json.loads((out / runfiles.RUN_MARKER).read_text())["run_id"] == "r1"
 
 
 def test_another_runs_directory_is_refused_naming_that_run(tmp_path):
@@ -45,7 +46,7 @@ def test_a_run_without_summary_is_still_a_run(tmp_path, evidence):
 def test_overwrite_empties_a_runs_directory(tmp_path):
     out = earlier_run(tmp_path / "run")
     outdir.claim(out, "r2", overwrite=True)
-    assert sorted(p.name for p in out.iterdir()) == [outdir.MARKER]
+    assert sorted(p.name for p in out.iterdir()) == [runfiles.RUN_MARKER]
 
 
 def test_overwrite_never_removes_what_no_run_wrote(tmp_path):

@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-from swarm.analysis.gpu_metrics import GPU_METRICS, read_gpu_snapshots
+from swarm.analysis.gpu_metrics import read_gpu_snapshots
 from swarm.analysis.server_metrics import metrics_url, read_snapshots, unobservable_reason
+from swarm.core.runfiles import GPU_METRICS
 from swarm.orchestrate.pollers import ServerPoller, start_gpu_pollers
 from tests.helpers.dcgm_standin import exposition
 from tests.helpers.support import DATA

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from swarm.analysis.rundir import ENDPOINTS, SERVER_METRICS, endpoint_metrics_name
 from swarm.core.errors import TargetError, UsageError
+from swarm.core.runfiles import ENDPOINTS_JSON, SERVER_METRICS, endpoint_metrics_name
 from swarm.orchestrate import run
 from tests.helpers.support import free_port
 
@@ -69,7 +69,7 @@ def test_one_poller_per_endpoint_each_into_its_own_file(tmp_path):
     pollers = run._server_pollers(plan, hosts, "sk-1")
     assert [p.url for p in pollers] == ["http://u:p@a:1/metrics", "http://b:2/metrics"]
     assert [p.out_path.name for p in pollers] == [endpoint_metrics_name(0), endpoint_metrics_name(1)]
-    index = json.loads((tmp_path / ENDPOINTS).read_text())["endpoints"]
+    index = json.loads((tmp_path / ENDPOINTS_JSON).read_text())["endpoints"]
     assert index == [{"label": "http://a:1", "server_metrics": endpoint_metrics_name(0)},
                      {"label": "http://b:2", "server_metrics": endpoint_metrics_name(1)}]  # fmt: skip
     assert all(p.headers == {"Authorization": "Bearer sk-1"} for p in pollers)  # each its own target

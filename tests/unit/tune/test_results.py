@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from swarm.core.runfiles import TUNE_JSON
 from swarm.tune import results as tr
 from swarm.tune.results import ConfigResult, GuidedStep, ProbePoint, TuneResult
 
@@ -230,7 +231,7 @@ def test_table_text():
 
 
 def test_tune_json_round_trip(tmp_path):
-    path = tmp_path / "out" / tr.TUNE_JSON
+    path = tmp_path / "out" / TUNE_JSON
     tr.write_tune_json(path, result())
     assert tr.read_tune_json(path) == result()
     assert not list(path.parent.glob("*.tmp"))
