@@ -8,6 +8,7 @@ import json
 import pytest
 
 from swarm.cli import main
+from tests.helpers.support import DATA
 from tests.unit.tune.twin.helpers import write_known
 
 PREDICT = ["--search", "concurrency", "--slo", "ttft_p99<=500ms", "--workload", "short_qa"]
@@ -74,11 +75,10 @@ def test_predict_prints_the_table_with_its_notes_and_writes_the_tune_files(tmp_p
 
 def test_fit_writes_a_profile_that_predict_reads(tmp_path, capsys):
     """On the recorded simulator sweep (tests/helpers/data/sim_sweep_run, --max-num-seqs 6)."""
-    from pathlib import Path
 
     from swarm.tune.twin.profile import read_twin
 
-    data = Path(__file__).resolve().parents[2] / "helpers" / "data" / "sim_sweep_run"
+    data = DATA / "sim_sweep_run"
     assert main(["twin", "fit", str(data), "-o", str(tmp_path / "t.toml")]) == 0
     said = capsys.readouterr().out
     assert "swarm twin: engine.max_num_seqs = 6 [fitted] running pinned at 6" in said
