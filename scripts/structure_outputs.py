@@ -2,7 +2,7 @@
 
 For the run directories given (copied first; and tests/helpers/data/sim_sweep_run, recorded):
 `swarm report` (report.html, stages.csv, diagnosis.json, the PNGs); the diagnosis matrix's engine
-causes on the virtual clock (benchmarks/diagnosis_matrix.py --virtual: each run directory whole);
+causes on the virtual clock (benchmarks/diagnosis_matrix.py --virtual: each run directory, reported);
 `swarm tune --virtual` from seed 000's round 1 (tune.json, tune.html, each configuration's run
 directory); `swarm twin fit` of the first run directory given and `swarm twin predict` on it; and
 the Locust argv `swarm run` builds for a plain, a host, a sweep, a rate, a search and a tune run.
@@ -68,12 +68,16 @@ def matrix(out: Path) -> None:
     p = subprocess.run([*cmd, "--out", str(out / "matrix")], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"diagnosis matrix: exit {p.returncode}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    for run in sorted((out / "matrix").iterdir()):
+        swarm("report", str(run))
 
 
 def tune_and_twin(out: Path, runs: list[Path]) -> None:
     serve = ROUND_1.format(py=sys.executable)
     grid = ["--grid", "max-num-seqs=64,256", "--sweep", "64,160", "--virtual", *RUN]
     swarm("tune", "--serve-cmd", serve, *grid, "--out", str(out / "tune-virtual"))
+    for run in sorted((out / "tune-virtual" / "configs").iterdir()):
+        swarm("report", str(run))
     if runs:
         profile = out / "twin.toml"
         swarm("twin", "fit", str(out / "runs" / runs[0].name), "--out", str(profile))
@@ -101,7 +105,17 @@ def argv(out: Path) -> None:
 
 
 def _no_run_id(cmd: list[str], run_id: str) -> str:
-    return shlex.join(cmd).replace(run_id, "RUN_ID").replace(sys.executable, "PYTHON")
+    """The command line with what differs between two checkouts named: the run id, the Python, the
+    folder the package is in (the locustfile's path)."""
+    import swarm
+
+    checkout = str(Path(swarm.__file__).resolve().parents[1])
+    return (
+        shlex.join(cmd)
+        .replace(run_id, "RUN_ID")
+        .replace(sys.executable, "PYTHON")
+        .replace(checkout, "CHECKOUT")
+    )
 
 
 def main() -> int:
