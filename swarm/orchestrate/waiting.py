@@ -43,6 +43,9 @@ def wait_for_master(plan: RunPlan, procs: Processes, master: subprocess.Popen, q
         except subprocess.TimeoutExpired:
             pass
     if master.poll() is not None:
+        # the master ended by itself: its workers are leaving too (told to, or gone already); a
+        # worker whose quit reached the master just before its own exit is judged once it is out
+        procs.wait_exit([n for n, _ in procs.named("worker-")], WORKER_EXIT_S)
         left_on_their_own(procs, quit_early)
     return master.poll() if master.poll() is not None else 1
 
@@ -58,8 +61,9 @@ def left_on_their_own(procs: Processes, quit_early: set[str]) -> None:
     (the master ends as soon as its last worker has quit: swarm/live/locust_fixes.py `quit_once`;
     Locust's own quit slept 1.5 s first), and a worker that left at the run's end, told to by the
     master, can exit in that moment too. A worker's log says which it was: told (not early) or not
-    (early), however close the exits were. When every worker left on its own, one with an error,
-    it is said as the loop says it."""
+    (early), however close the exits were; the workers have had WORKER_EXIT_S to leave before this
+    is read (the master can end while a worker that quit on its own is still exiting). When every
+    worker left on its own, one with an error, it is said as the loop says it."""
     seen = set(quit_early)
     for name, p in procs.named("worker-"):
         log = procs.log_tail(name, LOG_READ_CHARS) if p.poll() is not None else ""
