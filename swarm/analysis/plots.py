@@ -235,7 +235,9 @@ def _ttft_figure(pairs: list[TtftComparison | None], axis: _Axis, plt: Any) -> A
     return fig
 
 
-def _run_start(data: RunData) -> float:
+def run_start(data: RunData) -> float:
+    """The run's time 0 on the figures' time axes: the earliest of its start, its stages' starts
+    and its first scrape."""
     candidates = [data.summary.get("start_s")] + [r.start_s for r in data.rows]
     if data.snapshots:
         candidates.append(min(s.ts for s in data.snapshots))
@@ -258,7 +260,7 @@ def _stage_lines(ax: Any, data: RunData, t0: float) -> None:
 
 
 def _server_timeline(data: RunData, plt: Any) -> Any:
-    t0 = _run_start(data)
+    t0 = run_start(data)
     snaps = sorted(data.snapshots, key=lambda s: s.ts)
     t = [s.ts - t0 for s in snaps]
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
@@ -288,7 +290,7 @@ def _server_timeline(data: RunData, plt: Any) -> Any:
 
 def _requests_timeline(data: RunData, plt: Any) -> Any:
     df = data.records
-    t0 = _run_start(data)
+    t0 = run_start(data)
     fig, ax = plt.subplots(figsize=(12, 3.5))
     ok = df[df["outcome"] == "ok"]
     ax.scatter(ok["start_wall_s"] - t0, ok["ttft_s"] * 1000, s=2, alpha=0.3, label="TTFT (ok)")

@@ -277,7 +277,7 @@ def conversations_html(data: RunData) -> str:
             for k, n, ok, prompt, p50, p99 in conversations.turn_rows(data.summary)
         ],
     )
-    hits = conversations.prefix_hit_over_time(data.snapshots, plots._t0(data))
+    hits = conversations.prefix_hit_over_time(data.snapshots, plots.run_start(data))
     hit_table = (
         table_html(
             ["from s", "to s", "server prefix-cache hit rate"],
