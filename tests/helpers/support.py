@@ -34,12 +34,10 @@ def wait_http(
     """Wait until `url` answers (the product's wait), or fail with the process's log tail."""
     if processes.wait_http(url, proc, timeout):
         return
-    exited = proc is not None and proc.poll() is not None
-    why = (
-        f"its process exited with code {proc.returncode}"
-        if exited and proc
-        else f"not ready after {timeout}s"
-    )
+    if proc is not None and proc.poll() is not None:
+        why = f"its process exited with code {proc.returncode}"
+    else:
+        why = f"not ready after {timeout}s"
     tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
     raise RuntimeError(f"{url}: {why}; log tail:\n{tail}")
 
