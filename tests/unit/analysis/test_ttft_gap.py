@@ -21,6 +21,24 @@ def test_a_gap_growing_with_load_is_the_front_end_and_not_compute():
     assert not kinds_of(found) & {"frontend_bound", "compute_bound", "outside_engine"}
 
 
+def test_a_gap_that_comes_back_down_at_a_higher_load_is_no_front_end():
+    # stop 46's CI: a real vLLM on two cores beside its client, 22 ms at the lowest load and 73 ms
+    # (27% of the client's TTFT) at the next; over the bar there alone, it was a stall, not a cap
+    r, server, pairs = gap_run([0.022, 0.073, 0.03])
+    found = diagnose(r, server, ttft_pairs=pairs)
+    assert "frontend_bound" not in kinds_of(found)
+    [f] = [f for f in found if f.kind == "client_vs_server" and "engine's" in f.text]
+    assert "22 ms to 73 ms" in f.text and "no bottleneck" in f.text
+    # the same stall followed by a gap that stays grown: the front-end, named where it began
+    r, server, pairs = gap_run([0.022, 0.073, 0.09])
+    [f] = [f for f in diagnose(r, server, ttft_pairs=pairs) if f.kind == "frontend_bound"]
+    assert f.stage == 1 and "73 ms at 128 users" in f.text
+    # grown at the highest load alone: nothing higher says otherwise
+    r, server, pairs = gap_run([0.022, 0.03, 0.11])
+    [f] = [f for f in diagnose(r, server, ttft_pairs=pairs) if f.kind == "frontend_bound"]
+    assert f.stage == 2
+
+
 def test_a_steady_gap_is_network_delay_and_a_small_one_nothing():
     r, server, pairs = gap_run([0.05, 0.051, 0.052])
     found = diagnose(r, server, ttft_pairs=pairs)
