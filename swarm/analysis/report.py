@@ -17,6 +17,7 @@ from typing import Any
 
 from swarm.analysis import plots
 from swarm.analysis.endpoints import run_findings
+from swarm.analysis.finding import Finding
 from swarm.analysis.plots import render_plots
 from swarm.analysis.report_page import render_html
 from swarm.analysis.rundir import RunData, load_run
@@ -81,12 +82,17 @@ def stage_table(data: RunData) -> Any:
 
 def write_report(directory: Path, slo: str | None = None) -> Path:
     """Render DIR/report.html, the PNGs beside it and DIR/stages.csv. Returns the HTML path."""
+    return write_run_report(load_run(Path(directory)), slo)[0]
+
+
+def write_run_report(data: RunData, slo: str | None = None) -> tuple[Path, list[Finding]]:
+    """The report of a run already loaded (report.html, its PNGs, stages.csv, diagnosis.json in its
+    directory): (the HTML's path, the findings diagnosis.json holds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = load_run(Path(directory))
     found = run_findings(data, slo)
     stage_table(data).to_csv(data.directory / STAGES_CSV, index=False)
     pngs = {}
@@ -105,7 +111,7 @@ def write_report(directory: Path, slo: str | None = None) -> Path:
     tmp = path.with_suffix(".html.tmp")
     tmp.write_text(render_html(data, found, pngs), encoding="utf-8")
     tmp.replace(path)
-    return path
+    return path, found
 
 
 # ---------------------------------------------------------------------------------------- CLI

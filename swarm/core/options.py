@@ -477,6 +477,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 BY_FLAG: dict[str, Option] = {o.flag: o for o in OPTIONS}
+BY_DEST: dict[str, Option] = {o.dest: o for o in OPTIONS}
+"""Each option by its attribute name in parsed options (`--stage-time`: `stage_time`)."""
 GROUP_TITLES = {
     "workload": "llm-swarm workload",
     "stages": "llm-swarm stages",

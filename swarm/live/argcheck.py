@@ -19,7 +19,6 @@ from swarm.core.errors import EXIT_USAGE, UsageError
 def main(argv: list[str]) -> int:
     from locust.argument_parser import get_parser
 
-    from swarm.live.shape import stage_plan
     from swarm.live.user import LLMUser, _validate
 
     parser = get_parser(default_config_files=[])
@@ -33,8 +32,7 @@ def main(argv: list[str]) -> int:
     user = type("CheckedUser", (LLMUser,), {"workload": opts.workload or "mixed", "abstract": False})
     env = SimpleNamespace(parsed_options=opts, user_classes=[user], host=opts.host)
     try:
-        _validate(env)
-        stage_plan(env)
+        _validate(env)  # (every option parsed: swarm/live/settings.py)
     except UsageError as e:
         error(str(e))
     return 0

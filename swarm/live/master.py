@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -28,12 +27,11 @@ from swarm.core.units import new_run_id
 from swarm.live import locust_fixes, outcome, serving, sigterm, webui
 from swarm.live.client_cpu import ClientCpu
 from swarm.live.exporter import ExportState, registry_for
-from swarm.live.options import option
 from swarm.live.replay import WORKLOAD as replay_workload
 from swarm.live.series import LiveSeries, stage_markers
 from swarm.live.shape import share_rate, stage_timeline
-from swarm.live.state import swarm_state
-from swarm.live.worker import WorkerStats, goodput_spec
+from swarm.live.state import run_settings, swarm_state
+from swarm.live.worker import WorkerStats
 from swarm.live.worker_health import WorkerHealth, collect_final_reports
 from swarm.stats import abort, rates, slo, summary
 from swarm.stats.aggregate import Aggregate
@@ -57,12 +55,15 @@ class MasterStats:
         self.role = role  # "master" or "local"
         self.local = local  # a local runner's own WorkerStats, pulled every tick
         self.state = swarm_state(environment)
-        out = option(environment, "swarm_out")
-        self.out_dir = Path(out) if out else None
-        self.run_id = option(environment, "run_id") or new_run_id()
-        self._check_options(environment)
+        settings = run_settings(environment)  # bad --slo, --search, --goodput, --abort-on: exit 2 at start-up
+        self.out_dir = settings.out_dir
+        self.run_id = settings.run_id or new_run_id()
+        self.objectives = list(settings.objectives) if settings.objectives is not None else None
+        self.goodput_slo = settings.goodput.text if settings.goodput is not None else None
+        # --abort-on: the circuit breaker (swarm/stats/abort.py)
+        self.breaker = abort.Breaker(list(settings.abort_on)) if settings.abort_on else None
         self.aggregate = Aggregate()
-        self.model_name: str | None = option(environment, "model")
+        self.model_name: str | None = settings.model_text
         self.start_s: float | None = None
         self.end_s: float | None = None
         self.stopped_s: float | None = None  # the stop began: the end of the load window
@@ -81,20 +82,6 @@ class MasterStats:
         self._registry = registry_for(self.export_state)
         self._ticker = gevent.spawn(self._tick_forever)
         self._sigterm = sigterm.watch_if_needed(environment, runner, lambda: self.start_s is not None)
-
-    def _check_options(self, environment: Any) -> None:
-        """--slo, --search, --goodput and --abort-on, validated: a malformed one exits 2 at start-up."""
-        slo_text = option(environment, "slo")
-        # --search: the objectives are the search's criterion, judged per stage (swarm/live/search.py)
-        self.objectives = slo.parse(slo_text) if slo_text and not option(environment, "search") else None
-        if option(environment, "search"):
-            from swarm.live.search import search_spec
-
-            search_spec(environment)  # bad --search options: one line and exit 2 before any user starts
-        goodput = goodput_spec(environment)
-        self.goodput_slo = goodput.text if goodput is not None else None
-        abort_on = option(environment, "abort_on")  # --abort-on: the circuit breaker (swarm/stats/abort.py)
-        self.breaker = abort.Breaker(abort.parse(abort_on)) if abort_on else None
 
     def _listen(self, ev: Any) -> None:
         ev.test_start.add_listener(self._on_test_start)
@@ -194,7 +181,7 @@ class MasterStats:
         quit of our own beside it would stop the users twice, which Locust 2.47 refuses with an
         exception per user). Headless without one: quit; with a web UI: stop (the UI stays)."""
         shape = locust_fixes.shape_greenlet(self.runner)
-        if not option(self.environment, "headless"):
+        if not run_settings(self.environment).headless:
             self.runner.stop()
         elif shape is not None and not shape.dead:
             shape.kill(block=False)

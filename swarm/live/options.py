@@ -19,6 +19,7 @@ from swarm.client.dialects import ENDPOINTS, get_dialect, ignore_eos_dialects
 from swarm.core.errors import UsageError, exit_code, one_line
 from swarm.core.options import (
     BALANCE_NAMES,
+    BY_DEST,
     DEFAULT_REQUEST_DEADLINE_S,
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_STOP_TIMEOUT_S,
@@ -98,11 +99,11 @@ class LLMOptions:
         """From Locust's parsed options (values may be strings when set in the web UI)."""
         if opts is None:
             return cls()
-        read = _Parsed(opts)
-        endpoint = read.get("endpoint", "chat")
+        read = Parsed(opts)
+        endpoint = read.get("endpoint")
         if endpoint not in ENDPOINTS:
             raise UsageError(f"--endpoint must be one of {', '.join(ENDPOINTS)} (got {endpoint!r})")
-        dialect = read.get("dialect", "auto")
+        dialect = read.get("dialect")
         if dialect != "auto":
             get_dialect(dialect)
         timeout, deadline = _timeouts(read)
@@ -125,25 +126,30 @@ class LLMOptions:
             ignore_eos=ignore_eos,
             knobs=knobs,
             request_deadline=deadline,
-            tokenizer=str(read.get("tokenizer", "auto")),
+            tokenizer=str(read.get("tokenizer")),
             models=models,
             session_header=_header_name(read.get("session_header")),
-            balance=_balance(read.get("balance", "round-robin")),
+            balance=_balance(read.get("balance")),
         )
 
 
-class _Parsed:
-    """Locust's parsed options as the checks read them: "" (the web UI's empty field) is unset."""
+class Parsed:
+    """Locust's parsed options as the checks read them: "" (the web UI's empty field) and an option
+    not parsed at all (a bare Environment) are unset, and an unset option of the table
+    (swarm/core/options.py) has the table's default; Locust's own options, None."""
 
     def __init__(self, opts: Any) -> None:
         self.opts = opts
 
-    def get(self, name: str, default: Any = None) -> Any:
-        value = getattr(self.opts, name, default)
-        return default if value is None or value == "" else value
+    def get(self, name: str) -> Any:
+        value = getattr(self.opts, name, None)
+        if value is None or value == "":
+            option = BY_DEST.get(name)
+            return option.default if option is not None else None
+        return value
 
-    def number(self, name: str, kind: type, flag: str, default: Any = None) -> Any:
-        value = self.get(name, default)
+    def number(self, name: str, kind: type, flag: str) -> Any:
+        value = self.get(name)
         if value is None:
             return None
         try:
@@ -152,42 +158,42 @@ class _Parsed:
             raise UsageError(f"{flag} must be a number (got {value!r})") from None
 
     def flag(self, name: str) -> bool:
-        return str(self.get(name, False)).lower() in ("true", "1", "yes", "on")
+        return str(self.get(name)).lower() in ("true", "1", "yes", "on")
 
 
-def _timeouts(read: _Parsed) -> tuple[float, float]:
+def _timeouts(read: Parsed) -> tuple[float, float]:
     """--request-timeout (finite, > 0) and --request-deadline (>= 0, 0 for none), in seconds."""
-    timeout = parse_duration(read.get("request_timeout", DEFAULT_REQUEST_TIMEOUT_S), "--request-timeout")
+    timeout = parse_duration(read.get("request_timeout"), "--request-timeout")
     if not timeout > 0:
         raise UsageError(f"--request-timeout must be > 0 seconds (got {timeout})")
     if timeout == float("inf"):  # a stalled server would hold the user forever
         raise UsageError("--request-timeout must be a finite number of seconds (got inf)")
-    deadline = parse_duration(read.get("request_deadline", DEFAULT_REQUEST_DEADLINE_S), "--request-deadline")
+    deadline = parse_duration(read.get("request_deadline"), "--request-deadline")
     if not deadline >= 0 or deadline == float("inf"):
         raise UsageError(f"--request-deadline must be >= 0 seconds, 0 for none (got {deadline})")
     return timeout, deadline
 
 
-def _knobs(read: _Parsed) -> Knobs:
+def _knobs(read: Parsed) -> Knobs:
     """The workload options (load/workloads.py `Knobs`), each number checked."""
     return Knobs(
         thinking_ratio=read.number("thinking_ratio", float, "--thinking-ratio"),
         max_tokens=read.number("max_tokens", int, "--max-tokens"),
-        rag_passages=read.number("rag_passages", int, "--rag-passages", 4),
-        rag_prefix_share=read.number("rag_prefix_share", float, "--rag-prefix-share", 0.5),
-        rag_tokens=parse_token_range(read.get("rag_tokens", "2000-3000")),
+        rag_passages=read.number("rag_passages", int, "--rag-passages"),
+        rag_prefix_share=read.number("rag_prefix_share", float, "--rag-prefix-share"),
+        rag_tokens=parse_token_range(read.get("rag_tokens")),
         prompt_file=read.get("prompt_file"),
-        input_tokens=str(read.get("input_tokens", "1024")),
-        output_tokens=str(read.get("output_tokens", "128")),
+        input_tokens=str(read.get("input_tokens")),
+        output_tokens=str(read.get("output_tokens")),
         seed=read.number("seed", int, "--seed"),
         no_ignore_eos=read.flag("no_ignore_eos"),
-        shared_prefix_tokens=read.number("shared_prefix_tokens", int, "--shared-prefix-tokens", 0),
-        prefix_groups=read.number("prefix_groups", int, "--prefix-groups", 1),
+        shared_prefix_tokens=read.number("shared_prefix_tokens", int, "--shared-prefix-tokens"),
+        prefix_groups=read.number("prefix_groups", int, "--prefix-groups"),
         dataset=read.get("dataset"),
         dataset_columns=read.get("dataset_columns"),
         dataset_sample=read.number("dataset_sample", int, "--dataset-sample"),
         turns=read.get("turns"),
-        think_time=str(read.get("think_time", "0")),
+        think_time=str(read.get("think_time")),
     )
 
 
@@ -227,9 +233,3 @@ def _header_name(value: Any) -> str | None:
     if not _HEADER_NAME.match(name):
         raise UsageError(f"--session-header {value!r} is not an HTTP header name: use e.g. x-session-id")
     return name
-
-
-def option(environment: Any, name: str) -> Any:
-    """A parsed option's value (None when Locust parsed no options, as in a test's Environment)."""
-    parsed = getattr(environment, "parsed_options", None)
-    return getattr(parsed, name, None) if parsed is not None else None

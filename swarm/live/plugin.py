@@ -26,8 +26,8 @@ from swarm.core.errors import UsageError
 from swarm.core.options import FINAL_REPORT_WAIT_S
 from swarm.live import locust_fixes
 from swarm.live.master import MasterStats
-from swarm.live.options import exit_on_usage_error, option
-from swarm.live.state import StatsHandles, swarm_state
+from swarm.live.options import exit_on_usage_error
+from swarm.live.state import StatsHandles, run_settings, swarm_state
 from swarm.live.worker import WorkerStats
 from swarm.stats.aggregate import Aggregate
 
@@ -56,9 +56,9 @@ class StatsPlugin:
         if self.master is not None:
             if web_ui is not None:
                 self.master.install_web_ui(web_ui)
-            port = option(environment, "prometheus_port")
+            port = run_settings(environment).prometheus_port
             if port:
-                self.master.start_prometheus_server(int(port))
+                self.master.start_prometheus_server(port)
 
     def handles(self) -> StatsHandles:
         """What the users and the search reach of this side (swarm/live/state.py)."""

@@ -40,9 +40,7 @@ import gevent
 from locust import events
 from locust.runners import MasterRunner, WorkerRunner
 
-from swarm.core.errors import SwarmError, UsageError
-from swarm.core.units import parse_duration
-from swarm.live.options import option
+from swarm.core.errors import SwarmError
 from swarm.live.replay_schedule import (
     CLAIM,
     DONE,
@@ -66,34 +64,22 @@ WORKLOAD = "trace"
 
 def trace_of(environment: Any) -> Trace | None:
     """The trace of `--trace-replay` (loaded once per process; UsageError naming a bad line)."""
-    path = option(environment, "trace_replay")
-    if not path:
-        return None
     state = swarm_state(environment)
-    names = (
-        "trace_replay",
-        "trace_format",
-        "time_scale",
-        "trace_start",
-        "trace_duration",
-        "trace_block_size",
-    )
-    key = tuple(str(option(environment, k) or "") for k in names)
+    given = state.settings(environment).trace
+    if given is None:
+        return None
     cached = state.trace
-    if cached is not None and cached[0] == key:
+    if cached is not None and cached[0] == given:
         return cached[1]
-    if option(environment, "sweep") or option(environment, "rate"):
-        raise UsageError("--trace-replay sets its own schedule: drop --sweep / --rate")
-    duration = option(environment, "trace_duration")
     trace = load_trace(
-        path,
-        option(environment, "trace_format") or "mooncake",
-        time_scale=float(option(environment, "time_scale") or 1.0),
-        start_s=parse_duration(option(environment, "trace_start") or "0s", "--trace-start"),
-        duration_s=parse_duration(duration, "--trace-duration") if duration else None,
-        block_size=int(option(environment, "trace_block_size") or 0) or None,
+        given.path,
+        given.format,
+        time_scale=given.time_scale,
+        start_s=given.start_s,
+        duration_s=given.duration_s,
+        block_size=given.block_size,
     )
-    state.trace = (key, trace)
+    state.trace = (given, trace)
     return trace
 
 
@@ -147,10 +133,11 @@ def replay_task(user: Any) -> None:
 
 
 def _build_prompts(environment: Any, r: Replay, tokenizer: Any) -> None:
-    seed = option(environment, "seed")
-    block = int(option(environment, "trace_block_size") or 512)
-    prompts = TracePrompts(block, int(seed) if seed is not None else random.SystemRandom().getrandbits(62))
-    opts = swarm_state(environment).llm_options(environment)
+    settings = swarm_state(environment).settings(environment)
+    assert settings.trace is not None  # (prepare_replay's caller checked)
+    seed = settings.seed if settings.seed is not None else random.SystemRandom().getrandbits(62)
+    prompts = TracePrompts(settings.trace.block_size, seed)
+    opts = settings.llm
     r.queue = ReplayQueue()
     prompts.prepare(tokenizer(), chat=opts.endpoint == "chat", progress=log.info)
     r.prompts = prompts
@@ -176,7 +163,8 @@ def prepare_replay(environment: Any, tokenizer: Any) -> None:
     """On test start: the dispatcher (master, local) and the queue and prompts (worker, local).
     `tokenizer()` opens the prompt tokenizer (live/prepare.py)."""
     state = swarm_state(environment)
-    if not option(environment, "trace_replay"):
+    given = state.settings(environment).trace
+    if given is None:
         state.replay = None
         return
     runner = environment.runner
@@ -186,8 +174,7 @@ def prepare_replay(environment: Any, tokenizer: Any) -> None:
     if not is_worker:
         trace = trace_of(environment)
         assert trace is not None
-        max_lag = parse_duration(option(environment, "trace_max_lag") or "1s", "--trace-max-lag")
-        r.dispatcher = Dispatcher(runner, trace, max_lag, local=not is_master)
+        r.dispatcher = Dispatcher(runner, trace, given.max_lag_s, local=not is_master)
     if is_master:
         return
     if is_worker:

@@ -30,16 +30,13 @@ from typing import Any, Protocol
 
 from locust.runners import LocalRunner
 
-from swarm.core.units import parse_timespan, stage_name
-from swarm.live.options import option
-from swarm.live.state import swarm_state
-from swarm.load.stages import parse_rates
+from swarm.core.units import stage_name
+from swarm.live.state import run_settings, swarm_state
 from swarm.stats import summary
 from swarm.stats.aggregate import Aggregate, Cell
 from swarm.stats.completion_rate import Completions
 from swarm.stats.overload_guard import OverloadGuard
 from swarm.stats.search_bracket import Bracket, Probe, headline
-from swarm.stats.search_spec import SearchSpec
 from swarm.stats.settling import SETTLE_MAX_S, SETTLE_WINDOW_S, Settling
 from swarm.stats.stage_intervals import TailShare
 from swarm.stats.stage_verdict import goodput_measure, judge_stage, measure, percentile_of, stability
@@ -161,18 +158,15 @@ class CompletionFeed:
 class SearchController:
     def __init__(self, environment: Any) -> None:
         self.environment = environment
-        opts = environment.parsed_options
-        self.spec = search_spec(environment)
+        settings = self.settings = run_settings(environment)
+        assert settings.search is not None  # (the shape runs a search only then)
+        self.spec = settings.search
         self.objectives = self.spec.objectives()
-        self.warmup_s = max(
-            MIN_WARMUP_S, float(parse_timespan(option(environment, "warmup") or "0s", "--warmup"))
-        )
-        self.min_s = float(parse_timespan(option(environment, "min_stage_time") or "5s", "--min-stage-time"))
-        self.max_s = float(parse_timespan(option(environment, "stage_time") or "30s", "--stage-time"))
-        self.guard_s = float(
-            parse_timespan(option(environment, "saturation_guard") or "20s", "--saturation-guard")
-        )
-        self.cap = int(opts.num_users or 1)  # open loop: the in-flight cap
+        self.warmup_s = max(MIN_WARMUP_S, settings.warmup_s)
+        self.min_s = settings.min_stage_s
+        self.max_s = settings.stage_s
+        self.guard_s = settings.saturation_guard_s
+        self.cap = settings.users or 1  # open loop: the in-flight cap
         self.bracket = Bracket(self.spec)
         self.meter: StageMeter | None = None
         self.settling: Settling | None = None
@@ -276,8 +270,8 @@ class SearchController:
         meter = self.meter
         assert meter is not None
         duration = max(elapsed, 1e-9)
-        good = option(self.environment, "goodput")  # --goodput (helper C's): blocks carry `goodput`
-        kw: dict[str, Any] = {"goodput_slo": good} if good else {}
+        good = self.settings.goodput  # --goodput: blocks carry `goodput`
+        kw: dict[str, Any] = {"goodput_slo": good.text} if good is not None else {}
         out: dict[str, Any] = {"total": dict(summary.block(cell, duration, **kw))}
         for name in agg.workloads():
             out[name] = dict(summary.block(agg.combined(workload=name, stage=meter.index), duration, **kw))
@@ -364,7 +358,7 @@ class SearchController:
 
     def _load(self) -> tuple[int, float]:
         users = self._users()
-        spawn = float(self.environment.parsed_options.spawn_rate or users)
+        spawn = float(self.settings.spawn_rate or users)
         return users, max(float(users), spawn)
 
     def _finish(self, shape: Shape, status: str) -> None:
@@ -386,29 +380,6 @@ def settle_text(settle_s: float | None, settled: bool | None) -> str:
     return f"{'settled' if settled else 'unsettled'} after {settle_s:.0f} s"
 
 
-def search_spec(environment: Any) -> SearchSpec:
-    """The --search options of this environment, validated (UsageError): the master checks them at
-    init, before any user starts."""
-    opts = environment.parsed_options
-    for flag in ("--stage-time", "--warmup", "--min-stage-time", "--saturation-guard"):
-        parse_timespan(option(environment, flag[2:].replace("-", "_")) or "0s", flag)
-    return SearchSpec.parse(
-        option(environment, "search"),
-        option(environment, "slo"),
-        option(environment, "goodput_min"),
-        option(environment, "search_precision"),
-        option(environment, "search_budget"),
-        float(opts.num_users or 16) if option(environment, "search") != "rate" else _first_rate(environment),
-        option(environment, "goodput"),
-    )
-
-
-def _first_rate(environment: Any) -> float:
-    """--search rate starts at the first --rate value, else 1 req/s."""
-    text = option(environment, "rate")
-    return parse_rates(text)[0] if text else 1.0
-
-
 def _sketches(agg: Aggregate, workload: str, stage: int) -> Mapping[str, Any]:
     cell = agg.combined(stage=stage) if workload == "total" else agg.combined(workload=workload, stage=stage)
     return cell.latencies
@@ -423,9 +394,7 @@ class RateGuard:
 
     @classmethod
     def for_stage(cls, environment: Any, index: int, warmup_s: float, rate: float) -> RateGuard | None:
-        guard_s = float(
-            parse_timespan(option(environment, "saturation_guard") or "20s", "--saturation-guard")
-        )
+        guard_s = run_settings(environment).saturation_guard_s
         if guard_s <= 0:
             return None
         return cls(environment, StageMeter(index, time.time(), warmup_s, rate, guard_s, Completions()))

@@ -27,8 +27,7 @@ import gevent
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
-from swarm.live.options import option
-from swarm.live.state import swarm_state
+from swarm.live.state import run_settings, swarm_state
 from swarm.load.arrivals import ArrivalSchedule
 from swarm.load.stages import Stage, StagePlan
 
@@ -37,16 +36,6 @@ TICK_S = 1.0  # Locust's shape worker ticks the shape once a second (runners.py 
 STAGE_MESSAGE = "swarm_stage"
 WINDOW_MESSAGE = "swarm_window"  # master -> workers: the running stage's measurement window opens now
 STAGE_REQUEST = "swarm_stage_request"  # worker -> master, at start-up
-
-
-def stage_plan(environment: Any) -> StagePlan:
-    """The plan of this environment's options (raises UsageError)."""
-    return StagePlan.parse(
-        option(environment, "sweep"),
-        option(environment, "rate"),
-        option(environment, "stage_time") or "30s",
-        option(environment, "warmup") or "0s",
-    )
 
 
 def _set_stage(
@@ -82,7 +71,7 @@ def _stage_message(environment: Any, stage: Stage, workers: int) -> dict[str, An
         "warmup_s": left,
         "users": stage.users,
         "rate_per_worker": stage.rate / max(1, workers) if stage.rate else None,
-        "arrivals": option(environment, "arrivals") or "poisson",
+        "arrivals": run_settings(environment).arrivals,
     }
 
 
@@ -181,7 +170,7 @@ class SwarmShape(LoadTestShape):
                 STAGE_MESSAGE, _stage_message(env, timeline[-1], self.runner.worker_count)
             )
         else:
-            _set_stage(env, index, warmup_s, rate, option(env, "arrivals") or "poisson")
+            _set_stage(env, index, warmup_s, rate, run_settings(env).arrivals)
 
     def _open_window(self, index: int, settled: bool) -> None:
         """The search's stage `index` has settled (or waited its longest): its warm-up ends now.
@@ -247,17 +236,17 @@ class SwarmShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         env = self.runner.environment
-        if option(env, "search"):
+        settings = run_settings(env)
+        if settings.search is not None:
             from swarm.live.search import SearchController
 
             if self._search is None:
                 self._search = SearchController(env)
             return self._search.tick(self)
-        plan = stage_plan(env)
+        plan = settings.plan
         t = self.get_run_time()
-        opts = env.parsed_options
-        if option(env, "trace_replay"):  # --trace-replay: one stage, until every row is done
-            users = int(opts.num_users or 1)
+        if settings.trace is not None:  # --trace-replay: one stage, until every row is done
+            users = settings.users or 1
             if self._current is None:
                 self._enter(0, users, 0.0)
             replay = swarm_state(env).replay
@@ -268,14 +257,16 @@ class SwarmShape(LoadTestShape):
                 if replay.dispatcher.finished:
                     self._close()
                     return None
-            return users, float(max(users, opts.spawn_rate or 0))  # every user at once: none misses its row
+            return users, float(
+                max(users, settings.spawn_rate or 0)
+            )  # every user at once: none misses its row
         if plan.rates:  # open loop: -u users (the in-flight cap) throughout, the rate changes per stage
             t = self._at_stage_end(t, plan.stage_s, self._skip_s)
             index = int((t + self._skip_s) // plan.stage_s)
             if index >= len(plan.rates):
                 self._close()
                 return None
-            users = int(opts.num_users or 1)
+            users = settings.users or 1
             if index != self._current:
                 self._enter(index, users, plan.warmup_s, plan.rates[index])
                 from swarm.live.search import RateGuard
@@ -283,15 +274,15 @@ class SwarmShape(LoadTestShape):
                 self._guard = RateGuard.for_stage(env, index, plan.warmup_s, plan.rates[index])
             if self._guard is not None and self._guard.tripped():
                 self._skip_s = (index + 1) * plan.stage_s - t  # the next stage starts now
-            return users, float(opts.spawn_rate or users)
+            return users, float(settings.spawn_rate or users)
         if not plan.levels:  # plain run: one stage at -u users
-            users = int(opts.num_users or 1)
+            users = settings.users or 1
             if self._current is None:
                 self._enter(0, users, 0.0)
-            if opts.run_time and self._at(opts.run_time) >= opts.run_time:
+            if settings.run_time_s and self._at(settings.run_time_s) >= settings.run_time_s:
                 self._close()
                 return None
-            return users, float(opts.spawn_rate or users)
+            return users, float(settings.spawn_rate or users)
         t = self._at_stage_end(t, plan.stage_s)
         index = int(t // plan.stage_s)
         if index >= len(plan.levels):
@@ -302,7 +293,7 @@ class SwarmShape(LoadTestShape):
         elif self._settling is not None:
             self._settle(index)
         users = plan.levels[index]
-        return users, float(max(users, opts.spawn_rate or 0))
+        return users, float(max(users, settings.spawn_rate or 0))
 
 
 def stage_timeline(environment: Any) -> list[dict[str, Any]]:

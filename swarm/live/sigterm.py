@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from swarm.live import locust_fixes
-from swarm.live.options import option
+from swarm.live.state import run_settings
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,6 @@ class ShapeSigterm:
 
 def watch_if_needed(environment: Any, runner: Any, began: Callable[[], bool]) -> ShapeSigterm | None:
     """The watcher on a headless run with a load shape (None otherwise: Locust's handler is in time)."""
-    if environment.shape_class is not None and option(environment, "headless"):
+    if environment.shape_class is not None and run_settings(environment).headless:
         return ShapeSigterm(runner, began)
     return None

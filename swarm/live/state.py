@@ -28,6 +28,7 @@ from swarm.core.events import llm_request
 from swarm.live.balance import Balancer
 from swarm.live.options import LLMOptions
 from swarm.live.replay_schedule import Replay
+from swarm.live.settings import RunSettings, TraceSettings
 from swarm.load.arrivals import ArrivalSchedule
 from swarm.load.stages import StageState
 from swarm.load.trace import Trace
@@ -54,7 +55,7 @@ class SwarmState:
     arrival_gate: gevent.lock.Semaphore = field(
         default_factory=gevent.lock.Semaphore
     )  # see LLMUser.llm_request
-    options: LLMOptions | None = None  # validated at init and at each test start
+    options: RunSettings | None = None  # parsed at init and at each test start (swarm/live/settings.py)
     mixes: dict[str, Mix] = field(default_factory=dict)  # workload spec -> its mix
     # model and dialect of each endpoint (its label -> what the options or its /v1/models say)
     served_at: dict[str, ServedModel] = field(default_factory=dict)
@@ -68,18 +69,22 @@ class SwarmState:
     in_flight: int = 0  # this process's requests sent and not yet recorded (LLMUser.send)
     stopping: bool = False  # the stop has begun (test_stopping): open-loop users send no new request
     replay: Replay | None = None  # trace replay (swarm/live/replay.py); None: not replaying
-    # --trace-replay's trace, loaded once per process: (the options it was loaded with, it)
-    trace: tuple[tuple[str, ...], Trace] | None = None
+    # --trace-replay's trace, loaded once per process: (the settings it was loaded with, it)
+    trace: tuple[TraceSettings, Trace] | None = None
     search: dict[str, Any] | None = None  # --search: the result (summary.json `search`), set when it ends
     # the origin(s) the API key is sent to, comma-separated (swarm/live/keyorigin.py)
     key_origin: str | None = None
 
-    def llm_options(self, environment: Any) -> LLMOptions:
-        """The validated options (cached; `reset_options` before a new test)."""
+    def settings(self, environment: Any) -> RunSettings:
+        """This process's options, parsed (cached; `reset_options` before a new test)."""
         if self.options is None:
-            self.options = LLMOptions.from_parsed(getattr(environment, "parsed_options", None))
+            self.options = RunSettings.from_parsed(getattr(environment, "parsed_options", None))
             self.mixes = {}
         return self.options
+
+    def llm_options(self, environment: Any) -> LLMOptions:
+        """What each request carries of the options (`settings(environment).llm`)."""
+        return self.settings(environment).llm
 
     @property
     def served(self) -> ServedModel | None:
@@ -138,3 +143,8 @@ def wait_for_init(environment: Any) -> bool:
             time.monotonic() - t0,
         )
     return True
+
+
+def run_settings(environment: Any) -> RunSettings:
+    """This environment's options, parsed once (swarm/live/settings.py)."""
+    return swarm_state(environment).settings(environment)

@@ -71,12 +71,20 @@ def _validate(environment: Any) -> None:
     """Build options and every locustfile user's workload mix: raises UsageError on bad input."""
     state = swarm_state(environment)
     state.reset_options()
-    state.llm_options(environment)
     state.endpoints = ()
-    staged = [f for f in ("sweep", "rate", "trace_replay") if getattr(environment.parsed_options, f, "")]
+    settings = state.settings(environment)
+    staged = [
+        flag
+        for flag, given in (
+            ("--sweep", settings.plan.levels),
+            ("--rate", settings.plan.rates),
+            ("--trace-replay", settings.trace),
+        )
+        if given
+    ]
     if staged and getattr(environment, "shape_class", None) is None:
         raise UsageError(
-            f"--{staged[0].replace('_', '-')} needs the swarm's load shape, and this locustfile has none: add "
+            f"{staged[0]} needs the swarm's load shape, and this locustfile has none: add "
             "`from swarm.live.shape import SwarmShape` to it (swarm/locustfile.py has it)"
         )
     if not isinstance(getattr(environment, "runner", None), WorkerRunner):
@@ -122,8 +130,8 @@ def _on_test_start(environment: Any, **_kwargs: Any) -> None:
     state.served_at.clear()
     state.balancers.clear()  # each test starts with every endpoint in the balance
     try:
+        draw_seed(environment)  # (into the options: the settings built next hold it)
         _validate(environment)
-        draw_seed(environment)
         check_models(environment, _llm_user_classes(environment))
         prepare_workloads(environment, _llm_user_classes(environment))
         classes = _llm_user_classes(environment)
@@ -201,7 +209,7 @@ class LLMUser(FastHttpUser):
             return
         schedule = state.arrivals
         if schedule is None:
-            if getattr(self.environment.parsed_options, "rate", ""):
+            if self.state.settings(self.environment).open_loop:
                 gevent.sleep(0.05)  # open loop, but the master's first stage message is not here yet
                 return
             if self._sessions:

@@ -16,7 +16,6 @@ import logging
 import os
 import secrets
 import signal
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -25,23 +24,15 @@ from swarm.core.options import CUT_NOW_SIGNAL
 from swarm.core.records import RequestRecord
 from swarm.core.runfiles import RECORDS_DIR
 from swarm.live import locust_fixes
-from swarm.live.options import option
 from swarm.live.recorder import RecordWriter
-from swarm.live.state import swarm_state
+from swarm.live.state import run_settings, swarm_state
 from swarm.stats.aggregate import DRAIN, Aggregate
 from swarm.stats.cpu import CpuMeter
-from swarm.stats.goodput import GoodputSpec, parse_goodput
 from swarm.stats.wire import WIRE_KEY, WorkerReport
 
 logger = logging.getLogger(__name__)
 
 CPU_SAMPLE_S = 1.0  # process CPU time sampled this often, per stage
-
-
-def goodput_spec(environment: Any) -> GoodputSpec | None:
-    """--goodput parsed (None when not given); UsageError when malformed."""
-    text = option(environment, "goodput")
-    return parse_goodput(str(text)) if text else None
 
 
 class WorkerStats:
@@ -52,9 +43,9 @@ class WorkerStats:
         self.runner = runner
         self.role = role  # "worker" or "local"
         self.state = swarm_state(environment)
-        out = option(environment, "swarm_out")
-        self.out_dir = Path(out) if out else None
-        self.aggregate = Aggregate(goodput_spec(environment))  # the delta not yet reported
+        settings = run_settings(environment)
+        self.out_dir = settings.out_dir
+        self.aggregate = Aggregate(settings.goodput)  # the delta not yet reported
         self.stopped = False  # no more records until the next test_start
         self.draining = False  # the stop has begun: what finishes now completes in the DRAIN window
         self.cpu = CpuMeter()
@@ -93,10 +84,12 @@ class WorkerStats:
         self.stopped = False
         self.draining = False
         self.state.stopping = False
-        if self.out_dir is None:  # a worker learns --swarm-out from the master
-            out = option(self.environment, "swarm_out")
-            self.out_dir = Path(out) if out else None
-        self.aggregate.goodput = goodput_spec(self.environment)  # and --goodput
+        # the options as this test's start parsed them (swarm/live/user.py's test_start listener,
+        # registered at import, runs before this one): a worker learns --swarm-out from the master
+        settings = run_settings(self.environment)
+        if self.out_dir is None:
+            self.out_dir = settings.out_dir
+        self.aggregate.goodput = settings.goodput  # and --goodput
         if self.out_dir is not None:
             self._ensure_writer()
 
@@ -132,7 +125,7 @@ class WorkerStats:
     def model_name(self) -> str | None:
         """--model, else what the users discovered from the target's /v1/models."""
         served = self.state.served
-        return option(self.environment, "model") or (served.model if served is not None else None)
+        return run_settings(self.environment).model_text or (served.model if served is not None else None)
 
     def running_stage(self) -> int | None:
         """The current stage while users run, else None (not counted as load)."""

@@ -6,13 +6,18 @@ a worker that failed mid-run into the run's exit code.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from swarm.core.runfiles import DIAGNOSIS, RECORDS_DIR, REQUESTS, SUMMARY
+from swarm.core.runfiles import RECORDS_DIR, REQUESTS, SUMMARY
 from swarm.orchestrate import outdir
 from swarm.orchestrate.plan import RunPlan
 from swarm.orchestrate.processes import Processes
 from swarm.orchestrate.waiting import worker_failures
+
+if TYPE_CHECKING:  # (imported where used: `swarm run` starts without pandas)
+    from swarm.analysis.finding import Finding
+    from swarm.analysis.rundir import RunData
 
 
 def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[str] | None = None) -> int:
@@ -61,16 +66,18 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
 
     for line in logged_lines(p.read_text(errors="replace") for p in sorted(plan.out.glob("*.log"))):
         print(f"swarm: {line}", file=sys.stderr)  # a dialect that misread the streams (once per run)
-    from swarm.analysis.report import write_report
+    from swarm.analysis.report import write_run_report
+    from swarm.analysis.rundir import load_run
     from swarm.analysis.search import early_ends
 
     for line in early_ends(summary):
         print(f"swarm: {line}")
-    if summary.get("search"):
-        print_search(plan.out, summary)
-    report = write_report(plan.out, slo=None if plan.search else plan.slo)
+    data = load_run(plan.out)  # once: the search's why and the report read the same
+    if data.summary.get("search"):
+        print_search(data)
+    report, found = write_run_report(data, slo=None if plan.search else plan.slo)
     if len(plan.hosts) > 1:
-        for line in endpoint_lines(plan.out):
+        for line in endpoint_lines(found):
             print(f"swarm: {line}")
     print(
         f"swarm: {n} request records in {plan.out / REQUESTS}; summary in {summary_path}; report in {report}"
@@ -78,31 +85,28 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
     return master_code
 
 
-def endpoint_lines(out: Path) -> list[str]:
-    """Several endpoints: from the report's diagnosis.json, each endpoint's cause, the causes side by
-    side and each endpoint that stopped answering (swarm/analysis/endpoints.py)."""
-    import json
-
+def endpoint_lines(found: Sequence[Finding]) -> list[str]:
+    """Several endpoints: of the report's findings, each endpoint's cause, the causes side by side
+    and each endpoint that stopped answering (swarm/analysis/endpoints.py)."""
     from swarm.analysis.endpoints import CAUSES
 
-    found = json.loads((out / DIAGNOSIS).read_text())
     return [
-        f["text"]
+        f.text
         for f in found
-        if f["kind"] in ("endpoints_differ", "endpoint_down")
-        or (f["kind"] in CAUSES and f["text"].startswith("endpoint "))
+        if f.kind in ("endpoints_differ", "endpoint_down")
+        or (f.kind in CAUSES and f.text.startswith("endpoint "))
     ]
 
 
-def print_search(out: Path, summary: dict) -> None:
+def print_search(data: RunData) -> None:
     """The search's answer and, from the server's metrics, why (with several endpoints: each
-    endpoint's cause at the answer); the reason goes into summary.json too."""
-    from swarm.analysis.rundir import load_run
+    endpoint's cause at the answer); the reason goes into summary.json too (and into
+    `data.summary`, which the report then reads)."""
     from swarm.analysis.search import bottleneck
     from swarm.stats.summary import write
 
+    summary, out = data.summary, data.directory
     search = summary["search"]
-    data = load_run(out)
     print(f"swarm: {search.get('headline')}")
     if data.endpoints:
         whys = [(label, bottleneck(sub)) for label, sub in data.endpoints.items()]

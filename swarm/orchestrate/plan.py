@@ -210,10 +210,12 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
     """Validate every option up front: one clear UsageError, before anything starts. `run_options`:
     swarm run's own option strings (refused after --, where they would reach Locust)."""
     run_time = _check_counts(args)
+    # --host once: each endpoint checked; an empty item or one given twice refused
+    hosts = split_hosts(args.host) if args.host is not None else ()
     stages = StagePlan.parse(args.sweep, args.rate, args.stage_time, args.warmup)
     _check_users(args.users, args.workers, "-u/--users")
     _check_users(max(stages.levels, default=1), args.workers, "--sweep level")
-    gpu_metrics = _metrics_urls(args)
+    gpu_metrics = _metrics_urls(args, hosts)
     extra = _handed_on(args, run_options)
     _check_workload_and_objectives(args, extra)
     search_args, budget_s = _search_args(args) if args.search else ([], 0)
@@ -221,7 +223,7 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
     run_id = check_run_id(args.run_id) if args.run_id else new_run_id()
     trace_args, trace_span = _trace_plan(args, stages)
     return RunPlan(
-        hosts=split_hosts(args.host) if args.host else (),
+        hosts=hosts,
         workload=args.workload,
         workers=args.workers,
         users=args.users,
@@ -257,7 +259,7 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
 
 
 def _check_counts(args: argparse.Namespace) -> int:
-    """--workers, --repeat, -u, -r, -t and --host's form; returns the run time in seconds."""
+    """--workers, --repeat, -u, -r and -t; returns the run time in seconds."""
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1 (got {args.workers})")
     _check_workers(args.workers)
@@ -270,16 +272,15 @@ def _check_counts(args: argparse.Namespace) -> int:
     run_time = parse_timespan(args.run_time, "-t/--run-time")
     if run_time <= 0:
         raise UsageError("-t/--run-time must be > 0, e.g. 30s")
-    if args.host is not None:
-        split_hosts(args.host)  # each endpoint checked; an empty item or one given twice refused
     return run_time
 
 
-def _metrics_urls(args: argparse.Namespace) -> list[str]:
-    """--server-metrics checked; the --gpu-metrics URLs (repeated or comma-separated), each checked."""
+def _metrics_urls(args: argparse.Namespace, hosts: tuple[str, ...]) -> list[str]:
+    """--server-metrics checked (one URL: one endpoint); the --gpu-metrics URLs (repeated or
+    comma-separated), each checked."""
     if args.server_metrics is not None:
         check_url(args.server_metrics, "--server-metrics", "http://127.0.0.1:8000/metrics")
-        if args.host and len(split_hosts(args.host)) > 1:
+        if len(hosts) > 1:
             raise UsageError(
                 "--server-metrics names one /metrics: with several --host endpoints each is scraped at "
                 "its own /metrics; leave it out"

@@ -51,25 +51,24 @@ def test_a_worker_that_failed_mid_run_is_named_and_fails_the_run(tmp_path, capsy
     assert finish(plan(tmp_path), 0, procs, quit_early=set()) == 1  # (no summary) at the run's end: not named
 
 
-def test_endpoint_lines_are_each_endpoints_cause_their_contrast_and_outages(tmp_path):
-    import json
-
+def test_endpoint_lines_are_each_endpoints_cause_their_contrast_and_outages():
+    from swarm.analysis.finding import Finding
     from swarm.orchestrate.collect import endpoint_lines
 
     found = [
-        {"kind": "saturation", "text": "Ceiling at 8 users: ..."},
-        {"kind": "kv_bound", "text": "endpoint http://b:2: At 8 users the server was KV-bound: ..."},
-        {"kind": "client_vs_server", "text": "endpoint http://b:2: The client recorded ..."},
-        {"kind": "endpoints_differ", "text": "endpoint http://b:2 is KV-bound; endpoint http://a:1 is not."},
-        {"kind": "endpoint_down", "text": "endpoint http://a:1 stopped answering at ..."},
+        Finding("saturation", 1, "Ceiling at 8 users: ..."),
+        Finding("kv_bound", 1, "endpoint http://b:2: At 8 users the server was KV-bound: ..."),
+        Finding("client_vs_server", None, "endpoint http://b:2: The client recorded ..."),
+        Finding("endpoints_differ", None, "endpoint http://b:2 is KV-bound; endpoint http://a:1 is not."),
+        Finding("endpoint_down", None, "endpoint http://a:1 stopped answering at ..."),
     ]
-    (tmp_path / "diagnosis.json").write_text(json.dumps(found))
-    assert endpoint_lines(tmp_path) == [f["text"] for f in found[1::2] + found[4:]]
+    assert endpoint_lines(found) == [f.text for f in found[1::2] + found[4:]]
 
 
 def test_a_search_over_several_endpoints_says_each_endpoints_cause_at_the_answer(tmp_path, capsys):
     import json
 
+    from swarm.analysis.rundir import load_run
     from swarm.orchestrate.collect import print_search
     from tests.unit.analysis.test_endpoints import A, B, two_endpoint_run
 
@@ -78,9 +77,11 @@ def test_a_search_over_several_endpoints_says_each_endpoints_cause_at_the_answer
     summary["search"] = {"headline": "max concurrency meeting the SLO: 200", "bracket": [200, 256],
                          "probes": [{"load": 256, "stage": 5}]}  # fmt: skip
     (run / "summary.json").write_text(json.dumps(summary))  # as the master writes it
-    print_search(run, summary)
+    data = load_run(run)
+    print_search(data)
     out = capsys.readouterr().out
     assert f"swarm: why: endpoint {A}: " in out and f" endpoint {B}: " in out
     assert "KV-bound" in out.split(f"endpoint {B}: ")[0]  # A's KV fills, B's does not
     search = json.loads((run / "summary.json").read_text())["search"]
     assert search["why_kind"] == "endpoints_differ" and search["why"] in out
+    assert data.summary["search"] == search  # what the report then reads: the run is loaded once
