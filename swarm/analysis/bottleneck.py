@@ -2,7 +2,7 @@
 (`max_num_seqs_cap`), the KV cache (`kv_bound`), the engine's compute (`compute_bound`) or something
 outside the engine (`outside_engine`); `cause_at` says the one cause of a single stage (a search's answer).
 The rules read only the normalised fields of `StageServerStats`, whatever the family; the sentences
-quote the family's own metric names and knobs (swarm/analysis/server_families.py), and a field the
+quote the family's own metric names and knobs (swarm/core/server_families.py), and a field the
 family lacks is said absent, never read as 0. A family with no running, waiting or KV gauge at all
 (TensorRT-LLM's older collector) gets `no_server_metrics` at the ceiling, not a guess.
 
@@ -25,10 +25,10 @@ from swarm.analysis.ceiling import ceiling
 from swarm.analysis.client_bound import client_bound
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding, StageRow
-from swarm.analysis.server_families import Family
-from swarm.analysis.server_families import family as family_of
 from swarm.analysis.server_metrics import StageServerStats
 from swarm.analysis.ttft_gap import frontend_bound_at, stage_gaps, ttft_gap_findings
+from swarm.core.server_families import Family
+from swarm.core.server_families import family as family_of
 from swarm.core.units import percent_text
 from swarm.stats.cpu import ClientLoad
 

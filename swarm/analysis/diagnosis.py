@@ -64,7 +64,7 @@ def diagnose(
     `cpu`: the workers' CPU per stage (client_cpu.jsonl); without it, `bound_reported`
     (summary.json's `client_bound`, the master's live judgement of the same reports).
     `ttft_pairs`: client vs server TTFT on the same requests per stage (`compare_ttft`).
-    `source`: the server's family (server_families.py), whose metric names the sentences quote.
+    `source`: the server's family (core/server_families.py), whose metric names the sentences quote.
     `unobservable`: why the server side was not scraped (the poller's reason: a 404, a forced
     family whose names were not there, `--server-family none`), said in the `no_server_metrics`
     finding; without server statistics the findings are the client's own signals only."""

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.analysis.finding import Finding
-from swarm.analysis.server_families import family as family_of
 from swarm.analysis.server_metrics import StageServerStats
+from swarm.core.server_families import family as family_of
 from swarm.core.units import percent_text
 from swarm.stats.summary import Block
 

@@ -15,9 +15,9 @@ from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.gpu_diagnosis import GPU_ACTIVE, GPU_IDLE
 from swarm.analysis.report_cells import fmt, table_html
 from swarm.analysis.rundir import RunData
-from swarm.analysis.server_families import Family
-from swarm.analysis.server_families import family as family_of
 from swarm.analysis.server_metrics import StageServerStats
+from swarm.core.server_families import Family
+from swarm.core.server_families import family as family_of
 from swarm.core.units import stage_name, stage_number
 
 ABSENT = "absent"  # a server figure the target's family does not expose (never shown as 0 or "-")

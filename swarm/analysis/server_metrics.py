@@ -1,7 +1,7 @@
 """The target's own numbers: scrape its Prometheus /metrics, normalise, aggregate per stage.
 
 One normalised `ServerSnapshot` per scrape, whatever the server: vLLM, llama.cpp, SGLang, TGI,
-TensorRT-LLM, each family's names (and what each lacks) in swarm/analysis/server_families.py,
+TensorRT-LLM, each family's names (and what each lacks) in swarm/core/server_families.py,
 detected from the names or forced (`parse_metrics(family=...)`, `swarm run --server-family`).
 `source` is the family's name (`unknown`: none of them). A field the family does not expose is
 None, never 0.
@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis.server_families import (
+from swarm.core.server_families import (
     COUNTER_FIELDS,
     GAUGE_FIELDS,
     NO_REASON,
     Family,
     detect,
 )
-from swarm.analysis.server_families import family as family_of
+from swarm.core.server_families import family as family_of
 from swarm.stats.quantiles import (
     PERCENTILES,
     bucket_width,
@@ -280,7 +280,7 @@ class StageServerStats:
     # how far the delta of processed prompt tokens (prompt_tokens - prefix_hits) can be off the
     # server's true count only because of how its /metrics printed them (`printed_error`)
     processed_error: float = 0.0
-    source: str = "unknown"  # the family the last scrape came from (server_families.py)
+    source: str = "unknown"  # the family the last scrape came from (core/server_families.py)
     requests: float | None = None  # request_success delta, all reasons
     finish_reasons: dict[str, float] = field(default_factory=dict)
     spec_acceptance_rate: float | None = None  # accepted / draft tokens

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding, StageRow, prose_seconds
-from swarm.analysis.server_families import family as family_of
+from swarm.core.server_families import family as family_of
 
 FRONTEND_GAP_MIN = 0.05  # s: a mean client-engine TTFT gap under 50 ms is the HTTP path, not a bottleneck
 FRONTEND_SHARE = 0.25  # ... and it must be this share of the client's TTFT to be the bottleneck

@@ -25,7 +25,7 @@ BALANCE_NAMES = ("round-robin", "least-inflight")
 """--balance's choices: how a process spreads requests over several endpoints (swarm/live/balance.py)."""
 TRACE_FORMATS = ("mooncake", "azure", "burstgpt", "jsonl")
 SERVER_FAMILY_NAMES = ("auto", "vllm", "llamacpp", "sglang", "tgi", "trtllm", "none")
-"""--server-family's choices: the metric families swarm/analysis/server_families.py reads, auto, none."""
+"""--server-family's choices: the metric families swarm/core/server_families.py reads, auto, none."""
 DEFAULT_REQUEST_TIMEOUT_S = 60.0
 DEFAULT_REQUEST_DEADLINE_S = 600.0
 DEFAULT_STOP_TIMEOUT_S = 30

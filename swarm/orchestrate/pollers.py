@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis.gpu_metrics import GpuSnapshot, parse_dcgm
-from swarm.analysis.server_families import family as family_of
 from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics, unobservable_path
 from swarm.core.runfiles import GPU_METRICS
+from swarm.core.server_families import family as family_of
 from swarm.core.terminal import printable
 
 

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from swarm.analysis.server_families import LLAMACPP
+from swarm.core.server_families import LLAMACPP
 from tests.e2e.test_vllm_conformance import ask
 from tests.helpers.support import sim_server
 

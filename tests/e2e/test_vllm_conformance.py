@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from swarm.analysis.server_families import VLLM
+from swarm.core.server_families import VLLM
 from tests.helpers.support import sim_server
 
 pytestmark = [pytest.mark.serial, pytest.mark.integration, pytest.mark.slow]
@@ -304,7 +304,7 @@ def test_sim_metrics_are_vllms(vllm_target, sim_like_target, vllm_report):
 
     wrong = [f"{name}: sim {ours[name]} / vLLM {real.get(name)}" for name in sorted(ours) if not same(name)]
     assert not wrong, "\n".join(wrong)
-    # what the swarm reads (swarm/analysis/server_families.py: the preferred vLLM name of each figure) is in
+    # what the swarm reads (swarm/core/server_families.py: the preferred vLLM name of each figure) is in
     # both; speculative decoding aside (neither runs it here)
     read = [
         names[0].removesuffix("_total")

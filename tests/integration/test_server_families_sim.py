@@ -1,4 +1,4 @@
-"""Each family's /metrics read by the swarm's own poller and parser (swarm/analysis/server_families.py)
+"""Each family's /metrics read by the swarm's own poller and parser (swarm/core/server_families.py)
 against `swarm sim --server sglang|tgi|trtllm`: the family detected from the names, and the
 normalised counters' increase over a few streamed requests equal to the usage the responses
 carried (the client's own count); what the family lacks stays None. The faces' shapes are checked

@@ -10,6 +10,7 @@ import re
 import pytest
 import yaml
 
+from swarm.core.server_families import SGLANG
 from swarm.grafana import cli as dashboards_cli
 from swarm.grafana import dashboards, names
 from swarm.grafana.api import ANNOTATION_TAG
@@ -212,15 +213,15 @@ def test_every_family_panel_reads_each_family_by_its_own_names() -> None:
             names = set(re.findall(r"\b(?:vllm:|llamacpp:|sglang:|tgi_|trtllm_)\w+", expr))
             assert names and all(n.startswith(own) for n in names), (fam, expr)
             if fam == "sglang" and table in (dashboards.RUNNING, dashboards.WAITING, dashboards.KV_USAGE):
-                assert dashboards.SGLANG_RANK0 in expr  # one scheduler's batch, not one per rank
+                assert dashboards.rank0(SGLANG.rank_labels) in expr  # one scheduler's batch, not one per rank
     assert "tgi" not in dashboards.TTFT and "llamacpp" not in dashboards.TTFT  # absent, not 0
 
 
 def test_every_family_panel_agrees_with_the_metric_map() -> None:
     """The dashboard's per-family tables and the report's map of each family's names
-    (swarm/analysis/server_families.py) say the same: a family is in a panel iff it has the field,
+    (swarm/core/server_families.py) say the same: a family is in a panel iff it has the field,
     and every name a panel reads is one the map gives that family."""
-    from swarm.analysis.server_families import FAMILIES
+    from swarm.core.server_families import FAMILIES
 
     fields = {
         "running": dashboards.RUNNING, "waiting": dashboards.WAITING, "kv_usage": dashboards.KV_USAGE,

@@ -1,15 +1,14 @@
-"""Every server family's /metrics read into the same fields (swarm/analysis/server_families.py and
-server_metrics.parse_metrics): SGLang, TGI and TensorRT-LLM scrapes as their exporters write them
-(tests/unit/analysis/family_texts.py), a field the family lacks None, the family detected from the
-names or forced."""
+"""Every server family's /metrics read into the same fields (server_metrics.parse_metrics with the
+names of swarm/core/server_families.py): SGLang, TGI and TensorRT-LLM scrapes as their exporters write
+them (tests/unit/analysis/family_texts.py), a field the family lacks None, the family forced.
+The tables and the detection alone: tests/unit/core/test_server_families.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from swarm.analysis.server_families import FAMILIES, FAMILY_NAMES, LLAMACPP, SGLANG, TGI, detect
 from swarm.analysis.server_metrics import parse_metrics, stage_stats
-from swarm.core.options import SERVER_FAMILY_NAMES
+from swarm.core.server_families import TGI
 from tests.unit.analysis import family_texts as ft
 
 
@@ -76,28 +75,11 @@ def test_trtllm_older_collector_unprefixed_has_no_gauges():
     assert s.request_success == {"stop": 9, "length": 1} and "ttft" in s.histograms
 
 
-def test_detection_and_the_override():
-    assert detect({"sglang:num_running_reqs"}) == "sglang"
-    assert detect({"tgi_queue_size", "process_cpu_seconds_total"}) == "tgi"
-    assert detect({"trtllm:e2e_request_latency_seconds_bucket"}) == "trtllm"
-    assert detect({"time_to_first_token_seconds_bucket", "request_success_total"}) == "trtllm"
-    assert detect({"time_to_first_token_seconds_bucket"}) == "unknown"  # one generic name is no family
-    assert detect({"python_gc_objects_collected_total"}) == "unknown"
+def test_the_override():
     text = ft.sglang(5, 0, 0.1)
     forced = parse_metrics(text, family="tgi")  # read with TGI's names: none there, nothing invented
     assert forced.source == "tgi" and (forced.running, forced.waiting, forced.kv_usage) == (None, None, None)
     assert parse_metrics(text, family="sglang").running == 5
-
-
-def test_the_families_and_the_option_agree():
-    assert ("auto", *FAMILY_NAMES, "none") == SERVER_FAMILY_NAMES
-    assert tuple(FAMILIES) == FAMILY_NAMES
-    assert (
-        SGLANG.metric("waiting") == "sglang:num_queue_reqs"
-        and SGLANG.named("running") == "; sglang:num_running_reqs"
-    )
-    assert TGI.metric("kv_usage") == "tgi_batch_current_max_tokens / tgi_batch_max_total_tokens"
-    assert LLAMACPP.lacks("preemptions") and LLAMACPP.named("preemptions") == ""
 
 
 def test_per_stage_statistics_from_sglang_and_tgi_counters_and_histograms():

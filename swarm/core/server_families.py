@@ -33,7 +33,9 @@ source at a pinned commit; this module is their table. One `Family` per engine:
   `model_name` / `engine_type` are the literal "undefined". No preemption counter, no count of
   drafts (only draft and accepted tokens): absent.
 
-`detect(names)` picks the family from the metric names; `FAMILIES[name]` is the override.
+`detect(names)` picks the family from the metric names; `FAMILIES[name]` is the override. The
+analysis reads scrapes by these names, and the every-family Grafana dashboard
+(swarm/grafana/dashboards.py) generates its queries from them.
 """
 
 from __future__ import annotations
