@@ -42,11 +42,11 @@ def test_after_the_shape_the_quit_goes_on(watched, monkeypatch, shape, began):
     s.on_sigterm()
 
 
-def test_watched_only_on_a_headless_shape_run(watched, monkeypatch):
-    monkeypatch.setattr(sigterm, "option", lambda env, name: env.headless)
+def test_watched_only_on_a_headless_shape_run(watched):
+    def env(shape_class, headless):
+        return SimpleNamespace(shape_class=shape_class, parsed_options=SimpleNamespace(headless=headless))
+
     runner = SimpleNamespace()
-    assert sigterm.watch_if_needed(SimpleNamespace(shape_class=None, headless=True), runner, bool) is None
-    assert sigterm.watch_if_needed(SimpleNamespace(shape_class=object, headless=False), runner, bool) is None
-    assert (
-        sigterm.watch_if_needed(SimpleNamespace(shape_class=object, headless=True), runner, bool) is not None
-    )
+    assert sigterm.watch_if_needed(env(None, True), runner, bool) is None
+    assert sigterm.watch_if_needed(env(object, False), runner, bool) is None
+    assert sigterm.watch_if_needed(env(object, True), runner, bool) is not None
