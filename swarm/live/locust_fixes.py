@@ -139,6 +139,35 @@ def quit_once(runner: Any) -> None:
     runner.quit = once
 
 
+def dispatch_to_late_workers(runner: Any) -> bool:
+    """Master: give the users to a worker that connected mid-test and got none, as Locust means to
+    do for every worker that connects while the test runs; True when it did.
+
+    Locust 2.47, locust/runners.py `MasterRunner.client_listener`, "client_ready": a worker that
+    connects mid-test is added to the users dispatcher, and `start(target_user_count, spawn_rate)`
+    re-dispatches the users `if not self._users_dispatcher.dispatch_in_progress and self.state ==
+    STATE_RUNNING` (its comment: "TODO: Test this situation"). But locust/dispatch.py
+    `UsersDispatcher._dispatcher` returns from its rebalance branch (`if self._rebalance: ...
+    return`) without clearing `_dispatch_in_progress`: after the first worker that joins mid-test
+    the flag stays True, and every later one (joining, self-healed after missing) waits `ready`
+    with no users until the load changes, which a stage of a shape never does: two workers joining
+    0.3 s apart left the second idle for the rest of the stage. Called on the master's bookkeeping
+    tick: once the master is RUNNING with its last spawn complete, a worker still `ready` (never
+    spawned) gets what Locust's own `start` would have given it. Delete when the dispatcher clears
+    the flag on that return (tests/integration/test_rate_rebalance.py tells)."""
+    from locust.runners import STATE_RUNNING
+
+    if (
+        runner.state != STATE_RUNNING
+        or not getattr(runner, "spawning_completed", False)
+        or not runner.target_user_count
+        or not runner.clients.ready
+    ):
+        return False
+    runner.start(runner.target_user_count, runner.spawn_rate)
+    return True
+
+
 def send_report_now(runner: Any) -> None:
     """Send this worker's report to the master now, as Locust's own reporter does every few seconds.
 

@@ -152,6 +152,8 @@ class MasterStats:
         if self.role == "master":
             self.max_workers = max(self.max_workers, self.runner.worker_count)
             self.health.check(self.runner)
+            if locust_fixes.dispatch_to_late_workers(self.runner):  # joined during a spawn: now its users
+                logger.info("swarm: users dispatched again to %d workers", self.runner.worker_count)
             share_rate(self.environment)  # open loop: a worker quit or went missing mid-stage
         self.client_cpu.flag_bound()
         self.rates.add(now, rates.counts(self.aggregate))

@@ -179,3 +179,33 @@ def test_a_quit_during_the_first_waits_for_it_to_end():
     master.calls.append("second back")
     first.join()
     assert master.calls == ["stop False", "quit w-1", "kill", "second back"]
+
+
+def test_a_worker_that_joined_mid_test_gets_the_users_once_the_spawn_is_over():
+    from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, WorkerNode, WorkerNodes
+
+    started = []
+    clients = WorkerNodes()
+    for name, state in (("w-0", STATE_RUNNING), ("w-1", STATE_RUNNING), ("w-late", STATE_INIT)):
+        clients[name] = WorkerNode(name)
+        clients[name].state = state
+    runner = SimpleNamespace(
+        state=STATE_SPAWNING,
+        spawning_completed=False,
+        clients=clients,
+        target_user_count=40,
+        spawn_rate=1.0,
+        # Locust's flag, stuck after a rebalance (locust/dispatch.py): not what decides
+        _users_dispatcher=SimpleNamespace(dispatch_in_progress=True),
+        start=lambda users, rate: started.append((users, rate)),
+    )
+    assert not locust_fixes.dispatch_to_late_workers(runner)  # Locust's spawn still under way
+    runner.state = STATE_RUNNING
+    assert not locust_fixes.dispatch_to_late_workers(runner)  # ... its last reports not in
+    runner.spawning_completed = True
+    assert locust_fixes.dispatch_to_late_workers(runner) and started == [(40, 1.0)]
+    clients["w-late"].state = STATE_RUNNING  # spawned: nothing more to do
+    assert not locust_fixes.dispatch_to_late_workers(runner) and started == [(40, 1.0)]
+    clients["w-new"] = WorkerNode("w-new")  # with no users to give
+    runner.target_user_count = 0
+    assert not locust_fixes.dispatch_to_late_workers(runner) and started == [(40, 1.0)]
