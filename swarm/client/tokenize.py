@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from swarm.core.apikey import BoundKey, origin
 from swarm.core.errors import TargetError, UsageError
 from swarm.core.tokenizer import Messages, PseudoTokenizer, Tokenizer
 
@@ -40,17 +41,18 @@ class TokenizeUnavailable(TargetError):
 
 
 class Http:
-    """Plain JSON POSTs to the target (prompt building only: not the request path)."""
+    """Plain JSON POSTs to the target (prompt building only: not the request path). `api_key`: the
+    key the caller's origin rule gave `base_url` (swarm/live/keyorigin.py); it goes to that origin
+    only, and never onto a redirect (swarm/core/apikey.py `BoundKey.request`)."""
 
     def __init__(self, base_url: str, api_key: str | None) -> None:
         self.base = base_url.rstrip("/")
         self.headers = {"Content-Type": "application/json", "User-Agent": "llm-swarm"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.key = BoundKey(api_key, origin(self.base))
 
     def get(self, path: str) -> tuple[int, bytes]:
         """A GET (for /v1/models discovery): status and body; raises OSError when nothing answers."""
-        req = urllib.request.Request(self.base + path, None, self.headers)
+        req = self.key.request(self.base + path, None, self.headers)
         try:
             with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as r:
                 return r.status, r.read()
@@ -58,7 +60,7 @@ class Http:
             return e.code, e.read()
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        req = urllib.request.Request(self.base + path, json.dumps(body).encode(), self.headers)
+        req = self.key.request(self.base + path, json.dumps(body).encode(), self.headers)
         try:
             with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as r:
                 return json.loads(r.read())

@@ -28,9 +28,8 @@ from typing import Any
 
 from locust.runners import WorkerRunner
 
+from swarm.core.apikey import bind_origins, origin, origins
 from swarm.core.apikey import key_for as _key_for
-from swarm.core.apikey import origin
-from swarm.core.errors import UsageError
 from swarm.live.state import swarm_state
 
 log = logging.getLogger(__name__)
@@ -46,17 +45,7 @@ def bind(environment: Any, web_ui: Any = None, class_hosts: tuple[str, ...] = ()
     opts = getattr(environment, "parsed_options", None)
     state = swarm_state(environment)
     given = getattr(opts, "api_key_origin", None) or None
-    if given:
-        bound = _origins(given)
-        if bound is None:
-            raise UsageError(
-                f"--api-key-origin {given!r} is not an http(s) URL: use e.g. http://10.0.0.5:8000"
-            )
-    else:
-        class_origins = {_origins(h) for h in class_hosts if h}
-        bound = _origins(getattr(environment, "host", None)) or (
-            class_origins.pop() if len(class_origins) == 1 else None
-        )
+    bound = bind_origins(given, getattr(environment, "host", None), class_hosts)  # the rule: core/apikey.py
     state.key_origin = bound
     worker = isinstance(getattr(environment, "runner", None), WorkerRunner)
     if opts is not None and not worker:
@@ -90,8 +79,8 @@ def key_for(environment: Any, url: str | None) -> str | None:
         return None
     bound = state.key_origin
     if bound is None and isinstance(getattr(environment, "runner", None), WorkerRunner):
-        bound = _origins(getattr(environment.parsed_options, "api_key_origin", None))  # the master's
-    sent = next((k for b in (bound or "").split(",") if (k := _key_for(key, b or None, url))), None)
+        bound = origins(getattr(environment.parsed_options, "api_key_origin", None))  # the master's
+    sent = _key_for(key, bound, url)
     if sent is None:
         where = origin(url) or str(url)
         if where not in _said:
@@ -106,15 +95,6 @@ def key_for(environment: Any, url: str | None) -> str | None:
                     where,
                 )
     return sent
-
-
-def _origins(urls: str | None) -> str | None:
-    """The origins of a comma-separated URL list (one URL too), comma-joined in order without
-    repeats; None when there is none or any item is not an http(s) URL."""
-    found = [origin(u) for u in (urls or "").split(",")] if urls else []
-    if not found or None in found:
-        return None
-    return ",".join(dict.fromkeys(o for o in found if o))
 
 
 def refuse_key_fields(web_ui: Any) -> None:

@@ -3,8 +3,9 @@
 Pure functions of the run's plan (and the ports chosen at start): what they return is the argv
 handed to swarm/orchestrate/processes.py, so a test can start exactly what `swarm run` starts.
 The master and the workers get the same options (`locust_common_args`: target, workload, output
-directory, run id, model, goodput, circuit breaker, and whatever was handed on to Locust); the
-master alone gets the load's shape (users, spawn rate, run time, stages, search or trace).
+directory, run id, model, goodput, circuit breaker, whatever was handed on to Locust, and the
+origins the API key is bound to); the master alone gets the load's shape (users, spawn rate, run
+time, stages, search or trace).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from swarm.core.apikey import bind_origins
 from swarm.core.runfiles import SIM_TRACE
 from swarm.orchestrate.plan import START_TIMEOUT_S, RunPlan
 
@@ -71,7 +73,9 @@ def locust_common_args(plan: RunPlan, host: str) -> list[str]:
         args += ["--goodput", plan.goodput]
     if plan.abort_on:  # the master judges it (workers only parse it)
         args += ["--abort-on", plan.abort_on]
-    return args + plan.extra
+    # the key's origins, bound here by swarm run's own rule, so no process binds them otherwise
+    bound = bind_origins(plan.api_key_origin, host)
+    return args + plan.extra + (["--api-key-origin", bound] if bound else [])
 
 
 def load_args(plan: RunPlan) -> list[str]:

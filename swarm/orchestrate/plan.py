@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swarm.core.apikey import ORIGIN_ENV, bind_origins
 from swarm.core.errors import EXIT_USAGE, UsageError
 from swarm.core.options import BY_FLAG
 from swarm.core.run_options import passed_on, passed_on_args
@@ -64,6 +65,9 @@ class RunPlan:
     search_budget_s: int = 0
     abort_on: str | None = None  # --abort-on: the master's circuit breaker (swarm/stats/abort.py)
     overwrite: bool = False  # --overwrite: replace the earlier run --out holds
+    # --api-key-origin / $SWARM_API_KEY_ORIGIN, checked, as origins; None: the key goes to the --host
+    # endpoints (swarm/core/apikey.py `bind_origins`; commands.py hands the result to every process)
+    api_key_origin: str | None = None
 
     @property
     def expected_s(self) -> int:
@@ -217,6 +221,7 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
     _check_users(max(stages.levels, default=1), args.workers, "--sweep level")
     gpu_metrics = _metrics_urls(args, hosts)
     extra = _handed_on(args, run_options)
+    key_origin, extra = _key_origin(extra)
     _check_workload_and_objectives(args, extra)
     search_args, budget_s = _search_args(args) if args.search else ([], 0)
     _check_around_the_run(args)
@@ -255,7 +260,27 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
         search_args=search_args,
         search_budget_s=budget_s,
         overwrite=bool(getattr(args, "overwrite", False)),
+        api_key_origin=key_origin,
     )
+
+
+def _key_origin(extra: list[str]) -> tuple[str | None, list[str]]:
+    """--api-key-origin (its last value, as Locust's parser takes it, before -- or after it), else
+    $SWARM_API_KEY_ORIGIN: its origins (UsageError when it is not http(s) URLs), and the handed-on
+    options without it (swarm run hands every process the origins it binds the key to itself)."""
+    flag = "--api-key-origin"
+    given, rest, i = None, [], 0
+    while i < len(extra):
+        if extra[i].startswith(flag + "="):
+            given = extra[i].split("=", 1)[1]
+        elif extra[i] == flag and i + 1 < len(extra):
+            given, i = extra[i + 1], i + 1
+        else:
+            rest.append(extra[i])
+        i += 1
+    if given is None:
+        given = os.environ.get(ORIGIN_ENV) or None
+    return bind_origins(given, None), rest
 
 
 def _check_counts(args: argparse.Namespace) -> int:

@@ -15,12 +15,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from swarm.analysis.gpu_metrics import GpuSnapshot, parse_dcgm
 from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics, unobservable_path
+from swarm.core.apikey import NO_KEY, BoundKey
 from swarm.core.runfiles import GPU_METRICS
 from swarm.core.server_families import family as family_of
 from swarm.core.terminal import printable
@@ -65,7 +66,7 @@ class ServerPoller:
         out_path: Path,
         interval_s: float = 1.0,
         model: str | None = None,
-        headers: Mapping[str, str] | None = None,
+        key: BoundKey = NO_KEY,
         timeout_s: float = 5.0,
         log: Callable[[str], None] | None = None,
         family: str = "auto",
@@ -75,7 +76,7 @@ class ServerPoller:
         self.out_path = Path(out_path)
         self.interval_s = interval_s
         self.model = model
-        self.headers = dict(headers or {})
+        self.key = key  # Authorization only at the key's origins (swarm/core/apikey.py)
         self.timeout_s = timeout_s
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.samples = 0
@@ -120,7 +121,7 @@ class ServerPoller:
 
     def scrape_once(self) -> Any:
         """One scrape; appends it to out_path. None (and one log line, the first time) on failure."""
-        req = urllib.request.Request(self.url, headers=self.headers)
+        req = self.key.request(self.url)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
                 text = r.read().decode("utf-8", errors="replace")

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from swarm.core.apikey import key_for, origin
+from swarm.core.apikey import BoundKey, bind_origins
 from swarm.core.errors import TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S
 from swarm.core.run_options import RUN_GROUPS, add_run_options
@@ -171,7 +171,8 @@ def repeat(plan: RunPlan, api_key: str | None, n: int) -> int:
 
 
 def execute(plan: RunPlan, api_key: str | None) -> int:
-    """Start everything, wait, collect. Returns the master's exit code."""
+    """Start everything, wait, collect. Returns the master's exit code. The key goes only to the
+    origins it is bound to (`bound_key`), from this process as from the master and workers."""
     from swarm.grafana.api import Annotator
     from swarm.orchestrate.pollers import start_gpu_pollers
 
@@ -188,13 +189,14 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     try:
         with sigterm_as_interrupt():
             hosts = _start_target(plan, procs, env, api_key)
+            key = bound_key(plan, api_key, hosts)
             master, prom_port = _start_locust(plan, procs, env, hosts)
             load = describe_load(plan)
             print(
                 f"swarm: run {plan.run_id}: master + {plan.workers} workers, {load}, "
                 f"{plan.workload}, {plan.expected_s}s -> {plan.out}"
             )
-            pollers += [p.start() for p in _server_pollers(plan, hosts, api_key)]
+            pollers += [p.start() for p in _server_pollers(plan, hosts, key)]
             pollers += start_gpu_pollers(plan.gpu_metrics, plan.out, interval_s=1.0)
             if annotator is not None:
                 annotator.run_started(plan.run_id, detail=f"{plan.workload}, {load}")
@@ -221,7 +223,7 @@ def _start_target(
 ) -> tuple[str, ...]:
     """The embedded simulator started (and answering), or the given endpoints checked; their base URLs."""
     if plan.hosts:
-        check_targets(plan.hosts, api_key, model=plan.model)
+        check_targets(plan.hosts, bound_key(plan, api_key, plan.hosts), model=plan.model)
         return plan.hosts
     port = free_port()
     sim = procs.start("sim", sim_command(plan, port), env, server=True)
@@ -246,9 +248,16 @@ def _start_locust(
     return master, prom_port
 
 
-def _server_pollers(plan: RunPlan, hosts: tuple[str, ...], api_key: str | None) -> list[ServerPoller]:
-    """One poller per endpoint, each of its /metrics (or --server-metrics for a single one) with the
-    key where it belongs. One endpoint: DIR/server_metrics.jsonl; several: one file each
+def bound_key(plan: RunPlan, api_key: str | None, hosts: Sequence[str]) -> BoundKey:
+    """The key with the origins it is bound to, by the Locust processes' own rule
+    (swarm/core/apikey.py `bind_origins`): --api-key-origin / $SWARM_API_KEY_ORIGIN (plan.api_key_origin)
+    if given, else each endpoint of the --host the master and workers are given."""
+    return BoundKey(api_key, bind_origins(plan.api_key_origin, ",".join(hosts)))
+
+
+def _server_pollers(plan: RunPlan, hosts: tuple[str, ...], key: BoundKey) -> list[ServerPoller]:
+    """One poller per endpoint, each of its /metrics (or --server-metrics for a single one), with the
+    key only where its origin is one the key is bound to. One endpoint: DIR/server_metrics.jsonl; several: one file each
     (analysis/rundir.py `endpoint_metrics_name`), named with its endpoint in DIR/endpoints.json."""
     from swarm.analysis.server_metrics import metrics_url
     from swarm.core.runfiles import ENDPOINTS_JSON, SERVER_METRICS, endpoint_metrics_name
@@ -258,7 +267,6 @@ def _server_pollers(plan: RunPlan, hosts: tuple[str, ...], api_key: str | None) 
     if len(hosts) > 1:
         index = [{"label": endpoint_label(h), "server_metrics": f} for h, f in zip(hosts, files, strict=True)]
         (plan.out / ENDPOINTS_JSON).write_text(json.dumps({"endpoints": index}, indent=2) + "\n")
-    auth = {"Authorization": f"Bearer {api_key}"} if api_key else None
     pollers = []
     for host, name in zip(hosts, files, strict=True):
         metrics_at = plan.server_metrics or metrics_url(host, plan.server_family)
@@ -268,7 +276,7 @@ def _server_pollers(plan: RunPlan, hosts: tuple[str, ...], api_key: str | None) 
                 plan.out / name,
                 interval_s=1.0,
                 model=plan.model,
-                headers=auth if key_for(api_key, origin(host), metrics_at) else None,  # the key's origin only
+                key=key,
                 family=plan.server_family,
             )
         )
@@ -291,12 +299,12 @@ def _start_progress(plan: RunPlan, prom_port: int, annotator: Annotator | None) 
     ).start()
 
 
-def check_targets(hosts: Sequence[str], api_key: str | None, model: str | None = None) -> None:
+def check_targets(hosts: Sequence[str], key: BoundKey, model: str | None = None) -> None:
     """Every endpoint must answer (`check_target`, one line naming the one that does not) and serve
     what --model names. Without --model each endpoint is sent the model it serves itself (the
     workers discover each endpoint's model and dialect, swarm/live/user.py); endpoints serving
     different models are said in one line, so a mix nobody meant is seen before the load starts."""
-    served = {endpoint_label(h): check_target(h, api_key, model=model) for h in hosts}
+    served = {endpoint_label(h): check_target(h, key, model=model) for h in hosts}
     if model is not None or len(hosts) < 2:
         return
     from swarm.client.dialects import first_model
@@ -309,16 +317,14 @@ def check_targets(hosts: Sequence[str], api_key: str | None, model: str | None =
         )
 
 
-def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> Any:
+def check_target(host: str, key: BoundKey, timeout_s: float = 5.0, model: str | None = None) -> Any:
     """Fail fast with one line when the target does not answer at all (before any user spawns), or
     when a model `model` names is not served (swarm.client.discovery.require_model_served).
     Returns its /v1/models answer, parsed, or None when it gave none."""
     from swarm.client.discovery import require_model_served
     from swarm.load.models import parse_models
 
-    req = urllib.request.Request(host + "/v1/models")
-    if api_key:
-        req.add_header("Authorization", f"Bearer {api_key}")
+    req = key.request(host + "/v1/models")  # the key only at its origins
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             body = r.read()

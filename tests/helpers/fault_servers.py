@@ -3,7 +3,9 @@
 `python tests/helpers/fault_servers.py MODE PORT` serves `GET /health`, `GET /v1/models` (a vLLM model
 list) and answers every other request (the completions) as MODE says:
 
-- `ok`: a short, valid vLLM stream (the reference the others are compared with);
+- `ok`: a short, valid vLLM stream (the reference the others are compared with); it also answers
+  `POST /tokenize` and `/detokenize` as the simulator's vLLM face does (swarm/sim/protocol.py) and
+  `GET /metrics` (one vLLM gauge), so `--tokenizer server` and the server-metrics scrapes run on it;
 - `huge_event`: HTTP 200, a role chunk, then one `data:` line of 50 MB that never ends;
 - `huge_stream`: HTTP 200, a valid stream of 50 MB (4 KB of text per chunk), then `[DONE]`;
 - `huge_error`: HTTP 500 with a 50 MB JSON body;
@@ -109,7 +111,7 @@ class Handler(socketserver.BaseRequestHandler):
                     if not data:
                         return
                     rest += data
-                buf = rest[length:]
+                buf, payload = rest[length:], rest[:length]
                 request_line = lines[0].decode("latin-1")
                 path = request_line.split(" ")[1] if " " in request_line else ""
                 log_line(f"AUTH {path} {auth_digest(headers.get('authorization'))}")
@@ -120,6 +122,20 @@ class Handler(socketserver.BaseRequestHandler):
                         {"object": "list", "data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}
                     ).encode()
                     sock.sendall(_head("200 OK", "models", "application/json", len(body)) + body)
+                elif request_line.startswith(("POST /tokenize", "POST /detokenize")) and self.mode == "ok":
+                    from swarm.sim.protocol import detokenize_answer, tokenize_answer
+
+                    asked = json.loads(payload)
+                    answer = (
+                        tokenize_answer(asked, 4096)
+                        if path.startswith("/tokenize")
+                        else detokenize_answer(asked)
+                    )
+                    body = json.dumps(answer).encode()
+                    sock.sendall(_head("200 OK", "tokenize", "application/json", len(body)) + body)
+                elif request_line.startswith("GET /metrics") and self.mode == "ok":
+                    body = b'vllm:num_requests_running{model_name="m"} 0.0\n'
+                    sock.sendall(_head("200 OK", "metrics", "text/plain", len(body)) + body)
                 elif request_line.startswith("GET /metrics") and self.mode == "escapes":
                     body = f"{ESCAPES} not prometheus text\n".encode()
                     sock.sendall(_head("200 OK", "metrics", "text/plain", len(body)) + body)
@@ -261,4 +277,5 @@ def received(log: Path) -> list[str]:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's swarm (its /tokenize)
     serve(sys.argv[1], int(sys.argv[2]))

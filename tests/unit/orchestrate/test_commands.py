@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+import pytest
+
+from swarm.core.errors import UsageError
 from swarm.orchestrate import commands
 from swarm.orchestrate.commands import LOCUSTFILE, master_command, sim_command, worker_command
 from swarm.orchestrate.plan import plan_from_args
@@ -27,7 +30,8 @@ def test_the_locustfile_is_the_swarms():
 
 def test_a_plain_run_master_and_worker():
     p = plan("--workers", "3", "-u", "8", "-t", "20s", "--stop-timeout", "15s")
-    common = ["--host", "http://h:1", "--workload", "mixed", "--swarm-out", "/o", "--run-id", "r1"]
+    common = ["--host", "http://h:1", "--workload", "mixed", "--swarm-out", "/o", "--run-id", "r1",
+              "--api-key-origin", "http://h:1"]  # fmt: skip
     assert master_command(p, "http://h:1", 5557, 9646) == [
         *LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", "5557",
         "--expect-workers", "3", "--expect-workers-max-wait", "30", "-u", "8", "-r", "8.0",
@@ -51,7 +55,7 @@ def test_the_common_options_reach_master_and_workers_alike():
              "--max-tokens", "8", "--", "--seed", "3")  # fmt: skip
     common = commands.locust_common_args(p, "http://h:1")
     assert common[8:] == ["--model", "a:3,b:1", "--goodput", "ttft<=1s", "--abort-on", "error_rate>50%/4s",
-                          "--max-tokens", "8", "--seed", "3"]  # fmt: skip
+                          "--max-tokens", "8", "--seed", "3", "--api-key-origin", "http://h:1"]  # fmt: skip
     master, worker = master_command(p, "http://h:1", 1, 2), worker_command(p, "http://h:1", 1)
     assert worker[-len(common) :] == common and master[master.index("--host") :][: len(common)] == common
 
@@ -78,3 +82,29 @@ def test_the_embedded_simulator_serves_the_plans_models_on_loopback():
         "--max-num-seqs=8",
     ]  # fmt: skip
     assert commands.sim_models(None) == "sim-model" and commands.sim_models("m") == "m"
+
+
+def test_every_process_and_swarm_run_itself_bind_the_key_to_the_same_origins(monkeypatch):
+    """--api-key-origin (before -- or after it) or $SWARM_API_KEY_ORIGIN, else each --host endpoint:
+    one value, handed to master and workers once, and the one swarm run's own requests follow."""
+    from swarm.orchestrate.run import bound_key
+
+    monkeypatch.delenv("SWARM_API_KEY_ORIGIN", raising=False)
+    hosts = "http://a:1,http://b:2"
+    for argv in (["--api-key-origin", "http://b:2/v1"], ["--", "--api-key-origin=http://b:2"]):
+        p = plan("--host", hosts, *argv)
+        common = commands.locust_common_args(p, hosts)
+        assert common.count("--api-key-origin") == 1 and common[-2:] == ["--api-key-origin", "http://b:2"]
+        assert bound_key(p, "k", p.hosts).bound == "http://b:2"
+    p = plan("--host", hosts)
+    assert (
+        commands.locust_common_args(p, hosts)[-1]
+        == bound_key(p, "k", p.hosts).bound
+        == "http://a:1,http://b:2"
+    )
+    monkeypatch.setenv("SWARM_API_KEY_ORIGIN", "http://b:2")
+    p = plan("--host", hosts)
+    assert commands.locust_common_args(p, hosts)[-1] == bound_key(p, "k", p.hosts).bound == "http://b:2"
+    monkeypatch.setenv("SWARM_API_KEY_ORIGIN", "b:2")
+    with pytest.raises(UsageError, match="--api-key-origin 'b:2' is not an http"):
+        plan("--host", hosts)

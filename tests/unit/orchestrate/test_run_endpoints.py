@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from swarm.core.apikey import NO_KEY, BoundKey, bind_origins
 from swarm.core.errors import TargetError, UsageError
 from swarm.core.runfiles import ENDPOINTS_JSON, SERVER_METRICS, endpoint_metrics_name
 from swarm.orchestrate import run
@@ -43,22 +44,22 @@ def two():
 
 
 def test_endpoints_serving_different_models_are_said_and_each_sent_its_own(two, capsys):
-    run.check_targets(two, None)
+    run.check_targets(two, NO_KEY)
     out = capsys.readouterr().out
     assert f"{two[0]} serves qwen, {two[1]} serves tiny.gguf" in out and "each is sent its own" in out
 
 
 def test_model_is_checked_on_every_endpoint_naming_the_one_that_lacks_it(two):
-    run.check_targets(two, None, model="qwen")  # llama.cpp answers any name with its one model
+    run.check_targets(two, NO_KEY, model="qwen")  # llama.cpp answers any name with its one model
     vllm_only = (two[0], two[0].replace("127.0.0.1", "localhost"))
     with pytest.raises(UsageError, match=rf"tiny.gguf is not served .* \(endpoint {two[0]}\)"):
-        run.check_targets(vllm_only, None, model="tiny.gguf")
+        run.check_targets(vllm_only, NO_KEY, model="tiny.gguf")
 
 
 def test_an_endpoint_that_does_not_answer_is_named(two):
     dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(TargetError, match=f"target {dead} is unreachable"):
-        run.check_targets((two[0], dead), None)
+        run.check_targets((two[0], dead), NO_KEY)
 
 
 def test_one_poller_per_endpoint_each_into_its_own_file(tmp_path):
@@ -66,12 +67,14 @@ def test_one_poller_per_endpoint_each_into_its_own_file(tmp_path):
 
     plan = SimpleNamespace(out=tmp_path, server_metrics=None, model=None, server_family="auto")
     hosts = ("http://u:p@a:1", "http://b:2")
-    pollers = run._server_pollers(plan, hosts, "sk-1")
+    key = BoundKey("sk-1", bind_origins(None, ",".join(hosts)))
+    pollers = run._server_pollers(plan, hosts, key)
     assert [p.url for p in pollers] == ["http://u:p@a:1/metrics", "http://b:2/metrics"]
     assert [p.out_path.name for p in pollers] == [endpoint_metrics_name(0), endpoint_metrics_name(1)]
     index = json.loads((tmp_path / ENDPOINTS_JSON).read_text())["endpoints"]
     assert index == [{"label": "http://a:1", "server_metrics": endpoint_metrics_name(0)},
                      {"label": "http://b:2", "server_metrics": endpoint_metrics_name(1)}]  # fmt: skip
-    assert all(p.headers == {"Authorization": "Bearer sk-1"} for p in pollers)  # each its own target
-    (one,) = run._server_pollers(plan, ("http://b:2",), None)
-    assert one.out_path.name == SERVER_METRICS and one.headers == {}
+    auths = [p.key.request(p.url).unredirected_hdrs for p in pollers]
+    assert auths == [{"Authorization": "Bearer sk-1"}] * 2  # each endpoint given at start gets it
+    (one,) = run._server_pollers(plan, ("http://b:2",), NO_KEY)
+    assert one.out_path.name == SERVER_METRICS and one.key.request(one.url).unredirected_hdrs == {}
