@@ -154,6 +154,8 @@ def _recorded(
 
 
 def run_command(ctx: TuneContext, url: str, run_dir: Path) -> list[str]:
+    """The configuration's swarm run: at `url`, into `run_dir`, with the run options handed on (an
+    --api-key among them goes by the environment instead: `run_env`)."""
     overwrite = ["--overwrite"] if run_dir.exists() else []  # --resume re-measures an unfinished one
     return [
         sys.executable,
@@ -165,8 +167,29 @@ def run_command(ctx: TuneContext, url: str, run_dir: Path) -> list[str]:
         "--out",
         str(run_dir),
         *overwrite,
-        *ctx.run_argv,
+        *key_apart(ctx.run_argv)[0],
     ]
+
+
+def run_env(ctx: TuneContext) -> dict[str, str]:
+    """swarm run's environment: the tune's, with an --api-key given to the tune as $OPENAI_API_KEY
+    (a command line is every local user's to read). swarm run sends it by its own rule only
+    (swarm/core/apikey.py): to the server at its --host, or to the --api-key-origin handed on."""
+    key = key_apart(ctx.run_argv)[1]
+    return {**os.environ, "PYTHONUNBUFFERED": "1", **({"OPENAI_API_KEY": key} if key else {})}
+
+
+def key_apart(run_argv: list[str]) -> tuple[list[str], str | None]:
+    """The run options without --api-key (tune's argument parser keeps each as `--api-key VALUE`),
+    and its last value."""
+    rest, key = [], None
+    pairs = iter(run_argv)
+    for arg in pairs:
+        if arg == "--api-key":
+            key = next(pairs, None)
+        else:
+            rest.append(arg)
+    return rest, key
 
 
 def _swarm_run(ctx: TuneContext, url: str, run_dir: Path) -> tuple[int, str]:
@@ -178,7 +201,7 @@ def _swarm_run(ctx: TuneContext, url: str, run_dir: Path) -> tuple[int, str]:
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env=run_env(ctx),
         preexec_fn=die_with_parent(),
     )
     last: deque[str] = deque(maxlen=1)

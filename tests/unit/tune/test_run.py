@@ -75,3 +75,16 @@ def test_exit_1_is_a_measured_configuration(tmp_path, monkeypatch):
     assert got.status == "ok" and got.answer == 12.0
     assert seen == {"name": "np=4", "gpus": 4, "cost": 2.5, "run_dir": tmp_path / "run"}
     assert json.dumps(got.flags) == '{"-np": "4"}'
+
+
+def test_the_key_goes_to_each_run_by_the_environment_not_the_command_line(tmp_path, monkeypatch):
+    """`swarm tune --api-key K`: each configuration's swarm run gets K as $OPENAI_API_KEY (its argv
+    is any local user's to read) and the origin options as given; swarm run applies the key's rule."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    c = tune_run.TuneContext(
+        ["srv"], ["--api-key", "sk-1", "--api-key-origin", "http://a:1"], tmp_path, 1, 1, None
+    )
+    cmd = tune_run.run_command(c, "http://127.0.0.1:9", tmp_path / "run")
+    assert "sk-1" not in cmd and cmd[-2:] == ["--api-key-origin", "http://a:1"]
+    assert tune_run.run_env(c)["OPENAI_API_KEY"] == "sk-1"
+    assert "OPENAI_API_KEY" not in tune_run.run_env(ctx(tmp_path))

@@ -57,3 +57,31 @@ def test_reset_prefix_cache(status, offered):
 
 def test_reset_prefix_cache_of_nothing_listening():
     assert tune_server.reset_prefix_cache(f"http://127.0.0.1:{free_port()}", timeout_s=1) is False
+
+
+def test_the_tunes_own_requests_carry_no_key(monkeypatch):
+    """The health wait and the prefix-cache reset go to the server tune started, without any key
+    (a key in the environment is for the configuration's swarm run, which applies its origin rule)."""
+    from swarm.orchestrate.processes import wait_http
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent")
+    seen: list[str | None] = []
+
+    class Recording(_Handler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+
+        def do_POST(self):
+            seen.append(self.headers.get("Authorization"))
+            super().do_POST()
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Recording)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        assert wait_http(url + "/health", None, 5) and tune_server.reset_prefix_cache(url)
+    finally:
+        server.shutdown()
+    assert seen == [None, None]
