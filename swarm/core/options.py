@@ -113,8 +113,9 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--api-key-origin",
-        "the one origin (scheme://host:port) the API key is sent to (default: the --host given at "
-        "start); requests to any other host, e.g. one typed into the web UI, carry no key",
+        "the origins (scheme://host:port, comma-separated) the API key is sent to (default: each "
+        "--host endpoint given at start); every request to any other origin (load, model list, "
+        "/metrics, tokenizer), e.g. a host typed into the web UI, carries no key",
         "workload",
         env_var="SWARM_API_KEY_ORIGIN",
         web_ui=False,

@@ -3,9 +3,10 @@
 `python tests/helpers/fault_servers.py MODE PORT` serves `GET /health`, `GET /v1/models` (a vLLM model
 list) and answers every other request (the completions) as MODE says:
 
-- `ok`: a short, valid vLLM stream (the reference the others are compared with); it also answers
-  `POST /tokenize` and `/detokenize` as the simulator's vLLM face does (swarm/sim/protocol.py) and
-  `GET /metrics` (one vLLM gauge), so `--tokenizer server` and the server-metrics scrapes run on it;
+- `ok`: a short, valid vLLM stream (the reference the others are compared with);
+- `recording`: `ok`'s answers, and `POST /tokenize` and `/detokenize` as the simulator's vLLM face
+  answers them (swarm/sim/protocol.py) and `GET /metrics` (one vLLM gauge), so every request kind of a
+  run reaches it (`ok` stays without them: its run is test_faults' memory reference);
 - `huge_event`: HTTP 200, a role chunk, then one `data:` line of 50 MB that never ends;
 - `huge_stream`: HTTP 200, a valid stream of 50 MB (4 KB of text per chunk), then `[DONE]`;
 - `huge_error`: HTTP 500 with a 50 MB JSON body;
@@ -38,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 MODES = (
-    "ok", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth", "endless",
+    "ok", "recording", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth", "endless",
     "echo_key_mangled", "escapes",
 )  # fmt: skip
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\r\u202eevil"  # title, clear screen, colour, CR, bidi
@@ -122,7 +123,10 @@ class Handler(socketserver.BaseRequestHandler):
                         {"object": "list", "data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}
                     ).encode()
                     sock.sendall(_head("200 OK", "models", "application/json", len(body)) + body)
-                elif request_line.startswith(("POST /tokenize", "POST /detokenize")) and self.mode == "ok":
+                elif (
+                    request_line.startswith(("POST /tokenize", "POST /detokenize"))
+                    and self.mode == "recording"
+                ):
                     from swarm.sim.protocol import detokenize_answer, tokenize_answer
 
                     asked = json.loads(payload)
@@ -133,7 +137,7 @@ class Handler(socketserver.BaseRequestHandler):
                     )
                     body = json.dumps(answer).encode()
                     sock.sendall(_head("200 OK", "tokenize", "application/json", len(body)) + body)
-                elif request_line.startswith("GET /metrics") and self.mode == "ok":
+                elif request_line.startswith("GET /metrics") and self.mode == "recording":
                     body = b'vllm:num_requests_running{model_name="m"} 0.0\n'
                     sock.sendall(_head("200 OK", "metrics", "text/plain", len(body)) + body)
                 elif request_line.startswith("GET /metrics") and self.mode == "escapes":
@@ -151,7 +155,7 @@ class Handler(socketserver.BaseRequestHandler):
     def answer(self, sock: socket.socket, rid: str, headers: dict[str, str]) -> bool:
         """Write the mode's answer; False when the connection must close afterwards."""
         mode = self.mode
-        if mode == "ok":
+        if mode in ("ok", "recording"):
             sock.sendall(_head("200 OK", rid) + _chunked(ok_stream(rid)) + b"0\r\n\r\n")
             return True
         if mode == "echo_auth":

@@ -1,7 +1,7 @@
 """The API key goes to its origin only, on every request `swarm run` makes (docs/security.md, "The
 API key goes to one origin"; the rule: swarm/core/apikey.py).
 
-Two recording servers on loopback (tests/helpers/fault_servers.py `ok`: each request's path and a
+Two recording servers on loopback (tests/helpers/fault_servers.py `recording`: each request's path and a
 digest of its Authorization header logged) and one short `swarm run` per case, with every request
 kind it makes: the model check before the run and the workers' discovery (GET /v1/models), the load
 (POST /v1/chat/completions), the /metrics scrapes, and `--tokenizer server` (POST /tokenize, for the
@@ -59,7 +59,7 @@ def test_a_key_bound_elsewhere_never_reaches_the_target(tmp_path):
     the model check, discovery, load, tokenizer and (its own /metrics) scrapes without any key; B,
     scraped as --server-metrics, gets the key."""
     secret = key()
-    with fault_server(tmp_path, "ok") as (a, a_log), fault_server(tmp_path, "ok") as (b, b_log):
+    with fault_server(tmp_path, "recording") as (a, a_log), fault_server(tmp_path, "recording") as (b, b_log):
         run(
             tmp_path,
             ["--host", a, "--server-metrics", f"{b}/metrics"],
@@ -75,7 +75,7 @@ def test_with_two_endpoints_the_key_goes_to_the_one_named(tmp_path):
     """`--host A,B --api-key-origin A --api-key K` (the flags' form): A gets the key on the model
     check, discovery, load, tokenizer and its scrapes; B gets every one of its requests without it."""
     secret = key()
-    with fault_server(tmp_path, "ok") as (a, a_log), fault_server(tmp_path, "ok") as (b, b_log):
+    with fault_server(tmp_path, "recording") as (a, a_log), fault_server(tmp_path, "recording") as (b, b_log):
         run(tmp_path, ["--host", f"{a},{b}", "--api-key", secret, "--api-key-origin", a], {})
     at_a, at_b = seen(a_log), seen(b_log)
     assert set(at_a) >= KINDS and set(at_b) >= KINDS - {"/tokenize"}, (at_a, at_b)  # the tokenizer: A's
