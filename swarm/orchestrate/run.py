@@ -29,6 +29,7 @@ from swarm.core.apikey import key_for, origin
 from swarm.core.errors import TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S
 from swarm.core.run_options import RUN_GROUPS, add_run_options
+from swarm.core.terminal import shown
 from swarm.core.urls import endpoint_label
 from swarm.orchestrate import outdir
 from swarm.orchestrate.collect import finish
@@ -303,7 +304,9 @@ def check_targets(hosts: Sequence[str], api_key: str | None, model: str | None =
 
     firsts = {label: first_model(listed) for label, listed in served.items() if listed is not None}
     if len(set(firsts.values())) > 1:
-        each = ", ".join(f"{label} serves {name or '(no model)'}" for label, name in firsts.items())
+        each = ", ".join(
+            f"{label} serves {shown(name) if name else '(no model)'}" for label, name in firsts.items()
+        )
         print(
             f"swarm: the endpoints serve different models ({each}); each is sent its own (--model NAME: one for all)"
         )

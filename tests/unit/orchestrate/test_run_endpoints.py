@@ -75,3 +75,15 @@ def test_one_poller_per_endpoint_each_into_its_own_file(tmp_path):
     assert all(p.headers == {"Authorization": "Bearer sk-1"} for p in pollers)  # each its own target
     (one,) = run._server_pollers(plan, ("http://b:2",), None)
     assert one.out_path.name == SERVER_METRICS and one.headers == {}
+
+
+def test_model_ids_the_endpoints_name_are_printed_as_one_bounded_line(capsys):
+    """The ids come from the endpoints' /v1/models: a CR LF in one would forge a line (issue 41)."""
+    servers = models_server("vllm", "a\r\nswarm: forged" + "x" * 500), models_server("vllm", "b")
+    try:
+        run.check_targets([f"http://127.0.0.1:{s.server_address[1]}" for s in servers], None)
+    finally:
+        for s in servers:
+            s.shutdown()
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "serves a\\x0d\\x0aswarm: forged" in line and "x" * 200 not in line
