@@ -315,7 +315,9 @@ def check_targets(hosts: Sequence[str], api_key: str | None, model: str | None =
 def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: str | None = None) -> Any:
     """Fail fast with one line when the target does not answer at all (before any user spawns), or
     when a model `model` names is not served (swarm.client.discovery.require_model_served).
-    Returns its /v1/models answer, parsed, or None when it gave none."""
+    A 404 there, or a body that is not JSON, is no OpenAI-compatible server: refused too. Returns
+    its /v1/models answer, parsed, or None on another HTTP error (401, 403, 5xx: it answers, and
+    each request records its reason)."""
     from swarm.client.discovery import require_model_served
     from swarm.load.models import parse_models
 
@@ -325,15 +327,17 @@ def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: 
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             body = r.read()
-    except urllib.error.HTTPError:
-        return None  # it answers; auth or routing problems are recorded per request with their reason
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            return None  # it answers; auth or routing problems are recorded per request with their reason
+        raise TargetError(_no_model_list(host, f"HTTP 404 {_said(e.read(QUOTED_BYTES))}")) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise TargetError(f"target {endpoint_label(host)} is unreachable: {reason}") from None
     try:
         listed = json.loads(body)
     except ValueError:
-        return None  # no model list to check against: the workers' discovery tells per request
+        raise TargetError(_no_model_list(host, f"a body that is not JSON {_said(body)}")) from None
     split = parse_models(model) if model else None
     if split is not None:
         try:
@@ -341,3 +345,21 @@ def check_target(host: str, api_key: str | None, timeout_s: float = 5.0, model: 
         except UsageError as e:
             raise UsageError(f"{e} (endpoint {endpoint_label(host)})") from None
     return listed
+
+
+def _no_model_list(host: str, answer: str) -> str:
+    """The line for an endpoint whose GET /v1/models says it is no OpenAI-compatible server: every
+    family the swarm speaks (docs/server-families.md, swarm/sim/faces.py) lists its models there."""
+    return (
+        f"target {endpoint_label(host)} answered GET /v1/models with {answer}: not an OpenAI-compatible "
+        "server (vLLM, SGLang, TGI, TensorRT-LLM, llama.cpp and Ollama all list their models there); "
+        "give the server's base URL"
+    )
+
+
+QUOTED_BYTES = 1024  # of a refusing answer's body, for its line
+
+
+def _said(body: bytes) -> str:
+    """What a target answered, quoted as one bounded line."""
+    return f"({shown(' '.join(body.decode(errors='replace').split())) or 'empty'})"
