@@ -35,7 +35,8 @@ from swarm.orchestrate import outdir
 from swarm.orchestrate.collect import finish
 from swarm.orchestrate.commands import master_command, sim_command, worker_command
 from swarm.orchestrate.plan import START_TIMEOUT_S, RunPlan, check_locust_args, describe_load, plan_from_args
-from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
+from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt
+from swarm.orchestrate.serverproc import wait_answering
 from swarm.orchestrate.waiting import WORKER_EXIT_S, interrupted, wait_for_master
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ def _start_target(
     port = free_port()
     sim = procs.start("sim", sim_command(plan, port), env, server=True)
     host = f"http://127.0.0.1:{port}"
-    if not wait_http(host + "/health", sim, START_TIMEOUT_S):
+    if not wait_answering(host, sim, START_TIMEOUT_S):  # the face's own health path: Ollama has no /health
         raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
     print(f"swarm: embedded simulator ({plan.sim_profile}) at {host}")
     return (host,)
