@@ -322,6 +322,7 @@ class MasterStats:
         outcome.print_lines(self.health.lines())
         if self.objectives is not None:
             outcome.judge_slos(self.environment, self.verdicts)
+        outcome.judge_answers(self.environment, final.get("total") or {})
         if self.state.search is not None:
             outcome.judge_search(self.environment, final, self.state.search)
         if self.aborted is not None:
