@@ -352,5 +352,5 @@ class MasterStats:
             multi_stage=bool(stage_timeline(self.environment)),
         )
 
-    def start_prometheus_server(self, port: int) -> None:
-        serving.start_prometheus_server(port, self._registry)
+    def start_prometheus_server(self, port: int, host: str = "") -> None:
+        serving.start_prometheus_server(port, self._registry, host)
