@@ -26,6 +26,7 @@ from swarm.analysis.report_sections import (
 )
 from swarm.analysis.rundir import RunData
 from swarm.analysis.table import drain_line
+from swarm.core.terminal import shown
 from swarm.stats.cpu import cpu_limit
 from swarm.stats.summary import Summary
 from swarm.stats.trace_replay import replay_lines
@@ -107,7 +108,8 @@ def _meta(data: RunData) -> list[str]:
         ("workers", "workers"),
     ):
         if s.get(key) is not None:
-            meta.append(f"{label} {fmt(s[key])}")
+            value = shown(s[key]) if isinstance(s[key], str) else s[key]  # the model: the target's words
+            meta.append(f"{label} {fmt(value)}")  # (fmt escapes text)
     if data.endpoints:  # several endpoints: each its own server
         each = ", ".join(f"{sub.source} ({len(sub.snapshots)})" for sub in data.endpoints.values())
         meta.append(f"{len(data.endpoints)} endpoints, server metrics (scrapes): {html.escape(each)}")

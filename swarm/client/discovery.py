@@ -27,6 +27,7 @@ from swarm.client.dialects import (
 )
 from swarm.client.transport import json_or_text
 from swarm.core.errors import UsageError
+from swarm.core.terminal import shown
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def require_served(models: Any, wanted: Sequence[str], spec: str) -> None:
     if missing:
         raise UsageError(
             f"--model {spec}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not served by the "
-            f"target; it serves: {', '.join(served) or '(no models)'}"
+            f"target; it serves: {', '.join(shown(str(m)) for m in served) or '(no models)'}"
         )
 
 
@@ -88,8 +89,8 @@ def discover(
         log.warning(
             "GET /v1/models failed (%s: %s); using --model %s and the %s dialect; retrying in %.0f s",
             type(e).__name__,
-            e,
-            model or "(none)",
+            shown(str(e)),  # it may quote the target's error body
+            shown(model or "(none)"),
             fallback,
             DISCOVERY_RETRY_S,
         )
@@ -100,5 +101,5 @@ def discover(
     chosen = model or first_model(models)
     if ignore_eos and name == "openai":
         log.warning("--ignore-eos: the target looks like a plain OpenAI server; sending ignore_eos anyway")
-    log.info("target: model %s, dialect %s", chosen, name)
+    log.info("target: model %s, dialect %s", shown(str(chosen)), name)  # the target's words: one line
     return ServedModel(chosen, get_dialect(name), True, max_model_len=max_model_len(models, chosen))

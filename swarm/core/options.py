@@ -334,6 +334,15 @@ OPTIONS: tuple[Option, ...] = (
         run=True,
     ),
     Option(
+        "--prometheus-host",
+        "the interface --prometheus-port listens on (default: every one, as a Prometheus in another "
+        "container or machine needs; swarm run: 127.0.0.1, give 0.0.0.0 to open it)",
+        "statistics",
+        env_var="SWARM_PROMETHEUS_HOST",
+        web_ui=False,
+        metavar="HOST",
+    ),
+    Option(
         "--slo",
         'objectives checked at the end, e.g. "ttft_p99<=800ms,e2e_p99<=5s,error_rate<=1%%"; '
         "the exit code is non-zero when one fails",

@@ -27,6 +27,7 @@ _RUN_GROUP_EXCEPTIONS = {
     "--goodput-min": "search/SLO",
     "--saturation-guard": "search/SLO",
     "--prometheus-port": "observability",
+    "--prometheus-host": "observability",
     "--server-family": "observability",
     "--run-id": "outputs",
 }

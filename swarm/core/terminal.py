@@ -26,3 +26,15 @@ def printable(text: str, *, lines: bool = False) -> str:
     """`text` with its control characters written as `\\xNN` / `\\uNNNN`. `lines=True` keeps line
     feeds and tabs (a log tail); otherwise the result is one line."""
     return (_ALL_BUT_LINES if lines else _ALL).sub(_visible, text)
+
+
+SHOWN_MAX = 200
+"""The most characters of one target-given string (a model id, an error body) a line shows."""
+
+
+def shown(text: str, limit: int = SHOWN_MAX) -> str:
+    """`text` as one printable line of at most `limit` characters, its cut end written `…`: what a
+    target named (a model id from /v1/models, an error body) as a log, terminal or report line
+    shows it, so no target forges a line or floods one."""
+    line = printable(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -322,6 +322,7 @@ class MasterStats:
         outcome.print_lines(self.health.lines())
         if self.objectives is not None:
             outcome.judge_slos(self.environment, self.verdicts)
+        outcome.judge_answers(self.environment, final.get("total") or {})
         if self.state.search is not None:
             outcome.judge_search(self.environment, final, self.state.search)
         if self.aborted is not None:
@@ -351,5 +352,5 @@ class MasterStats:
             multi_stage=bool(stage_timeline(self.environment)),
         )
 
-    def start_prometheus_server(self, port: int) -> None:
-        serving.start_prometheus_server(port, self._registry)
+    def start_prometheus_server(self, port: int, host: str = "") -> None:
+        serving.start_prometheus_server(port, self._registry, host)

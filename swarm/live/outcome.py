@@ -5,6 +5,9 @@ when --slo is given, sets the process exit code: 0 when every objective holds, 1
 (Locust's own error exit is overridden then: the objectives decide). --search decides instead
 when given (0 converged, 1 otherwise); a tripped --abort-on gives EXIT_ABORTED whatever the
 verdicts; an internal error logged anywhere gives 2 last of all, since the figures may be wrong.
+Before the search and the breaker, a run whose every request sent went unanswered (cancelled at
+the stop, timed out, never connected) fails with EXIT_FAILED and a line saying so: its table
+would be all dashes and its exit 0.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
-from swarm.core.errors import EXIT_ABORTED
+from swarm.core.errors import EXIT_ABORTED, EXIT_FAILED
 from swarm.core.runfiles import SUMMARY
 from swarm.live import locust_fixes
 from swarm.stats import slo, summary
+from swarm.stats.reachability import no_answer_line
 from swarm.stats.summary import Summary
 
 logger = logging.getLogger(__name__)
@@ -46,6 +50,15 @@ def judge_slos(environment: Any, verdicts: list[slo.Verdict]) -> None:
     code = 0 if all(v.ok for v in verdicts) else 1
     previous = environment.process_exit_code
     environment.process_exit_code = max(code, previous) if previous else code
+
+
+def judge_answers(environment: Any, total: Mapping[str, Any]) -> None:
+    """A run in which the target answered no request fails (EXIT_FAILED, kept if higher)."""
+    line = no_answer_line(total)
+    if line is None:
+        return
+    print(line, flush=True)
+    environment.process_exit_code = max(EXIT_FAILED, environment.process_exit_code or 0)
 
 
 def judge_search(environment: Any, final: Summary, search: Mapping[str, Any]) -> None:

@@ -56,9 +56,9 @@ class StatsPlugin:
         if self.master is not None:
             if web_ui is not None:
                 self.master.install_web_ui(web_ui)
-            port = run_settings(environment).prometheus_port
-            if port:
-                self.master.start_prometheus_server(port)
+            settings = run_settings(environment)
+            if settings.prometheus_port:
+                self.master.start_prometheus_server(settings.prometheus_port, settings.prometheus_host)
 
     def handles(self) -> StatsHandles:
         """What the users and the search reach of this side (swarm/live/state.py)."""

@@ -42,14 +42,15 @@ def install_web_ui(
     webui.install_charts(web_ui, series)
 
 
-def start_prometheus_server(port: int, registry: CollectorRegistry) -> None:
-    """/metrics on its own port; a busy port is a usage error (exit 2), not another server's numbers."""
+def start_prometheus_server(port: int, registry: CollectorRegistry, host: str = "") -> None:
+    """/metrics on its own port, on `host` ("": every interface); a busy port is a usage error
+    (exit 2), not another server's numbers."""
     from prometheus_client import start_http_server
 
     try:
-        start_http_server(port, registry=registry)
+        start_http_server(port, addr=host or "0.0.0.0", registry=registry)
     except OSError as e:  # a busy port: whoever reads it would read another server's numbers
         raise UsageError(
             f"--prometheus-port {port}: cannot serve /metrics there ({e.strerror or e}): give a free port"
         ) from None
-    logger.info("swarm: serving /metrics on port %d", port)
+    logger.info("swarm: serving /metrics on %s:%d", host or "*", port)

@@ -51,6 +51,7 @@ class RunSettings:
     model_text: str | None  # --model as given (summary.json's model until a worker names the served one)
     headless: bool
     prometheus_port: int | None
+    prometheus_host: str  # --prometheus-host ("": every interface)
     users: int | None  # Locust's -u (open loop: the in-flight cap)
     spawn_rate: float | None  # Locust's -r
     run_time_s: int | None  # Locust's -t (Locust parsed it into seconds)
@@ -112,6 +113,7 @@ class RunSettings:
             model_text=read.get("model"),
             headless=read.flag("headless"),
             prometheus_port=port or None,
+            prometheus_host=str(read.get("prometheus_host") or ""),
             users=users,
             spawn_rate=read.number("spawn_rate", float, "-r"),
             run_time_s=read.get("run_time"),

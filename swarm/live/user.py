@@ -53,11 +53,13 @@ from swarm.live.keyorigin import bind
 from swarm.live.locust_fixes import mark_internal_error
 from swarm.live.options import LLMOptions, exit_on_usage_error
 from swarm.live.prepare import check_models, draw_seed, prepare_workloads, prompt_tokenizer
+from swarm.live.replay import WORKLOAD as REPLAY_WORKLOAD
 from swarm.live.replay import prepare_replay, replay_task, trace_of
 from swarm.live.state import INIT_WAIT_S, swarm_state, wait_for_init
 from swarm.load.backoff import backoff_s
 from swarm.load.request import LLMRequest
 from swarm.load.sessions import Conversation
+from swarm.stats import slo
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +91,17 @@ def _validate(environment: Any) -> None:
         )
     if not isinstance(getattr(environment, "runner", None), WorkerRunner):
         trace_of(environment)  # the trace's bad line, before anything starts (workers get rows, not the file)
+    workloads = {REPLAY_WORKLOAD} if settings.trace is not None else set()
     for user_class in getattr(environment, "user_classes", None) or []:
         if isinstance(user_class, type) and issubclass(user_class, LLMUser):
-            state.mix(environment, user_class.workload)
+            workloads.update(w.name for w, _ in state.mix(environment, user_class.workload).items)
             host = getattr(environment, "host", None) or user_class.host
             if host:  # http://[::1, a port past 65535, an empty or repeated item: before anything starts
                 hosts = split_hosts(host)
                 if not state.endpoints:
                     state.endpoints = tuple(endpoint_label(h) for h in hosts)
+    if settings.slo_text and workloads:  # --slo's WORKLOAD.METRIC: a workload of this run
+        slo.parse(settings.slo_text, workloads=workloads)
 
 
 @events.init.add_listener

@@ -55,6 +55,10 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
                 f"swarm: the target went away at {summary['target_unreachable_since']}; "
                 "every later request failed to connect"
             )
+        from swarm.stats.reachability import no_answer_line
+
+        if (unanswered := no_answer_line(summary.get("total") or {})) is not None:
+            print(unanswered)  # (the master's exit code says it too)
     else:
         print(
             f"swarm: no summary was written (master exit {master_code}); master log tail:\n"

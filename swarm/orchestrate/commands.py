@@ -101,7 +101,8 @@ def load_args(plan: RunPlan) -> list[str]:
 
 def master_command(plan: RunPlan, host: str, master_port: int, prometheus_port: int) -> list[str]:
     """The headless master: binds `master_port` on loopback, waits for the plan's workers, writes
-    Locust's CSV and HTML beside the run's files and serves /metrics on `prometheus_port`."""
+    Locust's CSV and HTML beside the run's files and serves /metrics on `prometheus_port`, on
+    loopback unless a --prometheus-host handed on (later in the argv: it wins) opens it."""
     return [
         *locust_command(),
         "--master",
@@ -125,6 +126,8 @@ def master_command(plan: RunPlan, host: str, master_port: int, prometheus_port: 
         "--html",
         str(plan.out / "locust.html"),
         "--only-summary",
+        "--prometheus-host",
+        LOOPBACK,
         *locust_common_args(plan, host),
         *load_args(plan),
         "--prometheus-port",

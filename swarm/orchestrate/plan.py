@@ -334,7 +334,7 @@ def _check_workload_and_objectives(args: argparse.Namespace, extra: list[str]) -
 
     # raises UsageError naming the unknown workload / bad weight; `custom` reads --prompt-file, `dataset`
     # its --dataset (and --dataset-columns)
-    parse_mix(
+    mix = parse_mix(
         args.workload,
         Knobs(
             prompt_file=_locust_option(extra, "--prompt-file"),
@@ -349,7 +349,9 @@ def _check_workload_and_objectives(args: argparse.Namespace, extra: list[str]) -
     if args.slo is not None:  # --slo "" too: an empty objective list is refused, not ignored
         from swarm.stats import slo
 
-        slo.parse(args.slo)
+        # WORKLOAD.METRIC names one of the run's workloads (a trace replay's requests are the
+        # replay's own: checked by the master, swarm/live/user.py)
+        slo.parse(args.slo, workloads=None if args.trace_replay else {w.name for w, _ in mix})
     if args.goodput is not None:
         from swarm.stats.goodput import parse_goodput
 

@@ -29,12 +29,14 @@ from swarm.core.apikey import BoundKey, bind_origins
 from swarm.core.errors import TargetError, UsageError
 from swarm.core.options import DEFAULT_STOP_TIMEOUT_S
 from swarm.core.run_options import RUN_GROUPS, add_run_options
+from swarm.core.terminal import shown
 from swarm.core.urls import endpoint_label
 from swarm.orchestrate import outdir
 from swarm.orchestrate.collect import finish
 from swarm.orchestrate.commands import master_command, sim_command, worker_command
 from swarm.orchestrate.plan import START_TIMEOUT_S, RunPlan, check_locust_args, describe_load, plan_from_args
-from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt, wait_http
+from swarm.orchestrate.processes import Processes, free_port, sigterm_as_interrupt
+from swarm.orchestrate.serverproc import wait_answering
 from swarm.orchestrate.waiting import WORKER_EXIT_S, interrupted, wait_for_master
 
 if TYPE_CHECKING:
@@ -228,7 +230,7 @@ def _start_target(
     port = free_port()
     sim = procs.start("sim", sim_command(plan, port), env, server=True)
     host = f"http://127.0.0.1:{port}"
-    if not wait_http(host + "/health", sim, START_TIMEOUT_S):
+    if not wait_answering(host, sim, START_TIMEOUT_S):  # the face's own health path: Ollama has no /health
         raise TargetError(f"embedded simulator did not start; its log:\n{procs.log_tail('sim')}")
     print(f"swarm: embedded simulator ({plan.sim_profile}) at {host}")
     return (host,)
@@ -311,7 +313,9 @@ def check_targets(hosts: Sequence[str], key: BoundKey, model: str | None = None)
 
     firsts = {label: first_model(listed) for label, listed in served.items() if listed is not None}
     if len(set(firsts.values())) > 1:
-        each = ", ".join(f"{label} serves {name or '(no model)'}" for label, name in firsts.items())
+        each = ", ".join(
+            f"{label} serves {shown(name) if name else '(no model)'}" for label, name in firsts.items()
+        )
         print(
             f"swarm: the endpoints serve different models ({each}); each is sent its own (--model NAME: one for all)"
         )
@@ -320,7 +324,9 @@ def check_targets(hosts: Sequence[str], key: BoundKey, model: str | None = None)
 def check_target(host: str, key: BoundKey, timeout_s: float = 5.0, model: str | None = None) -> Any:
     """Fail fast with one line when the target does not answer at all (before any user spawns), or
     when a model `model` names is not served (swarm.client.discovery.require_model_served).
-    Returns its /v1/models answer, parsed, or None when it gave none."""
+    A 404 there, or a body that is not JSON, is no OpenAI-compatible server: refused too. Returns
+    its /v1/models answer, parsed, or None on another HTTP error (401, 403, 5xx: it answers, and
+    each request records its reason)."""
     from swarm.client.discovery import require_model_served
     from swarm.load.models import parse_models
 
@@ -328,15 +334,17 @@ def check_target(host: str, key: BoundKey, timeout_s: float = 5.0, model: str | 
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             body = r.read()
-    except urllib.error.HTTPError:
-        return None  # it answers; auth or routing problems are recorded per request with their reason
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            return None  # it answers; auth or routing problems are recorded per request with their reason
+        raise TargetError(_no_model_list(host, f"HTTP 404 {_said(e.read(QUOTED_BYTES))}")) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise TargetError(f"target {endpoint_label(host)} is unreachable: {reason}") from None
     try:
         listed = json.loads(body)
     except ValueError:
-        return None  # no model list to check against: the workers' discovery tells per request
+        raise TargetError(_no_model_list(host, f"a body that is not JSON {_said(body)}")) from None
     split = parse_models(model) if model else None
     if split is not None:
         try:
@@ -344,3 +352,21 @@ def check_target(host: str, key: BoundKey, timeout_s: float = 5.0, model: str | 
         except UsageError as e:
             raise UsageError(f"{e} (endpoint {endpoint_label(host)})") from None
     return listed
+
+
+def _no_model_list(host: str, answer: str) -> str:
+    """The line for an endpoint whose GET /v1/models says it is no OpenAI-compatible server: every
+    family the swarm speaks (docs/server-families.md, swarm/sim/faces.py) lists its models there."""
+    return (
+        f"target {endpoint_label(host)} answered GET /v1/models with {answer}: not an OpenAI-compatible "
+        "server (vLLM, SGLang, TGI, TensorRT-LLM, llama.cpp and Ollama all list their models there); "
+        "give the server's base URL"
+    )
+
+
+QUOTED_BYTES = 1024  # of a refusing answer's body, for its line
+
+
+def _said(body: bytes) -> str:
+    """What a target answered, quoted as one bounded line."""
+    return f"({shown(' '.join(body.decode(errors='replace').split())) or 'empty'})"

@@ -1,5 +1,6 @@
-"""A test server as a child process on loopback: its /health awaited (with its log's tail when it
-fails), its log tail, its set-up scripts; started and stopped by processes.py's `spawn` and `stop`.
+"""A test server as a child process on loopback: its readiness awaited (`wait_answering`: with its
+log's tail when it fails), its log tail, its set-up scripts; started and stopped by processes.py's
+`spawn` and `stop`.
 
 Shared by `swarm target vllm-cpu` (swarm/orchestrate/targets.py) and `swarm target llamacpp`
 (swarm/orchestrate/llamacpp.py).
@@ -9,14 +10,20 @@ from __future__ import annotations
 
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from swarm.core.errors import TargetError
-from swarm.orchestrate.processes import wait_http
 
 HOST = "127.0.0.1"  # never anything else: a test server with random weights is nobody's service
 SERVED_MODEL = "tiny-qwen2"
 STOP_GRACE_S = 20.0  # a server's SIGTERM to SIGKILL
+READY_PATHS = ("/health", "/v1/models", "/")
+"""Where a server says it is up, asked in this order: a path it lacks (404, 405) passes the question
+to the next, its first other answer decides (2xx: ready; 503: still loading, as llama.cpp's /health
+while its /v1/models already answers). Ollama has no /health: its /v1/models answers."""
+POLL_S = 0.1
 
 
 def log_tail(path: Path, lines: int = 60) -> str:
@@ -27,18 +34,44 @@ def log_tail(path: Path, lines: int = 60) -> str:
     return "\n".join(kept[-lines:])
 
 
+def answers_ready(url: str) -> bool:
+    """One question of `wait_answering`: is the server at `url` ready (READY_PATHS)?"""
+    for path in READY_PATHS:
+        try:
+            with urllib.request.urlopen(url + path, timeout=2):
+                return True
+        except urllib.error.HTTPError as e:
+            if e.code not in (404, 405):
+                return False
+        except (urllib.error.URLError, OSError):
+            return False  # not listening yet
+    return False
+
+
+def wait_answering(url: str, proc: subprocess.Popen | None, timeout_s: float) -> bool:
+    """True once the server at `url` says it is ready (`answers_ready`), False when `proc` exits
+    first or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (proc is None or proc.poll() is None):
+        if answers_ready(url):
+            return True
+        time.sleep(POLL_S)
+    return False
+
+
 def wait_ready(url: str, popen: subprocess.Popen, log: Path, timeout_s: float, name: str = "vLLM") -> float:
-    """Seconds until GET url/health answered (processes.wait_http); TargetError with the log tail
+    """Seconds until the server said it is ready (`wait_answering`); TargetError with the log tail
     when the server exits first or the time runs out."""
     t0 = time.monotonic()
-    if wait_http(url + "/health", popen, timeout_s):
+    if wait_answering(url, popen, timeout_s):
         return time.monotonic() - t0
     if popen.poll() is not None:
         raise TargetError(
             f"{name} exited with code {popen.returncode} while starting; log {log}:\n{log_tail(log)}"
         )
     raise TargetError(
-        f"{name} did not answer {url}/health within {timeout_s:.0f} s; log {log}:\n{log_tail(log)}"
+        f"{name} did not answer ready at {url} ({', '.join(READY_PATHS)}) within {timeout_s:.0f} s; "
+        f"log {log}:\n{log_tail(log)}"
     )
 
 

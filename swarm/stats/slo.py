@@ -36,6 +36,10 @@ _RE = re.compile(
     r"^\s*(?:(?P<wl>[A-Za-z0-9_\-]+)\.)?(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=|<|>)\s*"
     r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>ms|s|%)?\s*$"
 )
+# a percentile with decimals (ttft_p99.9): its dot would otherwise read as WORKLOAD.METRIC
+_FINE_PERCENTILE = re.compile(
+    r"^\s*(?:[A-Za-z0-9_\-]+\.)?[a-z][a-z0-9_]*_(?P<stat>p[0-9]+\.[0-9]+)\s*(?:<=|>=|<|>)"
+)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,12 @@ def parse(
     Raises UsageError naming the bad part and the expected form."""
     objectives = []
     for part in filter(None, (p.strip() for p in text.split(","))):
+        if fine := _FINE_PERCENTILE.match(part):
+            percentiles = ", ".join(s for s in STATS if s.startswith("p"))
+            raise UsageError(
+                f"bad {what} {part!r}: percentile {fine['stat']} is not kept (summary.json keeps "
+                f"{percentiles}, mean and max)"
+            )
         m = _RE.match(part)
         if not m:
             raise UsageError(

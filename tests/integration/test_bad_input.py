@@ -183,6 +183,7 @@ LOCUST_CASES = [
     (["--host", "http://127.0.0.1:9/v1/"], "give the server's base URL without /v1"),
     (["--workload", "custom", "--prompt-file", "{missing}"], "no such file"),
     (["--workload", "custom", "--prompt-file", "{latin1}"], "cannot read it ('utf-8' codec"),
+    (["--workload", "chat", "--slo", "nowl.ttft_p99<=1s"], "no workload 'nowl' in this run (chat)"),
 ]
 
 

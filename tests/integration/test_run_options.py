@@ -66,3 +66,19 @@ def test_custom_prompt_file_works_before_dashdash(tmp_path):
     assert len(df) > 0 and set(df.workload) == {"custom"} and set(df.outcome) == {"ok"}
     assert df.prompt_tokens.nunique() == 1 and df.prompt_tokens.min() > 2000, df.prompt_tokens.describe()
     assert df.output_tokens.max() <= 3
+
+
+@pytest.mark.integration
+def test_the_embedded_simulator_as_ollama_is_found_ready(tmp_path):
+    """`--sim-arg=--server=ollama`: Ollama has no /health, so readiness asked only /health and the
+    run said the simulator "did not start" while it served (issue 41); its /v1/models answers."""
+    out = tmp_path / "o"
+    p = subprocess.run(
+        swarm_cmd("run", "--sim-arg=--server=ollama", "--sim-profile", "instant", "--workload", "short_qa",
+                  "--max-tokens", "4", "-t", "2s", "-u", "1", "--workers", "1", "--stop-timeout", "1s",
+                  "--out", str(out)),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    total = json.loads((out / "summary.json").read_text())["total"]
+    assert total["requests"] > 0 and not sum(total["failures"].values()), total

@@ -188,3 +188,16 @@ def test_a_run_whose_every_worker_quits_at_start_fails_with_the_workers_reason(t
     assert len(lines) == 2, done.stderr
     assert all(f"--tokenizer {bad}: cannot load tokenizer.json" in ln for ln in lines), lines
     assert "every worker has quit" in done.stderr and "Traceback" not in done.stderr + done.stdout
+
+
+def test_a_run_in_which_no_request_completed_fails_saying_why(tmp_path):
+    """Every stream stalls past the run's end and --stop-timeout 0 cuts each: requests were sent
+    and none answered, which exited 0 with a table of dashes (issue 41)."""
+    p = subprocess.run(
+        swarm_cmd("run", "--sim-profile", "instant", "--sim-arg=--fault=stall=1", "--sim-arg=--stall=60s",
+                  "-t", "2s", "-u", "2", "--workers", "1", "--stop-timeout", "0", "--out", str(tmp_path / "o")),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    (line,) = [x for x in p.stdout.splitlines() if x.startswith("swarm: no request completed: ")]
+    assert "cancelled (cancelled: still in flight at the stop" in line

@@ -47,7 +47,6 @@ NO_UNIT_TEST: dict[str, str] = {
     "live/user.py": "client/test_transport_fuzz.py drives LLMUser.send; integration/test_user_*.py",
     "live/worker.py": "the worker's statistics in Locust: live/test_plugin_local.py, integration/test_distributed.py",
     "live/webauth.py": "Locust's web login: integration/test_secrets.py",
-    "orchestrate/serverproc.py": "starting a server process: integration/test_swarm_target.py",
 }
 
 

@@ -28,3 +28,14 @@ def test_no_findings_and_no_figures_are_said(tmp_path):
     text = render_html(data, [], {})
     assert "<li>No findings.</li>" in text and "No stage data: nothing to plot." in text
     assert "No server metrics: nothing to compare." in text
+
+
+def test_the_model_the_target_named_is_one_bounded_line_on_the_page(tmp_path):
+    """/v1/models' id reaches summary.json's model_name: on the run's line its control characters
+    are written out, its markup escaped and its length cut (issue 41)."""
+    data = load_run(make_run(tmp_path / "run", table=SHORT_QA[:1], server=False))
+    data.summary["model_name"] = "m\r\n<b>forged</b>\u202e" + "x" * 500
+    text = render_html(data, [], {})
+    meta = next(line for line in text.splitlines() if line.startswith('<p class="meta">run'))
+    assert "model m\\x0d\\x0a&lt;b&gt;forged&lt;/b&gt;\\u202e" in meta and "x" * 200 not in meta
+    assert "xxx…" in meta

@@ -59,3 +59,13 @@ def test_summary_written_and_a_failing_build_only_logged(tmp_path, caplog):
 
     outcome.write_summary_quietly(broken, tmp_path)
     assert "could not write summary.json" in caplog.text
+
+
+@pytest.mark.parametrize(("previous", "code"), [(None, 1), (0, 1), (2, 2)])
+def test_a_run_with_no_answered_request_fails(capsys, previous, code):
+    env = _env(previous)
+    outcome.judge_answers(env, {"requests": 4, "cancelled": 4, "failures": {}})
+    assert env.process_exit_code == code and "no request completed: 4 sent" in capsys.readouterr().out
+    answered = _env(previous)
+    outcome.judge_answers(answered, {"requests": 4, "cancelled": 3, "failures": {}})
+    assert answered.process_exit_code == previous

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import urllib.request
 
+import psutil
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
@@ -34,3 +35,16 @@ def test_a_busy_port_is_a_usage_error():
         port = busy.getsockname()[1]
         with pytest.raises(UsageError, match=f"--prometheus-port {port}"):
             serving.start_prometheus_server(port, CollectorRegistry())
+
+
+@pytest.mark.parametrize("host, listens_on", [("127.0.0.1", "127.0.0.1"), ("", "0.0.0.0")])
+def test_the_port_listens_on_the_host_given(host, listens_on):
+    """`swarm run`'s master passes 127.0.0.1 (issue 41); a plain Locust master keeps every interface."""
+    port = _free_port()
+    serving.start_prometheus_server(port, CollectorRegistry(), host)
+    (listening,) = [
+        c.laddr.ip
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    ]
+    assert listening == listens_on

@@ -13,6 +13,7 @@ from swarm.orchestrate import commands
 from swarm.orchestrate.commands import LOCUSTFILE, master_command, sim_command, worker_command
 from swarm.orchestrate.plan import plan_from_args
 from swarm.orchestrate.run import configure, run_options
+from tests.helpers.locust_parse import parse_locust
 
 LOCUST = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
 
@@ -36,7 +37,7 @@ def test_a_plain_run_master_and_worker():
         *LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", "5557",
         "--expect-workers", "3", "--expect-workers-max-wait", "30", "-u", "8", "-r", "8.0",
         "--stop-timeout", "15s", "--csv", "/o/locust", "--html", "/o/locust.html", "--only-summary",
-        *common, "-t", "20s", "--prometheus-port", "9646",
+        "--prometheus-host", "127.0.0.1", *common, "-t", "20s", "--prometheus-port", "9646",
     ]  # fmt: skip
     assert worker_command(p, "http://h:1", 5557) == [
         *LOCUST,
@@ -108,3 +109,13 @@ def test_every_process_and_swarm_run_itself_bind_the_key_to_the_same_origins(mon
     monkeypatch.setenv("SWARM_API_KEY_ORIGIN", "b:2")
     with pytest.raises(UsageError, match="--api-key-origin 'b:2' is not an http"):
         plan("--host", hosts)
+
+
+def test_the_masters_metrics_port_is_on_loopback_unless_a_handed_on_host_opens_it(tmp_path):
+    """A one-machine run's /metrics listened on every interface while its web UI kept to loopback
+    (issue 41); `--prometheus-host 0.0.0.0` handed on opens it (Locust's parser: the last one wins)."""
+    argv = master_command(plan(), "http://h:1", 1, 2)
+    assert argv[argv.index("--prometheus-host") + 1] == "127.0.0.1"
+    opened = master_command(plan("--", "--prometheus-host", "0.0.0.0"), "http://h:1", 1, 2)
+    parsed = parse_locust(LOCUSTFILE, opened[len(LOCUST) :], {}, tmp_path)
+    assert parsed["prometheus_host"] == "0.0.0.0" and parsed["prometheus_port"] == 2

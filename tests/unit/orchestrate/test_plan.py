@@ -36,6 +36,8 @@ def make(*argv: str):
         (["--", "--workers", "3"], "--workers after --: it is a swarm run option, give it before --"),
         (["--max-tokens", "8", "--", "--max-tokens=9"], "--max-tokens is given both before and after --"),
         (["--workload", "no_such_workload"], "no_such_workload"),
+        (["--slo", "nowl.ttft_p99<=1s"], "no workload 'nowl' in this run (mixed)"),
+        (["--workload", "chat,rag", "--slo", "short_qa.e2e_p99<=1s"], "in this run (chat, rag)"),
         (["--sim-arg=--no-such-option"], "--sim-arg: unknown simulator option '--no-such-option'"),
         (["--prometheus-port", "70000"], "--prometheus-port must be 1-65535 (got 70000)"),
         (["--search", "concurrency", "--sweep", "2,4", "--slo", "ttft_p99<=1s"], "leave out --sweep"),

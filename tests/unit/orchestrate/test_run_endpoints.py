@@ -17,12 +17,12 @@ from swarm.orchestrate import run
 from tests.helpers.support import free_port
 
 
-def models_server(owner: str, *names: str) -> ThreadingHTTPServer:
-    body = json.dumps({"data": [{"id": n, "owned_by": owner} for n in names]}).encode()
+def status_server(status: int, body: bytes) -> ThreadingHTTPServer:
+    """Answers every GET with `status` and `body` (a plain web server, an auth proxy)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -31,8 +31,12 @@ def models_server(owner: str, *names: str) -> ThreadingHTTPServer:
             pass
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return srv
+
+
+def models_server(owner: str, *names: str) -> ThreadingHTTPServer:
+    return status_server(200, json.dumps({"data": [{"id": n, "owned_by": owner} for n in names]}).encode())
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +82,41 @@ def test_one_poller_per_endpoint_each_into_its_own_file(tmp_path):
     assert auths == [{"Authorization": "Bearer sk-1"}] * 2  # each endpoint given at start gets it
     (one,) = run._server_pollers(plan, ("http://b:2",), NO_KEY)
     assert one.out_path.name == SERVER_METRICS and one.key.request(one.url).unredirected_hdrs == {}
+
+
+def test_model_ids_the_endpoints_name_are_printed_as_one_bounded_line(capsys):
+    """The ids come from the endpoints' /v1/models: a CR LF in one would forge a line (issue 41)."""
+    servers = models_server("vllm", "a\r\nswarm: forged" + "x" * 500), models_server("vllm", "b")
+    try:
+        run.check_targets([f"http://127.0.0.1:{s.server_address[1]}" for s in servers], NO_KEY)
+    finally:
+        for s in servers:
+            s.shutdown()
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "serves a\\x0d\\x0aswarm: forged" in line and "x" * 200 not in line
+
+
+@pytest.mark.parametrize(
+    "status, body, words",
+    [  # `python -m http.server`: 404 on /v1/models; a web page: 200 with HTML
+        (404, b"<h1>File not found</h1>", "answered GET /v1/models with HTTP 404 (<h1>File not found</h1>)"),
+        (200, b"<html>hello</html>", "with a body that is not JSON (<html>hello</html>): not an OpenAI"),
+    ],
+)
+def test_an_endpoint_that_lists_no_models_is_refused_saying_what_it_answered(status, body, words):
+    srv = status_server(status, body)
+    try:
+        with pytest.raises(TargetError) as e:
+            run.check_targets([f"http://127.0.0.1:{srv.server_address[1]}"], NO_KEY)
+    finally:
+        srv.shutdown()
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("status", [401, 403, 503])
+def test_an_endpoint_that_answers_with_an_auth_or_server_error_is_left_to_the_requests(status):
+    srv = status_server(status, b'{"error": "no"}')
+    try:
+        assert run.check_target(f"http://127.0.0.1:{srv.server_address[1]}", NO_KEY) is None
+    finally:
+        srv.shutdown()

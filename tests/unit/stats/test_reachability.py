@@ -8,7 +8,7 @@ import pytest
 from swarm.core.records import Outcome, RequestRecord
 from swarm.stats import summary
 from swarm.stats.aggregate import Aggregate
-from swarm.stats.reachability import endpoints_unreachable_since, target_unreachable_since
+from swarm.stats.reachability import endpoints_unreachable_since, no_answer_line, target_unreachable_since
 
 A, B = "http://10.0.0.1:8000", "http://10.0.0.2:8000"
 
@@ -56,3 +56,22 @@ def test_the_target_went_away_when_every_endpoint_did_at_the_latest():
     assert target_unreachable_since(Aggregate()) is None
     one = _agg(("", Outcome.OK, 1.0), ("", Outcome.CONNECT_ERROR, 5.0))  # one endpoint, as before
     assert target_unreachable_since(one) == pytest.approx(5.001)
+
+
+@pytest.mark.parametrize(
+    "total, said",
+    [
+        ({"requests": 3, "cancelled": 2, "failures": {"timeout": 1}}, "3 sent, 2 cancelled, 1 timeout ("),
+        ({"requests": 2, "cancelled": 0, "failures": {"connect_error": 2}}, "2 sent, 2 connect_error ("),
+        ({"requests": 3, "cancelled": 2, "failures": {}}, None),  # one completed
+        ({"requests": 2, "cancelled": 1, "failures": {"http_error": 1}}, None),  # a 4xx/5xx is an answer
+        ({"requests": 1, "cancelled": 0, "failures": {"truncated": 1}}, None),  # so is a cut stream
+        ({"requests": 0, "cancelled": 0, "failures": {}}, None),  # nothing sent: nothing to say
+    ],
+)
+def test_a_run_whose_every_request_went_unanswered_is_said(total, said):
+    line = no_answer_line(total)
+    if said is None:
+        assert line is None
+    else:
+        assert line is not None and line.startswith("swarm: no request completed: ") and said in line

@@ -62,6 +62,9 @@ def test_missing_data_fails_rather_than_passing():
         ("ttft_p99=>1s", "expected"),
         ("", "empty --slo"),
         ("nosuch.ttft_p99<=1s", "no workload 'nosuch'"),
+        # a percentile with decimals: not read as workload `ttft_p99` and metric `9999`
+        ("ttft_p99.9999<=1s", "percentile p99.9999 is not kept (summary.json keeps p50, p90, p95, p99"),
+        ("chat.e2e_p99.9<=1s", "percentile p99.9 is not kept"),
     ],
 )
 def test_malformed_slos_say_what_is_wrong(bad, words):
