@@ -55,6 +55,7 @@ from swarm.core.runfiles import (
     SUMMARY,
 )
 from swarm.stats import summary as summary_file
+from swarm.stats import summary_shape
 from swarm.stats.cpu import ClientLoad
 from swarm.stats.quantiles import latency_stats
 from swarm.stats.summary import Block, StageEntry, StageTimelineEntry, Summary
@@ -294,9 +295,12 @@ def _load_summary(path: Path) -> Summary:
     except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         why = _first_line(e)
     else:
-        if isinstance(summary, dict):
+        wrong = summary_shape.problem(
+            summary
+        )  # valid JSON of another shape: named here, not deep in a reader
+        if wrong is None:
             return summary
-        why = f"a JSON {type(summary).__name__}, not an object"
+        why = wrong
     raise UsageError(
         f"{path} is not a readable summary ({why}); move it away to report from the request records alone"
     )

@@ -26,12 +26,31 @@ while its /v1/models already answers). Ollama has no /health: its /v1/models ans
 POLL_S = 0.1
 
 
+TAIL_READ_BYTES = 64 * 1024  # a log tail reads at most this much of the log's end
+TAIL_LINE_CHARS = 500  # a longer line of it is cut, saying how much was
+
+
 def log_tail(path: Path, lines: int = 60) -> str:
-    """The end of the server's log, without the route table vLLM prints at start-up."""
+    """The end of the server's log, without the route table vLLM prints at start-up: bounded, as the
+    server writes what it likes (a 20 MB line): only the log's last TAIL_READ_BYTES are read (a first
+    line begun before them is marked), and a line over TAIL_LINE_CHARS is cut with a marker."""
     if not path.exists():
         return "(no log)"
-    kept = [line for line in path.read_text(errors="replace").splitlines() if "Route: " not in line]
+    with path.open("rb") as f:
+        start = max(0, f.seek(0, 2) - TAIL_READ_BYTES)
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    read = text.splitlines()
+    if start and read:  # the log's part before this read is not shown
+        read[0] = f"[... the log's first {start} bytes not read] " + read[0]
+    kept = [_cut(line) for line in read if "Route: " not in line]
     return "\n".join(kept[-lines:])
+
+
+def _cut(line: str) -> str:
+    if len(line) <= TAIL_LINE_CHARS:
+        return line
+    return line[:TAIL_LINE_CHARS] + f" [... {len(line) - TAIL_LINE_CHARS} more characters cut]"
 
 
 def answers_ready(url: str) -> bool:

@@ -190,7 +190,7 @@ class Summary(TypedDict):
     degraded: bool
     degraded_workers: list[DegradedWorker]
     workloads: list[str]
-    notes: str
+    notes: str | list[str]  # a --virtual run's (orchestrate/virtual_run.py) is a list of lines
     errors: dict[str, list[ErrorEntry]]
     target_unreachable_since: str | None
     target_unreachable_since_s: float | None

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 
 from swarm.core.errors import UsageError
 from swarm.core.runfiles import TUNE_JSON
-from swarm.tune.plan import Flags, config_name, grid_configs, parse_grid, read_configs
+from swarm.core.terminal import printable
+from swarm.tune.plan import Flags, check_distinct, config_name, grid_configs, parse_grid, read_configs
 
 if TYPE_CHECKING:
     from swarm.orchestrate.virtual_run import VirtualLoad
-    from swarm.tune.results import ConfigResult, GuidedStep, TuneResult
+    from swarm.tune.results import ConfigResult, GuidedStep, TuneResult, TuneSetting
+    from swarm.tune.resume import Resumed
     from swarm.tune.run import TuneContext
 
 DEFAULT_BUDGET = 6
@@ -64,9 +66,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     own.add_argument(
         "--budget",
         type=int,
-        default=DEFAULT_BUDGET,
+        default=None,
         metavar="N",
-        help=f"--guided: at most N configurations measured (default {DEFAULT_BUDGET})",
+        help=f"--guided only: at most N configurations measured (default {DEFAULT_BUDGET}); a grid or "
+        "--configs list is measured whole, so --budget without --guided is refused",
     )
     own.add_argument(
         "--predict-first",
@@ -101,7 +104,14 @@ def configure(p: argparse.ArgumentParser) -> None:
     own.add_argument(
         "--resume",
         metavar="DIR",
-        help="go on with the tune in DIR: configurations already measured are skipped",
+        help="go on with the tune in DIR: configurations already measured are skipped; the base "
+        "command, the configurations and the swarm run options must be the ones it was measured under",
+    )
+    own.add_argument(
+        "--resume-anyway",
+        action="store_true",
+        help="--resume although the command, configurations or options differ: tune.json keeps the "
+        "earlier ones with the configurations measured under them",
     )
     own.add_argument("--out", metavar="DIR", help="the tune's directory (default: the --resume DIR)")
     _hand_on_run_options(p.add_argument_group("swarm run options, handed to each configuration's run"))
@@ -168,6 +178,7 @@ class TunePlan:
     search: str | None
     precision: float
     previous: dict[str, ConfigResult] = field(default_factory=dict)  # --resume: measured ones
+    earlier: Resumed | None = None  # --resume: what the earlier tune was measured under
     predict_first: int | None = None  # --predict-first K
     slo: str | None = None
     workload: str | None = None
@@ -186,12 +197,21 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
     out = Path(args.out or args.resume or "")
     if not (args.out or args.resume):
         raise UsageError("--out DIR is required: the tune's directory")
-    if args.budget < 1 or args.gpus < 1:
+    if args.budget is not None and not args.guided:
+        raise UsageError(
+            "--budget caps --guided's steps: without --guided every configuration given is measured "
+            "(give fewer, or add --guided)"
+        )
+    if args.resume_anyway and not args.resume:
+        raise UsageError("--resume-anyway goes with --resume DIR")
+    budget = DEFAULT_BUDGET if args.budget is None else args.budget
+    if budget < 1 or args.gpus < 1:
         raise UsageError("--budget and --gpus must be >= 1")
     if args.gpu_hourly_cost is not None and not args.gpu_hourly_cost > 0:
         raise UsageError("--gpu-hourly-cost must be > 0")
     grid = parse_grid(args.grid)
     configs = read_configs(Path(args.configs)) if args.configs else grid_configs(grid)
+    check_distinct(configs, f"--configs {args.configs}" if args.configs else "--grid")
     if args.guided:
         configs = [{f: v[0] for f, v in grid}] if grid else configs[:1]
     run_args = check_run_argv(args.run_argv)
@@ -224,11 +244,17 @@ def plan_from_args(args: argparse.Namespace) -> TunePlan:
         ctx,
         configs,
         args.guided,
-        args.budget,
+        budget,
         run_args.search,
         DEFAULT_PRECISION if precision is None else precision,
     )
-    plan.previous = _previous(Path(args.resume), out) if args.resume else _fresh(out)
+    if args.resume:
+        from swarm.tune.resume import resumed
+
+        plan.earlier = resumed(Path(args.resume), _setting(plan), args.resume_anyway)
+        plan.previous = plan.earlier.done
+    else:
+        _fresh(out)
     plan.predict_first, plan.slo, plan.workload = args.predict_first, run_args.slo, run_args.workload
     return plan
 
@@ -252,25 +278,21 @@ def _virtual_load(args: argparse.Namespace, run_args: argparse.Namespace) -> Vir
     return VirtualLoad(tuple(run.sweep), float(run.stage_time_s), float(run.warmup_s), run.workload, run.slo)
 
 
-def _previous(resume: Path, out: Path) -> dict[str, ConfigResult]:
-    from swarm.tune.results import read_tune_json
+def _setting(plan: TunePlan) -> TuneSetting:
+    """What this tune measures under (the configurations' names: for --guided, its starting one)."""
+    from swarm.tune.results import TuneSetting
 
-    path = resume / TUNE_JSON
-    if not path.is_file():
-        raise UsageError(f"--resume {resume}: no {TUNE_JSON} there")
-    try:
-        done = read_tune_json(path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise UsageError(f"--resume {resume}: {TUNE_JSON} unreadable ({e})") from None
-    return {c.name: c for c in done.configs if c.status == "ok"}
+    names = [config_name(c) for c in plan.configs]
+    return TuneSetting(
+        plan.ctx.serve_cmd, plan.ctx.run_argv, names, plan.ctx.gpus, plan.ctx.gpu_hourly_cost, []
+    )
 
 
-def _fresh(out: Path) -> dict[str, ConfigResult]:
+def _fresh(out: Path) -> None:
     if (out / TUNE_JSON).exists():
         raise UsageError(
             f"--out {out} holds a tune already: --resume {out} to go on with it, or another --out"
         )
-    return {}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -279,6 +301,7 @@ def main(args: argparse.Namespace) -> int:
 
     plan = plan_from_args(args)
     plan.ctx.out.mkdir(parents=True, exist_ok=True)
+    setting = _setting(plan)
     result = TuneResult(
         serve_cmd=plan.ctx.serve_cmd,
         search=plan.search,
@@ -286,6 +309,9 @@ def main(args: argparse.Namespace) -> int:
         gpus=plan.ctx.gpus,
         gpu_hourly_cost=plan.ctx.gpu_hourly_cost,
         configs=[],
+        run_argv=setting.run_argv,
+        planned=setting.planned,
+        earlier=plan.earlier.earlier if plan.earlier else [],
     )
     code = 0
     try:
@@ -314,6 +340,8 @@ def main(args: argparse.Namespace) -> int:
         code = 130
     except KeyboardInterrupt:
         code = 130
+    kept = {c.name for c in result.configs}  # --resume: earlier records this tune did not reach stay
+    result.configs += [c for name, c in plan.previous.items() if name not in kept]
     _finish(plan, result)
     if code == 130:
         print(f"swarm tune: interrupted; what is done is in {plan.ctx.out / TUNE_JSON}", file=sys.stderr)
@@ -335,7 +363,9 @@ def _measured(plan: TunePlan, result: TuneResult, flags: Flags) -> ConfigResult:
 
     name = config_name(flags)
     if name in plan.previous:
-        print(f"swarm tune: {name}: measured already (--resume), skipped", flush=True)
+        under = any(name in e.configs for e in result.earlier)
+        said = " under the earlier setting (--resume-anyway)" if under else " (--resume)"
+        print(f"swarm tune: {name}: measured already{said}, skipped", flush=True)
         config = plan.previous[name]
     else:
         config = measure(plan.ctx, flags)
@@ -346,9 +376,9 @@ def _measured(plan: TunePlan, result: TuneResult, flags: Flags) -> ConfigResult:
 
 
 def _said(config: ConfigResult) -> str:
-    if config.status != "ok":
-        tail = f"\n{config.log_tail}" if config.log_tail else ""
-        return f"{config.status}: {config.reason or 'no reason recorded'}{tail}"
+    if config.status != "ok":  # the reason and the log tail hold the server's own text
+        tail = f"\n{printable(config.log_tail, lines=True)}" if config.log_tail else ""
+        return f"{config.status}: {printable(config.reason or 'no reason recorded')}{tail}"
     said = [] if config.answer is None else [f"answer {config.answer:g}"]
     said += [] if config.qps is None else [f"QPS {config.qps:.1f}"]
     said += [] if config.output_tok_s is None else [f"output {config.output_tok_s:.0f} tok/s"]
@@ -429,7 +459,7 @@ def _finish(plan: TunePlan, result: TuneResult) -> None:
     from swarm.tune.report import write_tune_report
     from swarm.tune.results import best_config, table_text, write_tune_json
 
-    best = best_config(result.configs)
+    best = best_config(result.configs, need_answer=result.slo is not None)
     result.best = best.name if best is not None else None
     write_tune_json(plan.ctx.out / TUNE_JSON, result)
     if not result.configs:

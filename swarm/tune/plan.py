@@ -43,6 +43,11 @@ def parse_grid(specs: Sequence[str]) -> list[tuple[str, list[str]]]:
         flag = flag_of(key)
         if any(f == flag for f, _ in grid):
             raise UsageError(f"--grid names {flag} twice: give its values in one --grid")
+        twice = next((v for i, v in enumerate(vals) if v in vals[:i]), None)
+        if twice is not None:
+            raise UsageError(
+                f"bad --grid {spec!r}: the value {twice} is given twice (one configuration each)"
+            )
         grid.append((flag, vals))
     return grid
 
@@ -79,6 +84,25 @@ def parse_configs(text: str, source: str) -> list[Flags]:
             dict(_value(flag_of(str(k)), v, f"--configs {source} entry {i}") for k, v in obj.items())
         )
     return configs
+
+
+def check_distinct(configs: Sequence[Flags], source: str) -> None:
+    """UsageError when two configurations share a name or a run directory (`dir_name`): the second
+    would overwrite the first's records and both would read as one."""
+    names: set[str] = set()
+    dirs: dict[str, str] = {}
+    for flags in configs:
+        name = config_name(flags)
+        if name in names:
+            raise UsageError(f"{source}: the configuration {name!r} is given twice")
+        other = dirs.get(dir_name(name))
+        if other is not None:
+            raise UsageError(
+                f"{source}: the configurations {other!r} and {name!r} would share one run directory "
+                f"({dir_name(name)}): name them apart"
+            )
+        names.add(name)
+        dirs[dir_name(name)] = name
 
 
 def read_configs(path: Path) -> list[Flags]:

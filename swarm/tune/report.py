@@ -137,12 +137,14 @@ def _meta(result: TuneResult) -> list[str]:
 def _best(result: TuneResult) -> ConfigResult | None:
     if result.best is not None:
         return next((c for c in result.configs if c.name == result.best), None)
-    return best_config(result.configs)
+    return best_config(result.configs, need_answer=result.slo is not None)
 
 
 def _best_html(result: TuneResult) -> str:
     best = _best(result)
     if best is None:
+        if any(c.status == "ok" for c in result.configs):
+            return "<p>No configuration met the SLO at any load.</p>"
         return "<p>No configuration was measured.</p>"
     unit = "" if best.answer is None else f" &mdash; answer {html.escape(answer_text(best))}"
     cost = (

@@ -29,6 +29,7 @@ from typing import Any
 from swarm.analysis.table import align
 from swarm.core.errors import UsageError
 from swarm.core.runfiles import DIAGNOSIS, SUMMARY
+from swarm.core.terminal import printable
 from swarm.core.units import ms_number
 from swarm.stats import slo as slo_spec
 from swarm.stats import summary as summary_file
@@ -69,7 +70,7 @@ class ConfigResult:
     name: str  # "max-num-seqs=64 gpu-memory-utilization=0.90"; "base" without flags
     flags: dict[str, str]  # the flags added to the base command, as written: {"--max-num-seqs": "64"}
     command: list[str]  # the exact argv that started the server (the port included)
-    status: str  # "ok" | "failed" | "interrupted"
+    status: str  # "ok" | "failed" | "interrupted" | "invalid" (a twin's prediction it cannot make)
     reason: str | None = None  # why it failed
     log_tail: str | None = None  # the server log's last lines when it failed
     run_dir: str | None = None  # that configuration's swarm run --out directory
@@ -116,8 +117,22 @@ def prediction_error(predicted: float | None, measured: float | None) -> float |
 
 
 @dataclass
+class TuneSetting:
+    """What a tune's configurations were measured under (tune.json's `earlier`: a `--resume-anyway`
+    went on under another one, and these configurations' records came from this one)."""
+
+    serve_cmd: list[str]
+    run_argv: list[str] | None  # the swarm run options handed on; None: an older tune.json's, unknown
+    planned: list[str] | None  # the configurations' names it planned; None likewise
+    gpus: int
+    gpu_hourly_cost: float | None
+    configs: list[str]  # the names of the configurations measured under it
+
+
+@dataclass
 class TuneResult:
-    """A whole tune (tune.json)."""
+    """A whole tune (tune.json). `serve_cmd`, `run_argv`, `planned`, `gpus` and `gpu_hourly_cost` are
+    what its configurations were measured under, but for those named in `earlier`."""
 
     serve_cmd: list[str]  # the base command
     search: str | None  # "concurrency" | "rate" | "knee" | None (a given sweep)
@@ -128,6 +143,9 @@ class TuneResult:
     steps: list[GuidedStep] = field(default_factory=list)  # guided mode only
     best: str | None = None  # ConfigResult.name of the best configuration for the SLO
     predictions: list[PredictedMeasured] = field(default_factory=list)  # --predict-first only
+    run_argv: list[str] | None = None  # the swarm run options handed on (None: not recorded)
+    planned: list[str] | None = None  # the names of the configurations planned (None: not recorded)
+    earlier: list[TuneSetting] = field(default_factory=list)  # --resume-anyway: see TuneSetting
 
 
 # ---------------------------------------------------------------------------------------- one run
@@ -334,10 +352,11 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
-def best_config(configs: Sequence[ConfigResult]) -> ConfigResult | None:
-    """The "ok" configuration with the highest answer (one without an answer ranks below any);
-    ties: more output tokens/s. None when no configuration finished."""
-    ok = [c for c in configs if c.status == "ok"]
+def best_config(configs: Sequence[ConfigResult], *, need_answer: bool = False) -> ConfigResult | None:
+    """The "ok" configuration with the highest answer (one without an answer ranks below any; with
+    `need_answer`, an SLO's, it is never best: it met the SLO at no load); ties: more output tokens/s.
+    None when no configuration finished."""
+    ok = [c for c in configs if c.status == "ok" and (c.answer is not None or not need_answer)]
     if not ok:
         return None
     return max(ok, key=lambda c: (c.answer is not None, c.answer or 0.0, c.output_tok_s or 0.0))
@@ -371,7 +390,7 @@ def table_text(result: TuneResult) -> str:
     for c in result.configs:
         name = c.name + (" *" if c.name == result.best else "")
         if c.status != "ok":
-            rows.append([name, c.status, c.reason or "-", *["" for _ in head[3:]]])
+            rows.append([name, c.status, printable(c.reason or "-"), *["" for _ in head[3:]]])
             continue
         cells = [
             name,
@@ -391,6 +410,10 @@ def table_text(result: TuneResult) -> str:
     lines = [line.rstrip() for line in align(head, rows)]
     if result.best:
         lines.append(f"* best for {'the SLO' if result.slo else 'its load'}: {result.best}")
+    for e in result.earlier:  # --resume-anyway: what they were measured under is in tune.json
+        lines.append(
+            f"measured under an earlier setting (tune.json's earlier): {', '.join(e.configs) or 'none'}"
+        )
     return "\n".join(lines)
 
 
@@ -424,6 +447,7 @@ def read_tune_json(path: Path) -> TuneResult:
         configs.append(ConfigResult(**c))
     steps = [GuidedStep(**s) for s in raw.get("steps") or []]
     predictions = [PredictedMeasured(**p) for p in raw.get("predictions") or []]
+    earlier = [TuneSetting(**e) for e in raw.get("earlier") or []]
     return TuneResult(
         serve_cmd=list(raw["serve_cmd"]),
         search=raw.get("search"),
@@ -434,4 +458,7 @@ def read_tune_json(path: Path) -> TuneResult:
         steps=steps,
         best=raw.get("best"),
         predictions=predictions,
+        run_argv=raw.get("run_argv"),
+        planned=raw.get("planned"),
+        earlier=earlier,
     )

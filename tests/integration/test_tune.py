@@ -5,6 +5,7 @@ is one line before any server starts; Ctrl-C writes what is done; no server outl
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import socket
 import subprocess
@@ -117,3 +118,17 @@ def test_ctrl_c_stops_the_server_and_writes_what_is_done(tmp_path):
     result = json.loads((out / "tune.json").read_text())
     assert [c["status"] for c in result["configs"]] == ["interrupted"], result
     servers_gone(result["configs"])
+
+
+def test_a_failed_servers_log_is_bounded_and_shown_escaped(tmp_path):
+    """A server dying with a 20 MB line holding terminal controls: its tail in the console, tune.json
+    and tune.html is bounded per line and in all, and the console shows its controls written out."""
+    out = tmp_path / "tune"
+    noisy = "import sys; print('\\x1b[2J' + 'x' * 20_000_000); print('Error: boom'); sys.exit(3)"
+    p = tune("--serve-cmd", f"{sys.executable} -c {shlex.quote(noisy)}", "--out", str(out), "-u", "1")
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "Error: boom" in p.stdout and "\x1b" not in p.stdout and "\\x1b" in p.stdout, p.stdout[-3000:]
+    assert "more characters cut]" in p.stdout and len(p.stdout) < 20_000, len(p.stdout)
+    (config,) = json.loads((out / "tune.json").read_text())["configs"]
+    assert config["status"] == "failed" and len(config["log_tail"]) < 20_000, len(config["log_tail"])
+    assert (out / "tune.html").stat().st_size < 200_000

@@ -13,9 +13,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO, TypeVar
 
 from swarm.core.errors import UsageError
+
+PROGRESS_S = 5.0  # while a grid is predicted, a line on stderr at most this often
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -95,10 +102,38 @@ def ttft_limit(slo: str | None) -> float:
     return min(o.threshold for o in objectives)
 
 
+def with_progress(
+    items: Sequence[T],
+    one: Callable[[T], R],
+    *,
+    every_s: float = PROGRESS_S,
+    clock: Callable[[], float] = time.monotonic,
+    out: TextIO | None = None,
+) -> list[R]:
+    """`one` of each item in order; while they take longer than `every_s`, a line at most that often
+    on stderr: how many are done, the time so far and about how much is left."""
+    out = out or sys.stderr
+    t0 = last = clock()
+    done: list[R] = []
+    for i, item in enumerate(items, 1):
+        done.append(one(item))
+        now = clock()
+        if i < len(items) and now - last >= every_s:
+            left = (now - t0) / i * (len(items) - i)
+            print(
+                f"swarm twin: {i} of {len(items)} configurations predicted in {now - t0:.0f} s; "
+                f"about {left:.0f} s left",
+                file=out,
+                flush=True,
+            )
+            last = now
+    return done
+
+
 def predict_main(args: argparse.Namespace) -> int:
     from swarm.core.runfiles import TUNE_JSON
     from swarm.load.workloads import workload_draw
-    from swarm.tune.plan import config_name, grid_configs, parse_grid
+    from swarm.tune.plan import check_distinct, config_name, grid_configs, parse_grid
     from swarm.tune.report import write_tune_report
     from swarm.tune.results import TuneResult, best_config, table_text, write_tune_json
     from swarm.tune.twin.predict import parse_assumptions, predict
@@ -112,8 +147,9 @@ def predict_main(args: argparse.Namespace) -> int:
     assumptions = parse_assumptions(args.assume)
     twin = read_twin(Path(args.profile))
     configs = grid_configs(parse_grid(args.grid))
+    check_distinct(configs, "--grid")
     draw = workload_draw(args.workload)
-    predictions = [predict(twin, config_name(f), f, assumptions, draw, limit) for f in configs]
+    predictions = with_progress(configs, lambda f: predict(twin, config_name(f), f, assumptions, draw, limit))
     result = TuneResult(
         serve_cmd=["swarm", "twin", "predict", args.profile],
         search="concurrency",
@@ -122,7 +158,7 @@ def predict_main(args: argparse.Namespace) -> int:
         gpu_hourly_cost=None,
         configs=[p.config for p in predictions],
     )
-    best = best_config(result.configs)
+    best = best_config(result.configs, need_answer=True)
     result.best = best.name if best else None
     print(table_text(result))
     for p in predictions:
@@ -133,4 +169,7 @@ def predict_main(args: argparse.Namespace) -> int:
         write_tune_json(out / TUNE_JSON, result)
         print(f"swarm twin: predictions in {out / TUNE_JSON}, report {write_tune_report(out, result)}")
     sys.stdout.flush()
+    if not any(c.status == "ok" for c in result.configs):
+        print("swarm twin: no configuration could be predicted (each row says why)", file=sys.stderr)
+        return 1
     return 0

@@ -40,6 +40,8 @@ ASSUMABLE = {
     "seq_state_tokens": "engine.seq_state_tokens",
     "max_num_seqs": "engine.max_num_seqs",
 }
+# --assume NAME: the least whole number its field may hold (every other name is a cost in seconds)
+WHOLE = {"kv_cache_tokens": 1, "seq_state_tokens": 0, "max_num_seqs": 1}
 _ASSUME = re.compile(r"^\s*(?P<name>[a-z_]+)\s*(?P<op>[*=])\s*(?P<num>[0-9.eE+-]+)\s*$")
 # a real server's flag -> the profile field it sets (the same mapping as sim/engine_flags.py)
 INT_FLAGS = {
@@ -84,6 +86,9 @@ def parse_assumptions(specs: list[str]) -> list[Assumption]:
             raise UsageError(f"bad --assume {spec!r}: {m['num']!r} is not a number") from None
         if not math.isfinite(value) or value < 0:
             raise UsageError(f"bad --assume {spec!r}: the number must be finite and >= 0")
+        least = WHOLE.get(m["name"])
+        if m["op"] == "=" and least is not None and (value != int(value) or value < least):
+            raise UsageError(f"bad --assume {spec!r}: {m['name']} is a whole number >= {least}")
         out.append(Assumption(m["name"], m["op"], value, spec.strip()))
     return out
 
@@ -97,6 +102,8 @@ def flag_overrides(flags: dict[str, str], profile: Profile) -> dict[str, object]
                 out[INT_FLAGS[flag]] = int(value)
             except ValueError:
                 raise UsageError(f"{flag} {value}: not an integer") from None
+            if out[INT_FLAGS[flag]] < 1:
+                raise UsageError(f"{flag} {value}: must be >= 1")
         elif flag in BOOL_FLAGS:
             out[BOOL_FLAGS[flag][0]] = BOOL_FLAGS[flag][1]
         elif flag == "--kv-cache-dtype":
@@ -112,6 +119,9 @@ def flag_overrides(flags: dict[str, str], profile: Profile) -> dict[str, object]
 
 
 def _assumed(profile: Profile, assumptions: list[Assumption]) -> Profile:
+    """The profile with the assumptions applied. UsageError for one that leaves a whole number below
+    its least (max_num_seqs*0.1 of 8) or a cost no request could finish under: one token's, or a
+    step's fixed cost, longer than the window a level is measured over (or not finite)."""
     step = profile.step
     changes: dict[str, object] = {}
     for a in assumptions:
@@ -119,8 +129,15 @@ def _assumed(profile: Profile, assumptions: list[Assumption]) -> Profile:
         current = getattr(step if table == "step" else profile, key)
         new = current * a.value if a.op == "*" else a.value
         if table == "step":
+            if not (math.isfinite(new) and new <= WINDOW_S):
+                raise UsageError(
+                    f"--assume {a.text!r}: {a.name} becomes {new:g} s, more than the {WINDOW_S:g} s "
+                    "window the twin measures each level over: no request would finish"
+                )
             step = StepCost(**{**step.__dict__, key: float(new)})
         else:
+            if round(new) < WHOLE[a.name]:
+                raise UsageError(f"--assume {a.text!r}: {a.name} becomes {round(new)}, below {WHOLE[a.name]}")
             changes[key] = round(new)
     return profile.with_overrides(step=step, **changes)
 
@@ -217,6 +234,10 @@ def predict(
         return level_result(twin, profile, users, draw, limit_s)
 
     answer, failing, seen = search_users(level, limit_s)
+    invalid = invalid_reason(seen)
+    if invalid is not None:  # never a row that could be starred best
+        config = ConfigResult(name=name, flags=dict(flags), command=[], status="invalid", reason=invalid)
+        return Prediction(config, [f"assumes {a.text}" for a in assumptions])
     at = seen[answer] if answer is not None else seen[1]
     kind, why = bottleneck(seen[failing], profile) if failing is not None else ("no_saturation", "")
     config = ConfigResult(
@@ -250,6 +271,19 @@ def predict(
         top = max(r.mean_running for r in seen.values())
         notes.append(f"extrapolated: up to {top:.0f} running; the fitted run reached {reached:.0f}")
     return Prediction(config, notes)
+
+
+def invalid_reason(seen: dict[int, LevelResult]) -> str | None:
+    """Why the levels run answer nothing (None when they do): a figure that is not finite, or not one
+    request finished at 1 user within the window (the costs assumed are beyond what the twin answers)."""
+    for users, r in sorted(seen.items()):
+        figures = (r.qps, r.output_tok_s, r.mean_running, r.ttft_p99 or 0.0, r.tpot_mean or 0.0)
+        if not all(math.isfinite(x) for x in figures):
+            return f"a figure of the twin's engine at {users} users is not finite"
+    first = seen.get(1)
+    if first is not None and first.ttft_p99 is None and not first.qps:
+        return f"no request finished within the twin's {WINDOW_S:g} s window at 1 user"
+    return None
 
 
 def level_result(

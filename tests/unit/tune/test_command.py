@@ -79,12 +79,26 @@ def test_configs_file(tmp_path):
         (["--serve-cmd", SIM, "--out", "X", "--search", "concurrency"], "needs a criterion"),
         (["--serve-cmd", SIM, "--out", "X", "--sweep", "a,b"], "--sweep"),
         (["--serve-cmd", SIM, "--out", "X", "--health-timeout", "soon"], "--health-timeout"),
+        (["--serve-cmd", SIM, "--out", "X", "--grid", "max-num-seqs=4,4"], "the value 4 is given twice"),
+        (
+            ["--serve-cmd", SIM, "--out", "X", "--grid", "x=a/b,a_b"],
+            "'x=a/b' and 'x=a_b' would share one run directory",
+        ),
+        (["--serve-cmd", SIM, "--out", "X", "--grid", "np=1,2", "--budget", "2"], "--budget caps --guided"),
+        (["--serve-cmd", SIM, "--out", "X", "--resume-anyway"], "--resume-anyway goes with --resume"),
     ],
 )
 def test_bad_input_is_one_usage_error(tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError, match=message):
         plan_from_args(parse(*argv))
+
+
+def test_a_configs_file_giving_one_configuration_twice_is_refused(tmp_path):
+    f = tmp_path / "serve.json"
+    f.write_text(json.dumps([{"max-num-seqs": 4}, {"max_num_seqs": "4"}]))
+    with pytest.raises(UsageError, match=r"serve\.json: the configuration 'max-num-seqs=4' is given twice"):
+        plan_from_args(parse("--serve-cmd", SIM, "--configs", str(f), "--out", str(tmp_path / "t")))
 
 
 def test_a_tune_directory_is_not_reused_without_resume(tmp_path):
