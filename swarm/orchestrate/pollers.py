@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis.gpu_metrics import GpuSnapshot, parse_dcgm
-from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics, unobservable_path
+from swarm.analysis.server_metrics import ServerSnapshot, unobservable_path
+from swarm.analysis.server_parse import parse_metrics
 from swarm.core.runfiles import GPU_METRICS
 from swarm.core.server_families import family as family_of
 from swarm.core.terminal import printable
