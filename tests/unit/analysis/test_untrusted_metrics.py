@@ -1,7 +1,8 @@
 """Server metrics are untrusted input, checked by property (Hypothesis, seeds fixed: `derandomize`):
 /metrics texts made of the families' real metric names (swarm/core/server_families.py) with any
 value (NaN, +-Inf, negative, beyond 2^53, counters going back), several families' names at once,
-duplicated series and garbage lines, a few scrapes a run, go through the parser, the per-stage and
+duplicated series and garbage lines, a few scrapes a run (alone, or added to a vLLM whose scheduler
+cap is a cause to find), go through the parser, the per-stage and
 whole-run statistics, the diagnosis and the report's page; and server_metrics.jsonl lines of any
 shape through `swarm report`'s loading. Nothing raises (but the parser's ValueError on a text that
 is no exposition, which the poller says as one line), no figure that fails a check is read, and no
@@ -40,6 +41,7 @@ from swarm.core.server_families import (
     Family,
 )
 from swarm.stats.cpu import ClientLoad
+from tests.unit.analysis import family_texts as ft
 from tests.unit.analysis.helpers import rows
 
 TEXT_EXAMPLES = 1400
@@ -123,7 +125,7 @@ def _scrape(parts: tuple[list[str], int, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-SCRAPE = st.tuples(st.lists(LINE, max_size=20), st.integers(0, 7), st.integers(0, 8 * len(GARBAGE))).map(
+SCRAPE = st.tuples(st.lists(LINE, max_size=14), st.integers(0, 7), st.integers(0, 8 * len(GARBAGE))).map(
     _scrape
 )
 
@@ -174,6 +176,12 @@ def _nothing_read_from_failed_figures(server: dict[int, StageServerStats], run, 
             assert not re.search(r"\b(nan|inf)\b", f.text, re.IGNORECASE), f.text
 
 
+def _capped(k: int) -> str:
+    """Scrape k of three a stage of a vLLM whose scheduler holds 64 running (seed round 1)."""
+    running, waiting, kv = {0: (32, 0, 0.20), 1: (64, 0.3, 0.30), 2: (64, 64, 0.35)}[k // 3]
+    return ft.vllm(running, waiting, kv, success=10 * k, generation=100 * k, model="m")
+
+
 def _records() -> pd.DataFrame:
     """Requests across the sweep: a first token every 0.1 s, TTFT 0.1-0.3 s."""
     n = int(len(SWEEP) * STAGE_S * 10)
@@ -199,10 +207,13 @@ RUN_DIR = Path("untrusted-metrics")  # the page is rendered from memory: nothing
     scrapes=st.lists(SCRAPE, min_size=1, max_size=6),
     family=st.sampled_from(["auto", "auto", "auto", *FAMILY_NAMES]),
     model=st.sampled_from([None, "m"]),
+    capped=st.booleans(),
 )
 def test_any_metrics_text_is_parsed_checked_and_diagnosed_without_a_finding_from_a_failed_check(
-    scrapes, family, model
+    scrapes, family, model, capped
 ):
+    if capped:  # a vLLM capped at 64 (a cause to find), the drawn lines added to the first scrapes
+        scrapes = [_capped(k) + (scrapes[k] if k < len(scrapes) else "") for k in range(3 * len(SWEEP))]
     snaps = []
     step = len(SWEEP) * STAGE_S / len(scrapes)
     for i, text in enumerate(scrapes):
@@ -219,23 +230,26 @@ def test_any_metrics_text_is_parsed_checked_and_diagnosed_without_a_finding_from
 
 
 JSON_VALUE = st.one_of(st.none(), VALUES, st.sampled_from(["1", "x", [], {}]))
-JSON_HIST = st.fixed_dictionaries(
-    {
-        "le": st.lists(st.sampled_from(["0.1", "1.0", "+Inf", "NaN", "-Inf", 0.5, 1e300]), max_size=4),
-        "counts": st.lists(VALUES, max_size=4),
-    },
-    optional={"sum": VALUES, "count": VALUES},
+BOUNDS = st.lists(st.sampled_from(["0.1", "1.0", "+Inf", "NaN", "-Inf", 0.5, 1e300]), max_size=4)
+JSON_HIST = st.tuples(BOUNDS, st.lists(VALUES, max_size=4), VALUES, VALUES).map(
+    lambda h: {"le": h[0], "counts": h[1], "sum": h[2], "count": h[3]}
 )
-JSON_SNAP = st.fixed_dictionaries(
-    {"ts": st.integers(0, 89).map(lambda k: T0 + k)},
-    optional={
-        "source": st.sampled_from([*FAMILY_NAMES, "unknown", "other"]),
-        **{name: JSON_VALUE for name in (*GAUGE_FIELDS, *COUNTER_FIELDS)},
-        "request_success": st.dictionaries(st.sampled_from(["stop", "length"]), VALUES, max_size=2),
-        "histograms": st.dictionaries(st.sampled_from(["ttft", "e2e", "itl"]), JSON_HIST, max_size=2),
-        "families": st.lists(st.sampled_from(FAMILY_NAMES), max_size=2),
-    },
-)
+SNAP_KEYS = [*GAUGE_FIELDS, *COUNTER_FIELDS, "source", "families", "request_success", "histograms"]
+KEY_VALUE = {
+    "source": st.sampled_from([*FAMILY_NAMES, "unknown", "other"]),
+    "families": st.lists(st.sampled_from(FAMILY_NAMES), max_size=2),
+    "request_success": st.dictionaries(st.sampled_from(["stop", "length"]), VALUES, max_size=2),
+    "histograms": st.dictionaries(st.sampled_from(["ttft", "e2e", "itl"]), JSON_HIST, max_size=2),
+}
+
+
+@st.composite
+def _json_snap(draw: st.DrawFn) -> dict:
+    """One server_metrics.jsonl line: a scrape time and a few of the snapshot's keys, any value."""
+    line = {"ts": T0 + draw(st.integers(0, 89))}
+    for key in draw(st.lists(st.sampled_from(SNAP_KEYS), max_size=6, unique=True)):
+        line[key] = draw(KEY_VALUE.get(key, JSON_VALUE))
+    return line
 
 
 @settings(
@@ -244,7 +258,7 @@ JSON_SNAP = st.fixed_dictionaries(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(lines=st.lists(JSON_SNAP, min_size=1, max_size=8))
+@given(lines=st.lists(_json_snap(), min_size=1, max_size=8))
 def test_any_server_metrics_jsonl_is_loaded_checked_and_reported(lines):
     snaps = []
     for line in lines:
