@@ -26,6 +26,7 @@ from swarm.analysis.client_bound import client_bound
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.server_metrics import StageServerStats
+from swarm.analysis.server_trust import CAUSE_FIGURES, failed_stages, withheld
 from swarm.analysis.ttft_gap import frontend_bound_at, stage_gaps, ttft_gap_findings
 from swarm.core.server_families import Family
 from swarm.core.server_families import family as family_of
@@ -247,6 +248,9 @@ def cause_at(
     bound = load.bound()
     if stage in bound:
         return next(f for f in client_bound([row], load) if f.stage == stage)
+    bad = failed_stages(rows, server, CAUSE_FIGURES)
+    if bad:  # a figure the rules read (here or at a load they compare with) failed a sanity check
+        return withheld(bad, CAUSE_FIGURES, ["the cause at this load"], source)
     if is_kv_bound(s):
         return Finding("kv_bound", stage, _kv_text(row, s, fam))
     if stage in capped_stages(rows, server):

@@ -24,7 +24,10 @@ Rules (thresholds are module constants):
 - client_bound: a worker averaged > 90% of a core in a stage (`swarm.stats.cpu.cpu_limit()`, the bar
   the master judges live): the swarm measured itself, not trusted;
 - slo_max_concurrency: the highest concurrency whose stage meets every SLO objective;
-- client_vs_server: otherwise the gap's size, and request / token totals reconciled.
+- client_vs_server: otherwise the gap's size, and request / token totals reconciled;
+- server_check_failed: in place of the cause or the TTFT gap where the server figures they read
+  failed a sanity check (swarm/analysis/server_trust.py: NaN, Inf, negative, several families);
+  server_counter_reset: counters that went back, read as a restart.
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.reconcile import reconcile_totals
 from swarm.analysis.server_metrics import StageServerStats
+from swarm.analysis.server_trust import (
+    CAUSE_FIGURES,
+    TTFT_FIGURES,
+    BadStage,
+    failed_stages,
+    resets_finding,
+    withheld,
+)
 from swarm.analysis.slo_answer import slo_max_concurrency
 from swarm.analysis.ttft_gap import ttft_gap_findings
 from swarm.stats.cpu import ClientLoad
@@ -77,11 +88,21 @@ def diagnose(
     if sat:
         findings.append(sat)
     has_server = bool(server) and any(s.samples for s in server.values())
-    gap = ttft_gap_findings(rows, ttft_pairs or {}, untrusted, source=source) if has_server else []
+    server = server or {}
+    bad_ttft = failed_stages(rows, server, TTFT_FIGURES)
+    bad_cause = failed_stages(rows, server, CAUSE_FIGURES)
+    gap = (
+        ttft_gap_findings(rows, ttft_pairs or {}, untrusted, source=source)
+        if has_server and not bad_ttft
+        else []
+    )
     frontend = [f for f in gap if f.kind == "frontend_bound"]
     if has_server:
         explained = untrusted | ({r.stage for r in rows} if frontend else set())
-        findings += bottlenecks(rows, server, source, explained=explained)
+        if bad_cause or bad_ttft:
+            findings.append(_withheld(bad_cause, bad_ttft, source))
+        if not bad_cause:
+            findings += bottlenecks(rows, server, source, explained=explained)
         findings += frontend
     else:
         findings.append(not_observable(unobservable))
@@ -92,7 +113,22 @@ def diagnose(
     if has_server:
         findings += [f for f in gap if f.kind != "frontend_bound"]
         findings += reconcile_totals(run_server, client_total or {}, client_last_end)
+        reset = resets_finding(run_server, source)
+        if reset:
+            findings.append(reset)
     return findings
+
+
+def _withheld(bad_cause: Sequence[BadStage], bad_ttft: Sequence[BadStage], source: str) -> Finding:
+    """One finding for what the figures that failed a check withhold: the ceiling's cause, the
+    client vs server TTFT, or both."""
+    what = [
+        w for w, bad in (("the ceiling's cause", bad_cause), ("the client vs server TTFT", bad_ttft)) if bad
+    ]
+    stages = {r.stage: (r, s) for r, s in (*bad_cause, *bad_ttft)}
+    bad = sorted(stages.values(), key=lambda rs: (rs[0].users or 0, rs[0].stage))
+    figures = (CAUSE_FIGURES if bad_cause else frozenset()) | (TTFT_FIGURES if bad_ttft else frozenset())
+    return withheld(bad, figures, what, source)
 
 
 def not_observable(reason: str | None) -> Finding:

@@ -45,7 +45,8 @@ class StageRow:
 @dataclass(frozen=True)
 class Finding:
     kind: str  # saturation | no_saturation | max_num_seqs_cap | kv_bound | compute_bound | client_bound
-    #            | slo_max_concurrency | client_vs_server | no_server_metrics
+    #            | slo_max_concurrency | client_vs_server | no_server_metrics | server_check_failed
+    #            | server_counter_reset
     stage: int | None
     text: str
     trusted: bool = True

@@ -1,6 +1,7 @@
 """Client against server over the whole run: request and output-token totals reconciled, with one
 cause named where they differ (`client_vs_server` findings), then the prompt cache's
-(swarm/analysis/prompt_cache.py).
+(swarm/analysis/prompt_cache.py). A total whose server figures failed a sanity check
+(swarm/analysis/server_trust.py) is not reconciled: the finding says which check failed instead.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from swarm.analysis.finding import Finding
 from swarm.analysis.prompt_cache import prompt_cache_vs_server
 from swarm.analysis.server_metrics import StageServerStats
+from swarm.analysis.server_trust import CACHE_FIGURES, FAMILY, REQUEST_FIGURES, TOKEN_FIGURES, failure_text
 from swarm.core.units import percent_text
 from swarm.stats.summary import Block
 
@@ -37,22 +39,59 @@ def reconcile_totals(
     failed = sum((client_total.get("failures") or {}).values())
     # cancelled requests never reach the server's success counter (a client abort: REFERENCE.md §9)
     ok = int(client_total.get("requests", 0)) - failed - int(client_total.get("cancelled") or 0)
-    texts = []
-    if run_server.requests is not None:
-        texts.append(_requests_text(ok, failed, run_server.requests, missed_end))
     out_tokens = int(client_total.get("output_tokens") or 0)
-    if run_server.generation_tokens is not None and out_tokens:
-        texts.append(_tokens_text(out_tokens, run_server.generation_tokens, missed_end))
-    out = [Finding("client_vs_server", None, text) for text in texts]
+    doubt, texts = unchecked(run_server, out_tokens > 0, bool(client_total.get("prompt_cache")))
+    out = [Finding("client_vs_server", None, text, trusted=False) for text in texts]
+    if run_server.requests is not None and "requests" not in doubt:
+        restarts = run_server.resets.get("requests", 0)
+        text = _requests_text(ok, failed, run_server.requests, missed_end, restarts)
+        out.append(Finding("client_vs_server", None, text))
+    if run_server.generation_tokens is not None and out_tokens and "tokens" not in doubt:
+        text = _tokens_text(out_tokens, run_server.generation_tokens, missed_end)
+        out.append(Finding("client_vs_server", None, text))
+    if "cache" in doubt:
+        return out
     return out + prompt_cache_vs_server(run_server, client_total, missed_end)
 
 
-def _requests_text(ok: int, failed: int, srv: float, missed_end: float | None) -> str:
-    """The client's OK requests against the server's finished ones, and the cause where they differ."""
+def unchecked(run_server: StageServerStats, has_tokens: bool, has_cache: bool) -> tuple[set[str], list[str]]:
+    """What is not reconciled because the server's figures for it failed a sanity check (of
+    requests, tokens, cache) and the sentences saying which check (one for all three where its
+    /metrics mixed families)."""
+    failed, source = run_server.failed, run_server.source
+    if FAMILY in failed:
+        why = failure_text(failed, {FAMILY}, source)
+        return {"requests", "tokens", "cache"}, [f"Totals not reconciled with the server's: {why}."]
+    doubt, texts = set(), []
+    for key, what, figures, asked in (
+        ("requests", "Requests", REQUEST_FIGURES, True),
+        ("tokens", "Output tokens", TOKEN_FIGURES, has_tokens),
+        ("cache", "The prompt cache", CACHE_FIGURES, has_cache),
+    ):
+        why = failure_text(failed, figures, source)
+        if why:
+            doubt.add(key)
+            if asked:
+                texts.append(
+                    f"{what} not reconciled with the server's: its /metrics failed a sanity check ({why})."
+                )
+    return doubt, texts
+
+
+def _requests_text(ok: int, failed: int, srv: float, missed_end: float | None, restarts: int = 0) -> str:
+    """The client's OK requests against the server's finished ones, and the cause where they differ
+    (`restarts`: times the server's counter went back, read as a restart from 0)."""
     diff = srv - ok
     tol = max(1.0, RECONCILE_TOLERANCE * max(ok, 1))
+    across = f" across {restarts} restart{'s' if restarts > 1 else ''} of its counter" if restarts else ""
     if abs(diff) <= tol:
-        return f"Requests reconcile: the client recorded {ok:,} OK, the server counted {srv:,.0f} finished."
+        return f"Requests reconcile: the client recorded {ok:,} OK, the server counted {srv:,.0f} finished{across}."
+    if diff < 0 and restarts:
+        return (
+            f"The client recorded {ok:,} OK requests but the server counted only {srv:,.0f} finished "
+            f"({-diff:,.0f} fewer){across}: what it finished between its last scrape before a restart and "
+            "the restart is in no count."
+        )
     if diff > 0 and failed >= diff:
         return (
             f"The server counted {srv:,.0f} finished requests, {diff:,.0f} more than the client's {ok:,} OK: "

@@ -1,19 +1,16 @@
-"""The target's own numbers: scrape its Prometheus /metrics, normalise, aggregate per stage.
+"""The target's own numbers: one normalised `ServerSnapshot` per scrape of its Prometheus /metrics
+(the text read by swarm/analysis/server_parse.py), aggregated per stage.
 
-One normalised `ServerSnapshot` per scrape, whatever the server: vLLM, llama.cpp, SGLang, TGI,
-TensorRT-LLM, each family's names (and what each lacks) in swarm/core/server_families.py,
-detected from the names or forced (`parse_metrics(family=...)`, `swarm run --server-family`).
-`source` is the family's name (`unknown`: none of them). A field the family does not expose is
-None, never 0.
-
-Label sets: with several `model_name`s the one asked for is kept (all of them when it is not
-there; TensorRT-LLM's literal "undefined" is no model); the other label sets are summed
-(data-parallel engines: vLLM's `engine`, SGLang's `dp_rank`; KV usage averaged), except the
-rank labels a family names (SGLang's tp/pp/moe-ep ranks report one batch each: the lowest is read).
+`ServerSnapshot` holds the fields of swarm/core/server_families.py, whatever the family (`source`);
+a field the family does not expose is None, never 0. Every figure has passed the sanity checks of
+swarm/analysis/server_checks.py (`checked`, on parsing and on reading the JSONL back); one that
+failed is None with the check it failed in `rejected`.
 
 Pure functions turn a series of snapshots into per-stage statistics (`stage_stats`): gauge
-mean/max, counter deltas and rates, and histogram percentiles from bucket deltas with the same
-linear interpolation as Prometheus' `histogram_quantile`. The scrapes during a run are
+mean/max, counter increases (Prometheus' `increase()`: a counter that goes back restarted from 0)
+and rates, and histogram percentiles from bucket increases with the same linear interpolation as
+Prometheus' `histogram_quantile`; each window also says the checks its scrapes failed (`failed`) and
+the counters that went back (`resets`). The scrapes during a run are
 swarm/orchestrate/pollers.py's `ServerPoller` (a plain thread into `DIR/server_metrics.jsonl`).
 """
 
@@ -22,27 +19,16 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarm.core.server_families import (
-    COUNTER_FIELDS,
-    GAUGE_FIELDS,
-    NO_REASON,
-    Family,
-    detect,
-)
+from swarm.analysis.server_checks import histogram_fault, value_fault
+from swarm.core.server_families import COUNTER_FIELDS, FAMILY_NAMES, GAUGE_FIELDS
 from swarm.core.server_families import family as family_of
-from swarm.stats.quantiles import (
-    PERCENTILES,
-    bucket_width,
-    histogram_quantile,
-)
+from swarm.stats.quantiles import PERCENTILES, bucket_width, histogram_quantile
 
-AVERAGED_GAUGES = frozenset({"kv_usage"})  # a fraction per engine: averaged, not summed
 SERVER_QUANTILES = ("p50", "p90", "p99")  # what a server histogram is summarised by (per stage)
 
 
@@ -60,13 +46,32 @@ class Histogram:
 
     def delta(self, older: Histogram | None) -> Histogram:
         """Observations between `older` and this one (counter reset / other buckets: this one)."""
-        if older is None or older.bounds != self.bounds or self.count < older.count:
+        if self.reset_since(older):
             return self
+        assert older is not None
         return Histogram(
             self.bounds,
             tuple(a - b for a, b in zip(self.counts, older.counts, strict=True)),
             self.sum - older.sum,
             self.count - older.count,
+        )
+
+    def reset_since(self, older: Histogram | None) -> bool:
+        """Nothing to subtract: no `older`, other buckets, or a count that went back (a restart)."""
+        return (
+            older is None
+            or older.bounds != self.bounds
+            or self.count < older.count
+            or any(a < b for a, b in zip(self.counts, older.counts, strict=True))
+        )
+
+    def plus(self, other: Histogram) -> Histogram:
+        """Both histograms' observations (the same bounds)."""
+        return Histogram(
+            self.bounds,
+            tuple(a + b for a, b in zip(self.counts, other.counts, strict=True)),
+            self.sum + other.sum,
+            self.count + other.count,
         )
 
     def quantile(self, q: float) -> float | None:
@@ -121,6 +126,10 @@ class ServerSnapshot:
     spec_accepted: float | None = None
     request_success: dict[str, float] = field(default_factory=dict)  # finished_reason -> count
     histograms: dict[str, Histogram] = field(default_factory=dict)  # ttft itl e2e queue prefill decode
+    # figure (a field, `requests` for request_success, a histogram's key) -> the sanity check it
+    # failed (swarm/analysis/server_checks.py): the figure itself is left out (None / absent)
+    rejected: dict[str, str] = field(default_factory=dict)
+    families: tuple[str, ...] = ()  # more than one: the names of several families in this one scrape
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"ts": self.ts, "source": self.source, "model": self.model}
@@ -128,121 +137,50 @@ class ServerSnapshot:
             d[name] = getattr(self, name)
         d["request_success"] = dict(self.request_success)
         d["histograms"] = {k: h.to_json() for k, h in self.histograms.items()}
+        if self.rejected:
+            d["rejected"] = dict(self.rejected)
+        if self.families:
+            d["families"] = list(self.families)
         return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ServerSnapshot:
-        snap = cls(ts=float(d["ts"]), source=d.get("source", "unknown"), model=d.get("model"))
+        """A JSONL line back, its figures checked again (a file from before the checks, or edited)."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a JSON {type(d).__name__}, not an object")
+        snap = cls(ts=float(d["ts"]), source=str(d.get("source", "unknown")), model=d.get("model"))
         for name in (*GAUGE_FIELDS, *COUNTER_FIELDS):
             v = d.get(name)
             setattr(snap, name, None if v is None else float(v))
-        snap.request_success = {k: float(v) for k, v in (d.get("request_success") or {}).items()}
-        snap.histograms = {k: Histogram.from_json(h) for k, h in (d.get("histograms") or {}).items()}
-        return snap
+        snap.request_success = {str(k): float(v) for k, v in (d.get("request_success") or {}).items()}
+        snap.histograms = {str(k): Histogram.from_json(h) for k, h in (d.get("histograms") or {}).items()}
+        snap.rejected = {str(k): str(v) for k, v in (d.get("rejected") or {}).items()}
+        snap.families = tuple(str(f) for f in d.get("families") or ())
+        if not math.isfinite(snap.ts):
+            raise ValueError(f"scrape time {snap.ts}")
+        return checked(snap)
 
 
-def parse_metrics(
-    text: str, ts: float | None = None, model: str | None = None, family: str = "auto"
-) -> ServerSnapshot:
-    """Prometheus text exposition -> ServerSnapshot. Raises ValueError on text that is not one.
-
-    `family`: `auto` detects it from the names (server_families.detect); a family's name reads the
-    scrape with that family's names whatever else it holds (the snapshot's `source` is then that
-    family, and every field it finds none of stays None)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for metric_family in text_string_to_metric_families(text):
-        for s in metric_family.samples:
-            samples.setdefault(s.name, []).append((dict(s.labels), float(s.value)))
-    source = detect(samples) if family == "auto" else family
-    fam = family_of(source)
-    models = sorted(
-        {lab["model_name"] for rows in samples.values() for lab, _ in rows if "model_name" in lab}
-        - {"undefined"}  # TensorRT-LLM's literal label value
-    )
-    keep = model if model in models else None
-
-    def rows(name: str) -> list[tuple[dict[str, str], float]]:
-        out = [
-            (lab, v)
-            for lab, v in samples.get(name, [])
-            if (keep is None or lab.get("model_name", keep) == keep) and not math.isnan(v)
-        ]
-        return _lowest_rank(out, fam.rank_labels)
-
-    snap = ServerSnapshot(
-        ts=time.time() if ts is None else ts,
-        source=source,
-        model=keep or (models[0] if len(models) == 1 else None),
-    )
-    _read_values(snap, fam, rows)
-    success = _first_present(fam.success, rows) if fam.success else None
-    for lab, v in rows(success) if success else []:
-        reason = lab.get(fam.reason_label, "unknown") if fam.reason_label else NO_REASON
-        snap.request_success[reason] = snap.request_success.get(reason, 0.0) + v
-    for key, candidates in fam.histograms.items():
-        hist = _histogram(rows, candidates)
-        if hist is not None:
-            snap.histograms[key] = hist
+def checked(snap: ServerSnapshot) -> ServerSnapshot:
+    """`snap` with every figure that fails a sanity check (server_checks.py) taken out and the
+    check it failed kept in `snap.rejected`."""
+    for name in (*GAUGE_FIELDS, *COUNTER_FIELDS):
+        v = getattr(snap, name)
+        fault = None if v is None else value_fault(name, v)
+        if fault:
+            setattr(snap, name, None)
+            snap.rejected.setdefault(name, fault)
+    for reason, v in list(snap.request_success.items()):
+        fault = value_fault("requests", v)
+        if fault:
+            del snap.request_success[reason]
+            snap.rejected.setdefault("requests", fault)
+    for key, h in list(snap.histograms.items()):
+        fault = histogram_fault(h.bounds, h.counts, h.sum, h.count)
+        if fault:
+            del snap.histograms[key]
+            snap.rejected.setdefault(key, fault)
     return snap
-
-
-def _first_present(names: Sequence[str], rows: Any) -> str:
-    return next((n for n in names if rows(n)), names[0])
-
-
-def _lowest_rank(
-    rows: list[tuple[dict[str, str], float]], rank_labels: Sequence[str]
-) -> list[tuple[dict[str, str], float]]:
-    """Only the series of the lowest value of each rank label (SGLang's tp/pp/moe-ep ranks: each
-    rank reports the same scheduler's batch); series without the label are kept."""
-    for label in rank_labels:
-        ranks = [lab[label] for lab, _ in rows if label in lab]
-        if ranks:
-            low = min(ranks, key=lambda r: (len(r), r))  # numeric order for decimal ranks
-            rows = [(lab, v) for lab, v in rows if lab.get(label, low) == low]
-    return rows
-
-
-def _read_values(snap: ServerSnapshot, fam: Family, rows: Any) -> None:
-    """The gauges, ratios and counters of `fam` into `snap` (the first name present per field);
-    llama.cpp's cached prompt tokens added back."""
-    for fieldname, candidates in (*fam.gauges.items(), *fam.counters.items()):
-        for name in candidates:
-            values = [v for _, v in rows(name)]
-            if values:
-                total = math.fsum(values)
-                setattr(snap, fieldname, total / len(values) if fieldname in AVERAGED_GAUGES else total)
-                break
-    for fieldname, (num, den) in fam.ratios.items():
-        top, bottom = math.fsum(v for _, v in rows(num)), math.fsum(v for _, v in rows(den))
-        if rows(num) and bottom > 0:
-            setattr(snap, fieldname, top / bottom)
-    cached = [v for _, v in rows(fam.cached)] if fam.cached else []
-    if cached and snap.prompt_tokens is not None:
-        snap.prefix_hits = math.fsum(cached)
-        snap.prompt_tokens += snap.prefix_hits
-        snap.prefix_queries = snap.prompt_tokens
-
-
-def _histogram(rows: Any, candidates: Sequence[str]) -> Histogram | None:
-    """The first of `candidates` with buckets, its label sets summed bucket by bucket."""
-    for name in candidates:
-        buckets: dict[float, float] = {}
-        for lab, v in rows(name + "_bucket"):
-            le = float(lab.get("le", "nan"))
-            if not math.isnan(le):
-                buckets[le] = buckets.get(le, 0.0) + v
-        if buckets:
-            bounds = tuple(sorted(buckets))
-            return Histogram(
-                bounds,
-                tuple(buckets[b] for b in bounds),
-                math.fsum(v for _, v in rows(name + "_sum")),
-                math.fsum(v for _, v in rows(name + "_count")),
-            )
-    return None
 
 
 # ---------------------------------------------------------------------------------------- per stage
@@ -287,6 +225,10 @@ class StageServerStats:
     spec_mean_acceptance_length: float | None = None  # 1 + accepted / drafts
     # ttft -> {p50 p90 p99 mean count p50_width}; p50_width: the bucket holding p50 (its resolution)
     latency: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # figure -> the sanity check its scrapes failed in the window ("NaN in 3 of 10 scrapes"); `family`:
+    # the names of several families: a finding read from such a figure is withheld (server_trust.py)
+    failed: dict[str, str] = field(default_factory=dict)
+    resets: dict[str, int] = field(default_factory=dict)  # figure -> times its counter went back (a restart)
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -302,28 +244,50 @@ def printed_error(value: float | None, source: str = "llamacpp") -> float:
     return 0.5 * 10 ** (math.floor(math.log10(abs(value))) - 5)
 
 
-def _counter_delta(new: float | None, old: float | None) -> float | None:
-    if new is None or old is None:
-        return None
-    return new - old if new >= old else new  # a reset: the server restarted, count from zero
+def increase(values: Sequence[float | None]) -> tuple[float | None, int]:
+    """A counter's increase over consecutive scrapes, as Prometheus' `increase()`: a value below the
+    one before is a restart from 0, so the increase adds the value after it. Returns (increase,
+    resets); None where the first or the last scrape lacks the counter (a scrape in between
+    that lacks it, its figure rejected, is passed over)."""
+    if not values or values[0] is None or values[-1] is None:
+        return None, 0
+    total, resets, prev = 0.0, 0, values[0]
+    for v in values[1:]:
+        if v is None:
+            continue
+        if v < prev:
+            total, resets = total + v, resets + 1
+        else:
+            total += v - prev
+        prev = v
+    return total, resets
+
+
+def histogram_increase(hists: Sequence[Histogram | None]) -> tuple[Histogram | None, int]:
+    """A histogram's observations over consecutive scrapes, resets counted as `increase` does (the
+    first scrape without it: counted from zero). Returns (observations, resets); None where the
+    last scrape lacks it. Buckets that changed keep the observations since the change."""
+    if not hists or hists[-1] is None:
+        return None, 0
+    total: Histogram | None = None
+    resets, prev = 0, hists[0]
+    for h in hists[1:] if len(hists) > 1 else hists:
+        if h is None:
+            continue
+        step = h.delta(prev)
+        if prev is not None and h.reset_since(prev):
+            resets += 1
+        total = step if total is None or total.bounds != step.bounds else total.plus(step)
+        prev = h
+    return total, resets
 
 
 def _mean(values: list[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def window_stats(
-    snapshots: Sequence[ServerSnapshot], stage: int, start: float, end: float
-) -> StageServerStats:
-    """Statistics of one window (wall seconds); `snapshots` sorted by ts.
-
-    Gauges: the scrapes in [start, end) (a scrape at a boundary belongs to the next stage).
-    Counters and histograms: the increase from the last scrape at or before `start` (else the
-    first one inside) to the last scrape at or before `end`.
-    """
-    out = StageServerStats(stage=stage)
-    inside = [s for s in snapshots if start <= s.ts < end]
-    out.samples = len(inside)
+def _gauges(out: StageServerStats, inside: Sequence[ServerSnapshot]) -> None:
+    """The gauges' mean, max (and the queue's median, the running's min and pinned share)."""
     for name, attr in (("running", "running"), ("waiting", "waiting"), ("kv", "kv_usage")):
         values = [getattr(s, attr) for s in inside if getattr(s, attr) is not None]
         if values:
@@ -335,16 +299,87 @@ def window_stats(
                 out.running_min = min(values)
                 top = max(values)
                 out.running_pinned = sum(v >= top - max(1.0, 0.02 * top) for v in values) / len(values)
+
+
+def _checks(out: StageServerStats, scrapes: Sequence[ServerSnapshot]) -> None:
+    """The sanity checks the window's scrapes failed, per figure: what failed, in how many of them;
+    a window whose scrapes name several families gets `family`."""
+    failed: dict[str, tuple[str, int]] = {}
+    for snap in scrapes:
+        for figure, fault in snap.rejected.items():
+            first, n = failed.get(figure, (fault, 0))
+            failed[figure] = (first, n + 1)
+    out.failed = {
+        figure: f"{fault} in {n} of {len(scrapes)} scrapes" for figure, (fault, n) in failed.items()
+    }
+    seen = {f for snap in scrapes for f in snap.families} | {snap.source for snap in scrapes}
+    if len(seen) > 1:  # in one scrape, or one after another: no one engine's figures
+        order = [f for f in FAMILY_NAMES if f in seen] + sorted(seen - set(FAMILY_NAMES))
+        titles = " and ".join(family_of(f).title if f in FAMILY_NAMES else f for f in order)
+        out.failed["family"] = f"the metric names of {titles} in the server's /metrics"
+
+
+def window_stats(
+    snapshots: Sequence[ServerSnapshot], stage: int, start: float, end: float
+) -> StageServerStats:
+    """Statistics of one window (wall seconds); `snapshots` sorted by ts.
+
+    Gauges: the scrapes in [start, end) (a scrape at a boundary belongs to the next stage).
+    Counters and histograms: the increase (`increase`: a drop is a restart from 0) from the last
+    scrape at or before `start` (else the first one inside) to the last scrape at or before `end`.
+    `failed`: the sanity checks the window's scrapes failed; `resets`: the counters that went back.
+    """
+    out = StageServerStats(stage=stage)
+    inside = [s for s in snapshots if start <= s.ts < end]
+    out.samples = len(inside)
+    _gauges(out, inside)
     before = [s for s in snapshots if s.ts <= start]
     base = before[-1] if before else (inside[0] if inside else None)
     upto = [s for s in snapshots if s.ts <= end]
     last = upto[-1] if upto else None
     if base is None or last is None or last.ts <= base.ts:
+        _checks(out, inside)
         return out
+    span = [s for s in snapshots if base.ts <= s.ts <= last.ts]
+    _checks(out, sorted({id(s): s for s in (*span, *inside)}.values(), key=lambda s: s.ts))
     out.duration_s = last.ts - base.ts
     out.first_ts, out.last_ts = base.ts, last.ts
     out.source = last.source
-    deltas = {name: _counter_delta(getattr(last, name), getattr(base, name)) for name in COUNTER_FIELDS}
+    deltas: dict[str, float | None] = {}
+    for name in COUNTER_FIELDS:
+        deltas[name], resets = increase([getattr(s, name) for s in span])
+        if resets:
+            out.resets[name] = resets
+    _counters(out, deltas, base, last)
+    if any(s.request_success for s in span):
+        reasons: dict[str, float] = {}
+        for r in sorted({r for s in span for r in s.request_success}):
+            # a reason not yet counted is 0; a scrape whose count was rejected is passed over
+            seen = [s.request_success.get(r, None if "requests" in s.rejected else 0.0) for s in span]
+            reasons[r], resets = increase([0.0 if seen[0] is None else seen[0], *seen[1:]])
+            if resets:
+                out.resets["requests"] = out.resets.get("requests", 0) + resets
+        out.finish_reasons = {r: v for r, v in reasons.items() if v}
+        out.requests = math.fsum(v or 0.0 for v in reasons.values())
+    for key in sorted({k for s in span for k in s.histograms}):
+        d, resets = histogram_increase([s.histograms.get(key) for s in span])
+        if resets:
+            out.resets[key] = resets
+        if d is None:
+            continue
+        stats: dict[str, float | None] = {k: d.quantile(PERCENTILES[k]) for k in SERVER_QUANTILES}
+        stats["mean"], stats["count"] = d.mean, d.count
+        stats["p50_width"] = bucket_width(d.bounds, stats["p50"])
+        out.latency[key] = stats
+    return out
+
+
+def _counters(
+    out: StageServerStats, deltas: Mapping[str, float | None], base: ServerSnapshot, last: ServerSnapshot
+) -> None:
+    """The counters' increases, rates and ratios (a ratio above 1, more hits than queries or more
+    accepted tokens than drafted, is a failed check, not a figure)."""
+    assert out.duration_s is not None
     out.preemptions = deltas["preemptions"]
     out.prompt_tokens, out.generation_tokens = deltas["prompt_tokens"], deltas["generation_tokens"]
     if out.prompt_tokens is not None:
@@ -362,32 +397,27 @@ def window_stats(
         out.spec_acceptance_rate = (deltas["spec_accepted"] or 0.0) / deltas["spec_draft_tokens"]
     if deltas["spec_drafts"]:
         out.spec_mean_acceptance_length = 1.0 + (deltas["spec_accepted"] or 0.0) / deltas["spec_drafts"]
-    if last.request_success or base.request_success:
-        reasons = {
-            r: _counter_delta(v, base.request_success.get(r, 0.0)) or 0.0
-            for r, v in last.request_success.items()
-        }
-        out.finish_reasons = {r: v for r, v in reasons.items() if v}
-        out.requests = math.fsum(reasons.values())
-    for key, hist in last.histograms.items():
-        d = hist.delta(base.histograms.get(key))
-        stats: dict[str, float | None] = {k: d.quantile(PERCENTILES[k]) for k in SERVER_QUANTILES}
-        stats["mean"], stats["count"] = d.mean, d.count
-        stats["p50_width"] = bucket_width(d.bounds, stats["p50"])
-        out.latency[key] = stats
-    return out
+    for rate, figure, what in (
+        ("prefix_hit_rate", "prefix_hits", "more prefix-cache hits than queries"),
+        ("spec_acceptance_rate", "spec_accepted", "more accepted draft tokens than drafted"),
+    ):
+        if (getattr(out, rate) or 0.0) > 1.0:
+            setattr(out, rate, None)
+            out.failed.setdefault(figure, what)
+    if out.spec_acceptance_rate is None and "spec_accepted" in out.failed:
+        out.spec_mean_acceptance_length = None
 
 
 def histogram_delta(
     snapshots: Sequence[ServerSnapshot], key: str, first_ts: float, last_ts: float
 ) -> Histogram | None:
     """The histogram `key`'s observations between the scrapes taken at `first_ts` and `last_ts`
-    (a `StageServerStats`' own two scrapes); None where either scrape lacks it."""
-    by_ts = {s.ts: s for s in snapshots}
-    base, last = by_ts.get(first_ts), by_ts.get(last_ts)
-    if base is None or last is None or key not in last.histograms:
+    (a `StageServerStats`' own two scrapes; `histogram_increase` over the scrapes between them);
+    None where either scrape is not there or the last lacks it."""
+    span = [s for s in snapshots if first_ts <= s.ts <= last_ts]
+    if not span or span[0].ts != first_ts or span[-1].ts != last_ts:
         return None
-    return last.histograms[key].delta(base.histograms.get(key))
+    return histogram_increase([s.histograms.get(key) for s in span])[0]
 
 
 def stage_stats(
@@ -406,7 +436,7 @@ def read_snapshots(path: Path) -> list[ServerSnapshot]:
     for line in Path(path).read_text().splitlines():
         try:
             out.append(ServerSnapshot.from_json(json.loads(line)))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return out
 

@@ -33,7 +33,8 @@ source at a pinned commit; this module is their table. One `Family` per engine:
   `model_name` / `engine_type` are the literal "undefined". No preemption counter, no count of
   drafts (only draft and accepted tokens): absent.
 
-`detect(names)` picks the family from the metric names; `FAMILIES[name]` is the override. The
+`detect(names)` picks the family from the metric names (`families_in(names)`: all of them, more than
+one in a scrape no single engine wrote); `FAMILIES[name]` is the override. The
 analysis reads scrapes by these names, and the every-family Grafana dashboard
 (swarm/grafana/dashboards.py) generates its queries from them.
 """
@@ -263,3 +264,10 @@ def detect(names: Collection[str]) -> str:
     if all(n in names for n in TRTLLM_OLD):
         return "trtllm"
     return "unknown"
+
+
+def families_in(names: Collection[str]) -> tuple[str, ...]:
+    """Every family some name of a scrape belongs to (by prefix), in `detect`'s order: more than
+    one is a /metrics no single engine wrote (two exporters merged, or a forgery), which `detect`
+    reads as the first."""
+    return tuple(fam.name for fam in FAMILIES.values() if any(n.startswith(fam.prefixes) for n in names))

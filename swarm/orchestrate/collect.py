@@ -83,6 +83,8 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
     if len(plan.hosts) > 1:
         for line in endpoint_lines(found):
             print(f"swarm: {line}")
+    for line in untrusted_lines(found):
+        print(f"swarm: {line}", file=sys.stderr)
     print(
         f"swarm: {n} request records in {plan.out / REQUESTS}; summary in {summary_path}; report in {report}"
     )
@@ -99,6 +101,16 @@ def endpoint_lines(found: Sequence[Finding]) -> list[str]:
         for f in found
         if f.kind in ("endpoints_differ", "endpoint_down")
         or (f.kind in CAUSES and f.text.startswith("endpoint "))
+    ]
+
+
+def untrusted_lines(found: Sequence[Finding]) -> list[str]:
+    """Of the report's findings, those saying the server's /metrics failed a sanity check or that its
+    counters went back (swarm/analysis/server_trust.py): said at the run's end, not only in the report."""
+    from swarm.analysis.server_trust import UNTRUSTED_KINDS
+
+    return [
+        f.text for f in found if f.kind in UNTRUSTED_KINDS or (f.kind == "client_vs_server" and not f.trusted)
     ]
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis.gpu_metrics import GpuSnapshot, parse_dcgm
-from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics, unobservable_path
+from swarm.analysis.server_metrics import ServerSnapshot, unobservable_path
+from swarm.analysis.server_parse import parse_metrics
 from swarm.core.apikey import NO_KEY, BoundKey
 from swarm.core.runfiles import GPU_METRICS
 from swarm.core.server_families import family as family_of
@@ -36,6 +37,10 @@ class JsonMetrics(ValueError):
 
 
 TRTLLM_PROMETHEUS_PATH = "/prometheus/metrics"
+MAX_SCRAPE_BYTES = 16 * 2**20
+"""The most one scrape may send: a vLLM /metrics is some 100 KB (a few per model and engine), and a
+larger body is read no further (at most this + 1 bytes, so a runaway or hostile /metrics costs
+neither the run's memory nor its time) and dropped, said once."""
 
 
 class ServerPoller:
@@ -57,7 +62,12 @@ class ServerPoller:
     `family` (`swarm run --server-family`): `auto` detects the server's family from the names; a
     family's name reads every scrape with that family's names, and a scrape holding none of them
     is a failure like the others (one line naming the family the names look like), never a
-    snapshot of empty fields; `none` scrapes nothing and says so.
+    snapshot of empty fields; `none` scrapes nothing and says so. Under `auto`, a scrape holding
+    the names of several families is read as the first one's and said once (the diagnosis then
+    names no server-side cause).
+
+    A scrape of more than `max_bytes` (`MAX_SCRAPE_BYTES`) is dropped unread, said once
+    (`oversized` counts them).
     """
 
     def __init__(
@@ -70,8 +80,12 @@ class ServerPoller:
         timeout_s: float = 5.0,
         log: Callable[[str], None] | None = None,
         family: str = "auto",
+        max_bytes: int = MAX_SCRAPE_BYTES,
     ) -> None:
         self.url = url
+        self.max_bytes = max_bytes
+        self.oversized = 0  # scrapes dropped for their size
+        self.mixed_said = False
         self.family = family
         self.out_path = Path(out_path)
         self.interval_s = interval_s
@@ -103,6 +117,14 @@ class ServerPoller:
             looks = f"the names are {seen}'s" if seen != "unknown" else "the names are of no known family"
             title = family_of(self.family).title
             raise FamilyMismatch(f"--server-family {self.family}: none of {title}'s metric names, {looks},")
+        if snap.families and not self.mixed_said:
+            self.mixed_said = True
+            titles = " and ".join(family_of(f).title for f in snap.families)
+            self.log(
+                f"swarm: {self.what} at {self.url} hold the metric names of {titles}: read as "
+                f"{family_of(snap.source).title}'s (the first family the names match), and the diagnosis "
+                "names no server-side cause from them; give --server-family to choose (said once)"
+            )
         return snap
 
     def start(self) -> ServerPoller:
@@ -124,7 +146,10 @@ class ServerPoller:
         req = self.key.request(self.url)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                text = r.read().decode("utf-8", errors="replace")
+                body = r.read(self.max_bytes + 1)
+            if len(body) > self.max_bytes:
+                return self._too_large()
+            text = body.decode("utf-8", errors="replace")
             snap = self.parse(text, time.time())
         except urllib.error.HTTPError as e:
             return self._failed(f"HTTP {e.code}")
@@ -153,6 +178,24 @@ class ServerPoller:
         self.url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, TRTLLM_PROMETHEUS_PATH, "", ""))
         return True
 
+    def _too_large(self) -> None:
+        """A scrape over the cap, dropped: said once (and left as the reason the server side was not
+        observable, where no scrape was read yet)."""
+        self.oversized += 1
+        if self.oversized == 1:
+            why = f"a scrape of more than {self.max_bytes:,} bytes (the cap per scrape) at {self.url}"
+            self.log(
+                f"swarm: {self.what}: {why} was dropped unread, as every one that large will be (said once)"
+            )
+            if self.samples == 0:
+                self.leave_reason(why)
+        return None
+
+    def leave_reason(self, why: str) -> None:
+        """Why the server side was not observable, beside the JSONL for the diagnosis."""
+        self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        unobservable_path(self.out_path).write_text(why + "\n")
+
     def _failed(self, reason: str) -> None:
         reason = printable(reason)  # it may quote the target (a /metrics line, a status line)
         if self.error is None:
@@ -170,8 +213,7 @@ class ServerPoller:
     def failure_line(self, reason: str) -> str:
         """The once-said line of the first failure (the server's reason also left for the diagnosis)."""
         why = reason if self.family == "none" else f"{reason} at {self.url}"
-        self.out_path.parent.mkdir(parents=True, exist_ok=True)
-        unobservable_path(self.out_path).write_text(why + "\n")
+        self.leave_reason(why)
         return f"swarm: server side not observable ({why}): the diagnosis uses the client's own signals only"
 
     def _loop(self) -> None:
@@ -196,6 +238,9 @@ class GpuPoller(ServerPoller):
 
     def parse(self, text: str, ts: float) -> GpuSnapshot:
         return parse_dcgm(text, ts, self.url)
+
+    def leave_reason(self, why: str) -> None:
+        """(The diagnosis reads no reason for the GPUs: the once-said line is all.)"""
 
     def failure_line(self, reason: str) -> str:
         return (

@@ -30,7 +30,7 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swarm.analysis.server_metrics import parse_metrics
+from swarm.analysis.server_parse import parse_metrics
 from swarm.core.recordfile import write_records
 from swarm.core.records import Outcome, RequestRecord
 from swarm.core.runfiles import REQUESTS, SERVER_METRICS, SIM_TRACE, SUMMARY

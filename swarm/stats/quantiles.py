@@ -113,7 +113,7 @@ def histogram_quantile(q: float, bounds: Sequence[float], counts: Sequence[float
         running = max(running, c)
         cum.append(running)
     total = cum[-1]
-    if total <= 0:
+    if not math.isfinite(total) or total <= 0:  # NaN or Inf counts (a server's /metrics): no rank
         return None
     rank = q * total
     b = next((i for i in range(len(cum) - 1) if cum[i] >= rank), len(cum) - 1)
@@ -136,11 +136,15 @@ def quantile_bucket(
 ) -> tuple[float, float] | None:
     """The bucket (lower, upper bound) holding the q-quantile (0 <= q <= 1) of a cumulative
     histogram: all that buckets can say of it (`histogram_quantile` interpolates inside it, a
-    guess). None without observations."""
-    if len(bounds) != len(cumulative) or not bounds or cumulative[-1] <= 0:
+    guess). None without observations, or with counts that hold no rank (NaN, Inf)."""
+    if len(bounds) != len(cumulative) or not bounds or not math.isfinite(cumulative[-1]):
+        return None
+    if cumulative[-1] <= 0:
         return None
     rank = q * cumulative[-1]
-    i = next(i for i, c in enumerate(cumulative) if c >= rank)
+    i = next((i for i, c in enumerate(cumulative) if c >= rank), None)
+    if i is None:  # a NaN count on the way: no bucket can be said to hold the rank
+        return None
     return (bounds[i - 1] if i else 0.0), bounds[i]
 
 

@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-from swarm.analysis.server_metrics import parse_metrics, read_snapshots
+from swarm.analysis.server_metrics import read_snapshots
+from swarm.analysis.server_parse import parse_metrics
 from swarm.client.dialects import DIALECTS
 from tests.e2e.test_vllm_conformance import ask
 from tests.e2e.test_vllm_real import MAX_TOKENS, swarm_run

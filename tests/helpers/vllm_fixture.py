@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis.server_metrics import ServerSnapshot, parse_metrics
+from swarm.analysis.server_metrics import ServerSnapshot
+from swarm.analysis.server_parse import parse_metrics
 from swarm.core.errors import TargetError
 from tests.helpers.support import free_port
 

@@ -27,6 +27,8 @@ NO_UNIT_TEST: dict[str, str] = {
     "core/buckets.py": "constants (vLLM's bucket bounds); used by stats/test_aggregate.py, live/test_exporter.py",
     "core/events.py": "one Locust event hook; fired in client/test_transport_fuzz.py, live/test_plugin_local.py",
     "core/options.py": "the option table (data); test_cli_reference.py and orchestrate/test_run_options.py",
+    "analysis/server_parse.py": "the /metrics text parser, moved out of server_metrics.py; its cases are "
+    "analysis/test_server_metrics*.py's and test_server_checks_generated.py's",
     "core/recordfile.py": "Parquet parts; live/test_recorder.py writes and reads them back",
     "stats/wire.py": "TypedDicts of the wire format; live/test_plugin_local.py, stats/test_aggregate.py",
     "load/prompts/make_corpus.py": "a maintainer's script that regenerated the bundled prompt files",

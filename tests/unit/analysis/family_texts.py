@@ -211,3 +211,34 @@ def trtllm(prefix: str = "trtllm_", *, running: float = 3, waiting: float = 1, k
     ):
         out.append(histogram(f"{prefix}{name}", TRT_LABELS, (0.1, 1.0), (2, 10, 10), 3.0))
     return "\n".join(out) + "\n"
+
+
+def vllm(
+    running: float | str,
+    waiting: float | str,
+    kv: float | str,
+    *,
+    success: float | str = 0,
+    generation: float | str = 0,
+    ttft_counts: Sequence[float | str] | None = None,
+    ttft_sum: float | str = 0.0,
+    model: str = "qwen",
+) -> str:
+    """One vLLM scrape (prometheus_client's layout, `model_name` on every series); a figure given as
+    text ("+Inf", "NaN") is written as it is."""
+    labels = f'model_name="{model}"'
+    out = []
+    for name, kind, value in (
+        ("vllm:num_requests_running", "gauge", running),
+        ("vllm:num_requests_waiting", "gauge", waiting),
+        ("vllm:kv_cache_usage_perc", "gauge", kv),
+        ("vllm:generation_tokens_total", "counter", generation),
+    ):
+        out += [f"# HELP {name} {name}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"]
+    out += [
+        "# TYPE vllm:request_success_total counter",
+        f'vllm:request_success_total{{{labels},finished_reason="stop"}} {success}',
+    ]
+    counts = ttft_counts if ttft_counts is not None else [0.0] * (len(VLLM_TTFT_LE) + 1)
+    out.append(histogram("vllm:time_to_first_token_seconds", labels, VLLM_TTFT_LE, counts, ttft_sum))
+    return "\n".join(out) + "\n"

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from swarm.analysis.diagnosis import diagnose
-from swarm.analysis.server_metrics import parse_metrics, stage_stats
+from swarm.analysis.server_metrics import stage_stats
+from swarm.analysis.server_parse import parse_metrics
 from tests.helpers.sweep_run import SHORT_QA
 from tests.unit.analysis import family_texts as ft
 from tests.unit.analysis.helpers import rows

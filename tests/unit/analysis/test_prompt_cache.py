@@ -106,7 +106,8 @@ def test_table_shows_the_share_per_workload_and_stage():
 
 
 def test_llamacpp_prints_6_significant_digits_and_the_reconciliation_allows_for_it():
-    from swarm.analysis.server_metrics import parse_metrics, printed_error, window_stats
+    from swarm.analysis.server_metrics import printed_error, window_stats
+    from swarm.analysis.server_parse import parse_metrics
 
     assert printed_error(999_999) == 0.0 and printed_error(1_234_567) == 5.0
     assert printed_error(12_345_678) == 50.0 and printed_error(1_234_567, source="vllm") == 0.0

@@ -14,11 +14,11 @@ from swarm.analysis.server_metrics import (
     Histogram,
     ServerSnapshot,
     histogram_quantile,
-    parse_metrics,
     read_snapshots,
     stage_stats,
     window_stats,
 )
+from swarm.analysis.server_parse import parse_metrics
 from tests.helpers.support import DATA
 
 INF = math.inf

@@ -1,4 +1,4 @@
-"""Every server family's /metrics read into the same fields (server_metrics.parse_metrics with the
+"""Every server family's /metrics read into the same fields (server_parse.parse_metrics with the
 names of swarm/core/server_families.py): SGLang, TGI and TensorRT-LLM scrapes as their exporters write
 them (tests/unit/analysis/family_texts.py), a field the family lacks None, the family forced.
 The tables and the detection alone: tests/unit/core/test_server_families.py."""
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.analysis.server_metrics import parse_metrics, stage_stats
+from swarm.analysis.server_metrics import stage_stats
+from swarm.analysis.server_parse import parse_metrics
 from swarm.core.server_families import TGI
 from tests.unit.analysis import family_texts as ft
 

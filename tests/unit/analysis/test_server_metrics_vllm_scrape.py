@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from swarm.analysis.server_metrics import parse_metrics
+from swarm.analysis.server_parse import parse_metrics
 from tests.helpers.support import DATA
 
 VLLM_TTFT_BUCKETS = (

@@ -65,6 +65,20 @@ def test_endpoint_lines_are_each_endpoints_cause_their_contrast_and_outages():
     assert endpoint_lines(found) == [f.text for f in found[1::2] + found[4:]]
 
 
+def test_untrusted_lines_are_the_failed_checks_and_resets_said_at_the_runs_end():
+    from swarm.analysis.finding import Finding
+    from swarm.orchestrate.collect import untrusted_lines
+
+    found = [
+        Finding("saturation", 1, "Ceiling at 8 users: ..."),
+        Finding("server_check_failed", 1, "The server's /metrics failed a sanity check (...)", trusted=False),
+        Finding("client_vs_server", None, "Requests reconcile: ..."),
+        Finding("client_vs_server", None, "Requests not reconciled with the server's: ...", trusted=False),
+        Finding("server_counter_reset", None, "The server's counters went back during the run (...)"),
+    ]
+    assert untrusted_lines(found) == [f.text for f in (found[1], found[3], found[4])]
+
+
 def test_a_search_over_several_endpoints_says_each_endpoints_cause_at_the_answer(tmp_path, capsys):
     import json
 

@@ -192,3 +192,32 @@ def test_a_server_that_stops_answering_is_not_called_unobservable(tmp_path, metr
     assert len(logs) == 1 and "stopped answering after 2 scrapes" in logs[0], logs
     assert "not observable" not in logs[0] and unobservable_reason(tmp_path / "m.jsonl") is None
     assert len(read_snapshots(tmp_path / "m.jsonl")) == 2
+
+
+def test_a_scrape_over_the_cap_is_dropped_unread_and_said_once(tmp_path, metrics_server):
+    body = fixture("vllm_0_33_metrics.txt").encode()
+    url = metrics_url(metrics_server(body))
+    logs: list[str] = []
+    poller = ServerPoller(url, tmp_path / "m.jsonl", timeout_s=1, log=logs.append, max_bytes=len(body) - 1)
+    assert poller.scrape_once() is None and poller.scrape_once() is None and poller.scrape_once() is None
+    assert poller.oversized == 3 and poller.samples == 0 and not (tmp_path / "m.jsonl").exists()
+    assert logs == [
+        f"swarm: server metrics: a scrape of more than {len(body) - 1:,} bytes (the cap per scrape) at {url} "
+        "was dropped unread, as every one that large will be (said once)"
+    ]
+    assert unobservable_reason(tmp_path / "m.jsonl").startswith("a scrape of more than")
+    poller.max_bytes = len(body)  # at the cap: read
+    assert poller.scrape_once() is not None and poller.samples == 1 and len(logs) == 1
+
+
+def test_the_names_of_two_families_are_said_once_with_the_family_read(tmp_path, metrics_server):
+    from tests.unit.analysis import family_texts as ft
+
+    url = metrics_url(metrics_server((ft.vllm(3, 1, 0.2) + ft.sglang(1, 0, 0.1)).encode()))
+    poller, logs = _one_scrape(tmp_path, url, "auto")
+    poller.scrape_once()
+    assert poller.samples == 2 and len(logs) == 1, logs
+    assert (
+        "hold the metric names of vLLM and SGLang: read as vLLM's" in logs[0] and "--server-family" in logs[0]
+    )
+    assert read_snapshots(tmp_path / "m.jsonl")[0].families == ("vllm", "sglang")
