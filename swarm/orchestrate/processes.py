@@ -7,6 +7,10 @@ running: a master and workers loading the server for the rest of `-t`, a simulat
 Each child therefore asks the kernel for SIGTERM when its parent dies (`PR_SET_PDEATHSIG`, set
 between fork and exec): a Locust master or worker then stops as on any SIGTERM (no new requests,
 the ones in flight recorded), a simulator exits.
+
+That signal reaches the direct child alone: a server command that daemonises (`nohup ... &`, a
+double fork, setsid) or ignores SIGTERM would outlive the command. `swarm tune`'s servers therefore
+run under a guardian (guard.py: `spawn_guarded`, `stop_guarded`), the subreaper of all they start.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -203,6 +210,40 @@ def stop(procs: Sequence[subprocess.Popen], grace_s: float) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait(timeout=10)
+
+
+GUARD = Path(__file__).with_name("guard.py")  # run by path: stdlib only, no swarm import to pay for
+GUARD_MARGIN_S = 10.0  # past a guardian's grace, for it to reap its tree and exit before it is killed
+
+
+def spawn_guarded(
+    cmd: Sequence[str], log: Path, env: Mapping[str, str] | None, *, grace_s: float, note: Path
+) -> subprocess.Popen:
+    """`cmd` started as `spawn` does, under its guardian (guard.py): nothing it starts outlives this
+    command or `stop_guarded`, a daemon or a setsid'd process included; one that runs on after `cmd`
+    exits is followed (the Popen runs until all are gone) and `note` gets a line saying so. OSError
+    when `cmd` cannot be found."""
+    path = (os.environ if env is None else env).get("PATH")
+    if shutil.which(cmd[0], path=path) is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cmd[0])
+    note.unlink(missing_ok=True)
+    guard = [sys.executable, "-I", "-S", str(GUARD), repr(grace_s), str(os.getpid()), str(note), "--"]
+    return spawn([*guard, *cmd], log, env)
+
+
+def stop_guarded(p: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM to the guardian alone (it signals each process of its tree once: a second SIGTERM
+    makes some servers, llama-server's, quit at once), which SIGKILLs what is left after the
+    `grace_s` it was started with; its group SIGKILLed if it has not gone `GUARD_MARGIN_S` later."""
+    if p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGTERM)
+    try:
+        p.wait(timeout=grace_s + GUARD_MARGIN_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
 
 
 def wait_http(url: str, proc: subprocess.Popen | None, timeout_s: float) -> bool:

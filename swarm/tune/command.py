@@ -383,7 +383,7 @@ def _said(config: ConfigResult) -> str:
     said += [] if config.qps is None else [f"QPS {config.qps:.1f}"]
     said += [] if config.output_tok_s is None else [f"output {config.output_tok_s:.0f} tok/s"]
     held = f"bottleneck {config.bottleneck or 'none named'}" + (f": {config.why}" if config.why else "")
-    return ", ".join([*said, held])
+    return ", ".join([*said, held]) + (f"\n  ({config.note})" if config.note else "")
 
 
 def _guided(plan: TunePlan, result: TuneResult) -> None:

@@ -85,6 +85,7 @@ class ConfigResult:
     points: list[ProbePoint] = field(default_factory=list)
     cost_per_m_output_tokens: float | None = None
     cost_per_k_requests: float | None = None
+    note: str | None = None  # the guardian's line when the serve command left its server running
 
 
 @dataclass

@@ -88,7 +88,10 @@ def measure(ctx: TuneContext, flags: Flags) -> ConfigResult:
     finally:
         died = not server.running()
         server.stop()
-    return _recorded(ctx, record, code, last_err, died, server)
+        record.note = server.followed()
+    result = _recorded(ctx, record, code, last_err, died, server)
+    result.note = record.note
+    return result
 
 
 def measure_virtual(ctx: TuneContext, load: VirtualLoad, flags: Flags) -> ConfigResult:
