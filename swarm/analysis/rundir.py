@@ -355,6 +355,8 @@ def _endpoint_run(data: RunData, label: str, metrics_file: str | None) -> RunDat
     sub = RunData(
         data.directory, summary, mine if mine is not None and len(mine) else None, snapshots, ClientLoad()
     )
+    if metrics_file:
+        sub.metrics_file = metrics_file  # its poller's reason (the endpoint unobservable) beside it
     sub.rows, sub.users_estimated = stage_rows(summary, sub.records)
     _add_server(sub)
     if not snapshots:

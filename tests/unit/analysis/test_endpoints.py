@@ -11,6 +11,7 @@ import pandas as pd
 from swarm.analysis.endpoints import outage_text, outages, run_findings
 from swarm.analysis.report import write_report
 from swarm.analysis.rundir import load_run
+from swarm.analysis.server_metrics import unobservable_path
 from swarm.core.records import Outcome, RequestRecord
 from swarm.core.runfiles import ENDPOINTS_JSON, endpoint_metrics_name
 from tests.helpers.sweep_run import T0, make_run
@@ -71,6 +72,19 @@ def test_the_report_has_an_endpoints_section(tmp_path):
     section = text.split("<h2>Client vs server</h2>", 1)[1].split("<h2>", 1)[0]
     assert f"<h3>endpoint {A}</h3>" in section and f"<h3>endpoint {B}</h3>" in section
     assert "nothing to compare" not in section and section.count("<p class='meta'>Times in ms. TTFT") == 2
+
+
+def test_an_unobservable_endpoint_is_said_with_its_own_poller_reason(tmp_path):
+    """Endpoint B's poller scraped nothing and left its reason beside its own scrapes' file (a
+    scrape over the cap, say): B's diagnosis names that reason, A's stays observed."""
+    run = two_endpoint_run(tmp_path)
+    (run / endpoint_metrics_name(1)).unlink()
+    why = "a scrape of more than 16,777,216 bytes (the cap per scrape) at http://127.0.0.1:8002/metrics"
+    unobservable_path(run / endpoint_metrics_name(1)).write_text(why + "\n")
+    found = run_findings(load_run(run))
+    said = [f.text for f in found if f.kind == "no_server_metrics"]
+    assert len(said) == 1 and said[0].startswith(f"endpoint {B}: Server side not observable ({why}): "), said
+    assert any(f.kind == "kv_bound" and f.text.startswith(f"endpoint {A}: ") for f in found)
 
 
 def rec(endpoint, t, outcome=Outcome.OK, error=None, e2e=1.0):
