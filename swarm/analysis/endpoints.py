@@ -34,6 +34,7 @@ CAUSES = {
     "outside_engine": "held outside its engine",
     "frontend_bound": "held in its API front-end",
 }
+UNJUDGED = frozenset({"server_check_failed", "no_server_metrics"})  # an endpoint's causes not told
 
 
 def endpoint_prefix(label: str) -> str:
@@ -63,21 +64,31 @@ def run_findings(data: RunData, slo: str | None = None) -> list[Finding]:
 
 
 def contrasts(per: dict[str, list[Finding]]) -> list[Finding]:
-    """One finding per cause that some endpoints show (on a trusted finding) and others do not."""
+    """One finding per cause that some endpoints show (on a trusted finding) and others do not; an
+    endpoint whose diagnosis could not judge causes (`UNJUDGED`: its server figures failed a sanity
+    check, or none were scraped) is said not told, never "is not"."""
     out = []
     for kind, words in CAUSES.items():
         has = [label for label, found in per.items() if any(f.kind == kind and f.trusted for f in found)]
-        hasnt = [label for label in per if label not in has]
-        if has and hasnt:
-            out.append(
-                Finding(
-                    "endpoints_differ",
-                    None,
-                    f"{_names(has)} {'is' if len(has) == 1 else 'are'} {words}; "
-                    f"{_names(hasnt)} {'is' if len(hasnt) == 1 else 'are'} not.",
+        unjudged = [label for label, found in per.items() if label not in has and _unjudged(found)]
+        hasnt = [label for label in per if label not in has and label not in unjudged]
+        if has and (hasnt or unjudged):
+            parts = [f"{_names(has)} {'is' if len(has) == 1 else 'are'} {words}"]
+            if hasnt:
+                parts.append(f"{_names(hasnt)} {'is' if len(hasnt) == 1 else 'are'} not")
+            if unjudged:
+                whose = "its" if len(unjudged) == 1 else "their"
+                parts.append(
+                    f"{_names(unjudged)}: not told ({whose} server figures failed a sanity check or were "
+                    "not scraped)"
                 )
-            )
+            out.append(Finding("endpoints_differ", None, "; ".join(parts) + "."))
     return out
+
+
+def _unjudged(found: list[Finding]) -> bool:
+    """An endpoint's diagnosis named no cause for want of server figures it could trust."""
+    return any(f.kind in UNJUDGED for f in found)
 
 
 def _names(labels: list[str]) -> str:

@@ -8,7 +8,8 @@ import shutil
 
 import pandas as pd
 
-from swarm.analysis.endpoints import outage_text, outages, run_findings
+from swarm.analysis.endpoints import contrasts, outage_text, outages, run_findings
+from swarm.analysis.finding import Finding
 from swarm.analysis.report import write_report
 from swarm.analysis.rundir import load_run
 from swarm.analysis.server_metrics import unobservable_path
@@ -85,6 +86,24 @@ def test_an_unobservable_endpoint_is_said_with_its_own_poller_reason(tmp_path):
     said = [f.text for f in found if f.kind == "no_server_metrics"]
     assert len(said) == 1 and said[0].startswith(f"endpoint {B}: Server side not observable ({why}): "), said
     assert any(f.kind == "kv_bound" and f.text.startswith(f"endpoint {A}: ") for f in found)
+    # B's causes cannot be told from no figures: not "B is not KV-bound"
+    differ = [f.text for f in found if f.kind == "endpoints_differ"]
+    assert f"endpoint {A} is KV-bound; endpoint {B}: not told (its server figures failed a sanity check or were not scraped)." in differ, differ  # fmt: skip
+    assert not any(f"{B} is not" in t for t in differ), differ
+
+
+def test_an_endpoint_whose_figures_failed_a_check_is_not_told_apart():
+    """A KV-bound, B's cause withheld (its /metrics failed a check), C judged and not KV-bound."""
+    C = "http://127.0.0.1:8003"
+    per = {
+        A: [Finding("kv_bound", 0, "KV-bound.")],
+        B: [Finding("server_check_failed", 0, "failed a sanity check.", trusted=False)],
+        C: [Finding("client_vs_server", None, "Requests reconcile.")],
+    }
+    assert [f.text for f in contrasts(per)] == [
+        f"endpoint {A} is KV-bound; endpoint {C} is not; endpoint {B}: not told (its server figures "
+        "failed a sanity check or were not scraped)."
+    ]
 
 
 def rec(endpoint, t, outcome=Outcome.OK, error=None, e2e=1.0):
