@@ -17,7 +17,15 @@ list) and answers every other request (the completions) as MODE says:
 - `echo_key_mangled`: HTTP 500 whose error message repeats the bearer key upper-cased and its
   first 10 characters (a scrub that looks for the key verbatim misses both);
 - `escapes`: terminal escape sequences everywhere a target's words can go: an HTTP 500 error
-  message, and a /metrics body that is not Prometheus text.
+  message, and a /metrics body that is not Prometheus text;
+- `metrics_*`: `ok`'s answers and a hostile vLLM `GET /metrics` (issue 41), its counters the
+  completions answered so far (`metrics_text`): `metrics_inf` a TTFT histogram whose `+Inf` bucket
+  and `_count` read `+Inf`; `metrics_mixed` vLLM's and SGLang's names in one scrape;
+  `metrics_negative` the finished-requests counter at -289 and the running gauge at -3;
+  `metrics_reset` the counters from 10^9 up, then from 0 right after the second scrape (a restart);
+  `metrics_huge` a valid scrape padded with comments past swarm's 16 MiB cap;
+  `metrics_garbage` the running gauge `NaN`, and every other scrape (the first one too) a line that
+  is no Prometheus text.
 
 Each completion request gets an `x-request-id` of `fault-N` and one line `REQ fault-N` on
 stdout (flushed) when it arrives, so a test can count what the server received. Every request
@@ -40,12 +48,17 @@ from pathlib import Path
 
 MODES = (
     "ok", "recording", "huge_event", "huge_stream", "huge_error", "slowloris", "echo_auth", "endless",
-    "echo_key_mangled", "escapes",
+    "echo_key_mangled", "escapes", "metrics_inf", "metrics_mixed", "metrics_negative", "metrics_reset",
+    "metrics_huge", "metrics_garbage",
 )  # fmt: skip
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\r\u202eevil"  # title, clear screen, colour, CR, bidi
 HUGE_BYTES = 50 * 1024 * 1024
-_counter = iter(range(1, 1 << 62))
+HUGE_METRICS_BYTES = 17 * 1024 * 1024  # past swarm/orchestrate/pollers.py's MAX_SCRAPE_BYTES (16 MiB)
+RESET_BASE = 10**9  # metrics_reset's counters before the restart: what the server counted before the run
+_handed = 0  # the completion requests this process has handed an id (`fault-N`)
 _counter_lock = threading.Lock()
+_scrapes = iter(range(1 << 62))  # this process' /metrics scrapes, from 0
+_restart_at = 0  # metrics_reset: the completions counted when the server "restarted"
 
 
 _log_lock = threading.Lock()
@@ -90,6 +103,7 @@ class Handler(socketserver.BaseRequestHandler):
     mode = "ok"
 
     def handle(self) -> None:
+        global _handed
         sock: socket.socket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         buf = b""
@@ -143,9 +157,15 @@ class Handler(socketserver.BaseRequestHandler):
                 elif request_line.startswith("GET /metrics") and self.mode == "escapes":
                     body = f"{ESCAPES} not prometheus text\n".encode()
                     sock.sendall(_head("200 OK", "metrics", "text/plain", len(body)) + body)
+                elif request_line.startswith("GET /metrics") and self.mode.startswith("metrics_"):
+                    with _counter_lock:
+                        scrape, answered = next(_scrapes), _handed
+                    body = metrics_text(self.mode, scrape, answered)
+                    sock.sendall(_head("200 OK", "metrics", "text/plain", len(body)) + body)
                 else:
                     with _counter_lock:
-                        rid = f"fault-{next(_counter)}"
+                        _handed += 1
+                        rid = f"fault-{_handed}"
                     log_line(f"REQ {rid}")
                     if not self.answer(sock, rid, headers):
                         return
@@ -155,7 +175,7 @@ class Handler(socketserver.BaseRequestHandler):
     def answer(self, sock: socket.socket, rid: str, headers: dict[str, str]) -> bool:
         """Write the mode's answer; False when the connection must close afterwards."""
         mode = self.mode
-        if mode in ("ok", "recording"):
+        if mode in ("ok", "recording") or mode.startswith("metrics_"):
             sock.sendall(_head("200 OK", rid) + _chunked(ok_stream(rid)) + b"0\r\n\r\n")
             return True
         if mode == "echo_auth":
@@ -239,6 +259,37 @@ class Handler(socketserver.BaseRequestHandler):
                 sock.sendall(_chunked(b"".join(template % (i + k, 5 + i + k) for k in range(1, 257))))
                 i += 256
         raise ValueError(mode)
+
+
+def metrics_text(mode: str, scrape: int, answered: int) -> bytes:
+    """A `metrics_*` mode's /metrics at this process' `scrape`-th scrape (from 0), `answered`
+    completion requests in (each answered at once, as `ok` answers). Its gauges read KV-bound (KV
+    usage 95% while 2 requests wait), a cause the diagnosis names where the gauges pass its checks."""
+    global _restart_at
+    from tests.unit.analysis import family_texts as ft
+
+    def vllm(running: float | str = 1, waiting: float | str = 2, success: float | None = None, **kw) -> str:
+        n = answered if success is None else success
+        kw.setdefault("generation", 3 * answered)  # `ok` streams 3 tokens
+        return ft.vllm(running, waiting, 0.95, success=n, model="m", **kw)
+
+    if mode == "metrics_inf":  # the +Inf bucket, so the _count, read +Inf
+        return vllm(ttft_counts=[0, *[answered] * 15, "+Inf"], ttft_sum=0.002).encode()
+    if mode == "metrics_mixed":
+        return (vllm() + ft.sglang(1, 2, 0.95, requests=answered, model="m")).encode()
+    if mode == "metrics_negative":
+        return vllm(running=-3, success=-289).encode()
+    if mode == "metrics_reset":  # restarted right after its second scrape: counted from 0 since
+        if scrape == 1:
+            _restart_at = answered
+        n = RESET_BASE + answered if scrape < 2 else answered - _restart_at
+        return vllm(success=n, generation=3 * n).encode()
+    if mode == "metrics_garbage":
+        return (vllm(running="NaN") + ("" if scrape % 2 else "this is {not prometheus text\n")).encode()
+    if mode == "metrics_huge":
+        pad = b"# " + b"p" * 1021 + b"\n"  # comments: the scrape stays valid Prometheus text
+        return vllm().encode() + pad * (HUGE_METRICS_BYTES // len(pad) + 1)
+    raise ValueError(mode)
 
 
 def serve(mode: str, port: int) -> None:
