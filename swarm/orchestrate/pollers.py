@@ -152,21 +152,26 @@ class ServerPoller:
             text = body.decode("utf-8", errors="replace")
             snap = self.parse(text, time.time())
         except urllib.error.HTTPError as e:
-            return self._failed(f"HTTP {e.code}")
+            return self._failed(f"HTTP {e.code}", answered=True)
         except (urllib.error.URLError, OSError) as e:
-            return self._failed(str(getattr(e, "reason", e)))
+            return self._failed(str(getattr(e, "reason", e)), answered=False)
         except JsonMetrics as e:
             if self._to_trtllm_prometheus():
                 return self.scrape_once()
-            return self._failed(f"not usable Prometheus text ({e})")
+            return self._failed(f"not usable Prometheus text ({e})", answered=True)
         except FamilyMismatch as e:
-            return self._failed(str(e))
+            return self._failed(str(e), answered=True)
         except ValueError as e:
-            return self._failed(f"not usable Prometheus text ({e})")
+            return self._failed(f"not usable Prometheus text ({e})", answered=True)
         with self._lock, open(self.out_path, "a") as out:
             out.write(json.dumps(snap.to_json()) + "\n")
             if self.samples == 0:
                 self.sample_path.write_text(text)
+                if self.error is not None:  # the first scrapes failed, this one did not
+                    self.log(
+                        f"swarm: {self.what} at {self.url} answered a usable scrape after all: the "
+                        "diagnosis uses the scrapes it could read"
+                    )
             self.samples += 1
         return snap
 
@@ -196,15 +201,23 @@ class ServerPoller:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
         unobservable_path(self.out_path).write_text(why + "\n")
 
-    def _failed(self, reason: str) -> None:
+    def _failed(self, reason: str, answered: bool = False) -> None:
+        """A failed scrape, said once. `answered`: the server answered, with text that could not be
+        used (an HTTP error, not Prometheus text), rather than not at all."""
         reason = printable(reason)  # it may quote the target (a /metrics line, a status line)
         if self.error is None:
             self.error = reason
-            self.log(self.failure_line(reason) if self.samples == 0 else self.stopped_line(reason))
+            self.log(self.failure_line(reason) if self.samples == 0 else self.stopped_line(reason, answered))
         return None
 
-    def stopped_line(self, reason: str) -> str:
-        """The once-said line of a server that answered scrapes and then stopped (down mid-run)."""
+    def stopped_line(self, reason: str, answered: bool = False) -> str:
+        """The once-said line of a server that answered scrapes and then stopped (down mid-run), or
+        (`answered`) sent one that could not be used: left out, the others kept."""
+        if answered:
+            return (
+                f"swarm: {self.what} at {self.url}: a scrape after {self.samples} usable scrape(s) could not "
+                f"be used ({reason}): each such scrape is left out, the others stay in the diagnosis"
+            )
         return (
             f"swarm: {self.what} at {self.url} stopped answering after {self.samples} scrapes ({reason}): "
             "the figures after it are missing, the ones before stay in the diagnosis"

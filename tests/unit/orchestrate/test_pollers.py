@@ -221,3 +221,31 @@ def test_the_names_of_two_families_are_said_once_with_the_family_read(tmp_path, 
         "hold the metric names of vLLM and SGLang: read as vLLM's" in logs[0] and "--server-family" in logs[0]
     )
     assert read_snapshots(tmp_path / "m.jsonl")[0].families == ("vllm", "sglang")
+
+
+def test_unusable_text_between_usable_scrapes_is_said_for_what_it_is(tmp_path, metrics_server):
+    """A server that answers text the parser cannot use is not 'stopped answering' (it answers), and
+    one whose first scrapes failed but a later one parsed is not left 'not observable' (test_hostile_
+    metrics' garbage endpoint): the line says what happened, the diagnosis uses what could be read."""
+    good, bad = fixture("vllm_0_33_metrics.txt").encode(), b"<html>not prometheus</html>\n"
+    good_url, bad_url = metrics_url(metrics_server(good)), metrics_url(metrics_server(bad))
+    logs: list[str] = []
+    poller = ServerPoller(bad_url, tmp_path / "a.jsonl", timeout_s=1, log=logs.append)
+    assert poller.scrape_once() is None
+    poller.url = good_url
+    assert poller.scrape_once() is not None and poller.scrape_once() is not None
+    assert len(logs) == 2 and "not observable" in logs[0], logs
+    assert logs[1] == (
+        f"swarm: server metrics at {good_url} answered a usable scrape after all: the diagnosis uses "
+        "the scrapes it could read"
+    )
+    logs.clear()
+    poller = ServerPoller(good_url, tmp_path / "b.jsonl", timeout_s=1, log=logs.append)
+    assert poller.scrape_once() is not None
+    poller.url = bad_url
+    assert poller.scrape_once() is None and poller.scrape_once() is None
+    assert len(logs) == 1 and "stopped answering" not in logs[0], logs
+    assert (
+        f"at {bad_url}: a scrape after 1 usable scrape(s) could not be used (not usable Prometheus text"
+        in logs[0]
+    )
