@@ -112,7 +112,10 @@ def _read_values(snap: ServerSnapshot, fam: Family, rows: Any) -> None:
         if fault:
             snap.rejected[fieldname] = fault
         elif rows(num) and bottom > 0:
-            setattr(snap, fieldname, top / bottom)
+            # a reserved share past the whole budget is a full one: TGI queues there, so its own
+            # stays at or under 1, but the simulator's TGI face admits on blocks held and can reserve
+            # past it (swarm/sim/tgi_metrics.py); either way the budget is spent, not a broken figure
+            setattr(snap, fieldname, min(top / bottom, 1.0))
     cached = [v for _, v in rows(fam.cached)] if fam.cached else []
     if cached and snap.prompt_tokens is not None:
         snap.prefix_hits = safe_total(cached)

@@ -51,6 +51,14 @@ def test_tgi_scrape_normalised_its_budget_proxy_and_what_it_lacks():
     assert TGI.lacks("ttft") and TGI.lacks("itl") and not TGI.lacks("queue")
 
 
+def test_tgi_reserving_past_its_budget_is_a_full_one_not_a_failed_check():
+    """The simulator's TGI face reserves past tgi_batch_max_total_tokens (it admits on blocks held):
+    a share of 1.1 is a spent budget, read as 1, never a fraction failing its check (a CI run's
+    test_family_diagnosis[tgi] withheld its kv_bound so)."""
+    s = parse_metrics(ft.tgi(40, 9, 55_000, 50_000), ts=1.0)
+    assert s.kv_usage == 1.0 and not s.rejected
+
+
 def test_tgi_without_a_budget_has_no_kv_figure():
     s = parse_metrics(ft.tgi(3, 0, 0, 0))
     assert s.kv_usage is None  # the budget is set after warm-up: 0 is not a full cache
