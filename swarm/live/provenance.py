@@ -43,6 +43,7 @@ GIT_TIMEOUT_S = 2.0
 WAIT_AT_END_S = 3.0  # how long the final summary waits for a gathering still under way
 GPU_LINE_MAX = 1 << 20  # bytes of gpu_metrics.jsonl's first line read
 SECRET_DESTS = tuple(o.dest for o in OPTIONS if o.secret)
+TABLE_DESTS = tuple(o.dest for o in OPTIONS)
 
 
 class RunProvenance:
@@ -97,7 +98,7 @@ def gather(environment: Any, into: dict[str, Any]) -> None:
     into["secrets"] = secrets
     parsed = getattr(environment, "parsed_options", None)
     values = vars(parsed) if parsed is not None else {}
-    into["options"] = provenance.resolved_options(values, SECRET_DESTS, secrets)
+    into["options"] = provenance.resolved_options(values, SECRET_DESTS, secrets, TABLE_DESTS)
     into["seed"] = values.get("seed")
     into["target_command"] = values.get("target_command") or None
     into["swarm"] = swarm_version()

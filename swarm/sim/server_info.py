@@ -15,8 +15,10 @@ The swarm reads these once at a test's start for summary.json's provenance
 - TensorRT-LLM: `GET /version` -> `{"version": ...}` (`openai_server.py`).
 - Ollama: `GET /api/version` -> `{"version": ...}`.
 
-The versions are the simulator's own labels (`+sim`), so a run against it never passes for one
-against the real server.
+The vLLM, SGLang and TensorRT-LLM versions are the simulator's own labels (`+sim`), llama.cpp's
+`build_info` that of a build without a number (`b0-unknown`), so a run against the simulator does
+not pass for one against the real server (TGI's and Ollama's faces keep the versions their shapes
+were read from: swarm/sim/tgi.py, ollama.py).
 """
 
 from __future__ import annotations

@@ -41,14 +41,21 @@ class Provenance(TypedDict):
     seed: int | str
 
 
-def resolved_options(values: Mapping[str, Any], secret_dests: Iterable[str], secrets: Sequence[str]) -> dict:
+def resolved_options(
+    values: Mapping[str, Any], secret_dests: Iterable[str], secrets: Sequence[str], known: Iterable[str] = ()
+) -> dict:
     """Every option's value (`values`: Locust's parsed options) without the secret ones, each string
-    scrubbed of `secrets` and of URL credentials, as JSON values, by name."""
-    skip = set(secret_dests)
+    scrubbed of `secrets` and of URL credentials, as JSON values, by name. `secret_dests`: the
+    table's secret options; an option not `known` to the table (Locust's, a plugin's) whose name
+    says secret (a key, token, password) is left out too."""
+    skip, table = set(secret_dests), set(known)
     return {
         k: _safe(v, secrets)
         for k, v in sorted(values.items())
-        if k not in skip and not k.startswith("_") and not callable(v)
+        if k not in skip
+        and not (k not in table and SECRET_FLAG.search(k))
+        and not k.startswith("_")
+        and not callable(v)
     }
 
 

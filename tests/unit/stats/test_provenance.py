@@ -61,6 +61,15 @@ def test_options_are_the_resolved_values_as_json():
     assert "_private" not in opts
 
 
+def test_an_unknown_option_named_as_a_secret_is_left_out_a_table_one_kept():
+    values = {"plugin_token": "abc", "web_password": "pw", "api_key_origin": "http://a:1", "host": "h"}
+    table = [o.dest for o in OPTIONS]
+    assert provenance.resolved_options(values, SECRET_DESTS, [], table) == {
+        "api_key_origin": "http://a:1",
+        "host": "h",
+    }
+
+
 def test_launch_command_masks_secret_flags_in_both_spellings():
     cmd = _block()["target_command"]
     assert cmd == "vllm serve m --api-key *** --hf-token=*** --max-num-seqs 8"
