@@ -12,6 +12,9 @@ the HTML: the runs do not tell such values apart. Column `<metric>_noise` of the
 (within the noise), False (beyond it), None (no intervals). Two `swarm run --repeat N`
 directories (each with repeat.json) are compared by their across-run means and intervals
 instead (text only: swarm/analysis/repeat.py `compare_text`).
+
+Provenance: both runs' summary.json `provenance` side by side, every differing field highlighted,
+a different server version or launch flag first (swarm/analysis/provenance.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from swarm.analysis import provenance
 from swarm.analysis.finding import Finding
 from swarm.analysis.plots import png
 from swarm.analysis.report_cells import CSS
@@ -243,6 +247,7 @@ def render_html(table: Any, a: RunData, b: RunData, lines: Sequence[str], pngs: 
 <h1>Run comparison</h1>
 <p class="meta">A = <b>{html.escape(a.name)}</b> ({html.escape(str(a.directory))}) &middot;
 B = <b>{html.escape(b.name)}</b> ({html.escape(str(b.directory))}) &middot; &Delta; = B vs A; green better, red worse</p>
+<h2>Provenance</h2>{provenance.compare_html(a.summary, b.summary)}
 <h2>Ceilings and bottlenecks</h2><ul class="findings">{items or "<li>No findings.</li>"}</ul>
 <h2>Stage by stage</h2>
 <table>{head}{"".join(body)}</table>
@@ -293,6 +298,8 @@ def main(args: argparse.Namespace) -> int:
     table = compare_table(a, b)
     lines = headline(findings(a), findings(b))
     print(render_text(table, a, b))
+    for line in provenance.compare_lines(a.summary, b.summary):
+        print(line)
     for line in lines:
         print(line)
     out = Path(args.html) if args.html else b.directory / "compare.html"

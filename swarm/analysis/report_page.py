@@ -1,5 +1,6 @@
 """The report's page: `render_html` assembles report.html from a loaded run, its findings and its
-PNGs (embedded as data URIs, with `CAPTIONS`): the run's line, notes, the sections
+PNGs (embedded as data URIs, with `CAPTIONS`): the run's line, its provenance
+(swarm/analysis/provenance.py), notes, the sections
 (swarm/analysis/report_sections.py) in reading order, the figures.
 """
 
@@ -9,7 +10,7 @@ import base64
 import html
 from collections.abc import Mapping, Sequence
 
-from swarm.analysis import table
+from swarm.analysis import provenance, table
 from swarm.analysis.finding import Finding
 from swarm.analysis.gpu_diagnosis import GPU_IDLE
 from swarm.analysis.report_cells import CSS, fmt, table_html
@@ -51,7 +52,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 <style>{CSS}</style></head><body>
 <h1>Capacity report</h1>
 <p class="meta">{" &middot; ".join(_meta(data))}</p>
-{notes}
+{provenance.report_html(s)}{notes}
 {search_html(data)}<h2>Diagnosis</h2>
 <ul class="findings">{_findings_items(found)}</ul>
 <h2>Workloads and request classes</h2>

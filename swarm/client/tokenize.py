@@ -45,8 +45,9 @@ class Http:
     key the caller's origin rule gave `base_url` (swarm/live/keyorigin.py); it goes to that origin
     only, and never onto a redirect (swarm/core/apikey.py `BoundKey.request`)."""
 
-    def __init__(self, base_url: str, api_key: str | None) -> None:
+    def __init__(self, base_url: str, api_key: str | None, timeout: float = HTTP_TIMEOUT_S) -> None:
         self.base = base_url.rstrip("/")
+        self.timeout = timeout
         self.headers = {"Content-Type": "application/json", "User-Agent": "llm-swarm"}
         self.key = BoundKey(api_key, origin(self.base))
 
@@ -54,7 +55,7 @@ class Http:
         """A GET (for /v1/models discovery): status and body; raises OSError when nothing answers."""
         req = self.key.request(self.base + path, None, self.headers)
         try:
-            with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as r:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.read()
@@ -62,7 +63,7 @@ class Http:
     def post(self, path: str, body: dict[str, Any]) -> Any:
         req = self.key.request(self.base + path, json.dumps(body).encode(), self.headers)
         try:
-            with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as r:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
             text = e.read()[:300].decode("utf-8", "replace")

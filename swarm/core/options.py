@@ -395,6 +395,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="ID",
         run=True,
     ),
+    Option(
+        "--target-command",
+        "the command line the target server was started with, kept in summary.json's provenance "
+        "(swarm tune sets it to each configuration's command); values of secret-named flags masked",
+        "statistics",
+        web_ui=False,
+        metavar="CMD",
+    ),
     # -- stages: trace replay (swarm/load/trace.py, swarm/live/replay.py)
     Option(
         "--trace-replay",

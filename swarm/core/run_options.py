@@ -30,6 +30,7 @@ _RUN_GROUP_EXCEPTIONS = {
     "--prometheus-host": "observability",
     "--server-family": "observability",
     "--run-id": "outputs",
+    "--target-command": "outputs",
 }
 RUN_SETS_ITSELF = ("--swarm-out",)
 """Table options `swarm run` gives its Locust processes itself (from --out): not among its own."""

@@ -18,13 +18,16 @@ URL1,URL2`): `sum by (workload)` is the workload's total, `sum by (model)` a mod
   SLO) and `swarm_goodput_judged_requests_total` (the non-warm-up ok + failed requests they are a
   share of), same labels as the request counters: goodput is
   `sum(rate(swarm_goodput_requests_total[1m]))`, its share the first over the second.
+- the info gauge `swarm_run_info{version, target_family, target_version, model, workload, run_id}`
+  = 1: the run's provenance (swarm/stats/provenance.py `run_info_labels`);
 - conversations (chat_session) only, labelled `turn` (1, 2, 3, 4+): `swarm_turn_ttft_seconds`,
   `swarm_turn_requests_total`, `swarm_turn_prompt_tokens_total`; and `swarm_sessions_cut_total`.
 
 Counters are the integer sums of what the workers sent, so they equal that sum exactly. Latency
 statistics cover successful, non-warm-up requests (see swarm/stats/aggregate.py). Nothing from a request
-(prompt, answer, error text, headers) and no option value other than the run id and model name is
-exposed.
+(prompt, answer, error text, headers) and no option value other than the run id, the model name and
+(in the run info) the workload is exposed; the run info's target version and model are what the
+server states, cut to one printable line.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class ExportState:
     degraded_workers: int = 0
     replay_late_rows: int | None = None  # trace replay: rows sent over --trace-max-lag late (None: no replay)
     extra_labels: dict[str, str] = field(default_factory=dict)
+    run_info: dict[str, str] = field(default_factory=dict)  # swarm_run_info's labels (stats/provenance.py)
 
 
 class SwarmCollector(Collector):
@@ -79,6 +83,7 @@ class SwarmCollector(Collector):
         yield from goodput_metrics(cells, run)
         yield from turn_metrics(st.aggregate, run)
         yield from gauge_metrics(st, run)
+        yield from run_info_metric(st)
 
 
 Cells = dict[tuple[str, str, str, str], Cell]  # (workload, class, served model, endpoint) -> its cell
@@ -176,6 +181,18 @@ def gauge_metrics(st: ExportState, run: list[str]) -> Iterator[Metric]:
         g = GaugeMetricFamily(metric, text, labels=["model_name", "run_id"])
         g.add_metric(run, value)
         yield g
+
+
+def run_info_metric(st: ExportState) -> Iterator[Metric]:
+    """`swarm_run_info` = 1, labelled with what the run is: the swarm's version, the target's family,
+    version and model as the server states them ("unknown" until read at the test's start, or when
+    it does not say), the workload option, the run id. Grafana shows it as the run's caption."""
+    if not st.run_info:
+        return
+    names = sorted(st.run_info)
+    g = GaugeMetricFamily("swarm_run_info", "The run's provenance (always 1)", labels=[*names, "run_id"])
+    g.add_metric([st.run_info[n] for n in names] + [st.run_id], 1)
+    yield g
 
 
 def turn_metrics(agg: Aggregate, run: list[str]) -> Iterator[Metric]:

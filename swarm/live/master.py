@@ -27,6 +27,7 @@ from swarm.core.units import new_run_id
 from swarm.live import locust_fixes, outcome, serving, sigterm, webui
 from swarm.live.client_cpu import ClientCpu
 from swarm.live.exporter import ExportState, registry_for
+from swarm.live.provenance import RunProvenance
 from swarm.live.replay import WORKLOAD as replay_workload
 from swarm.live.series import LiveSeries, stage_markers
 from swarm.live.shape import share_rate, stage_timeline
@@ -77,6 +78,7 @@ class MasterStats:
         self.series = LiveSeries()  # the LLM tab's charts (swarm/live/series.py)
         self._charts = False  # a web UI shows them (headless: no series kept)
         self._summary_writer: Any = None
+        self.provenance = RunProvenance(environment)  # read once per test, at its start
         self._closed = False
         self._listen(environment.events)
         self._registry = registry_for(self.export_state)
@@ -209,6 +211,7 @@ class MasterStats:
             self.series.clear()
         self.stopped_s = None
         self.start_s = time.time()
+        self.provenance.start()
         self.aborted = None
         if self.breaker is not None:
             self.breaker.clear()
@@ -243,6 +246,7 @@ class MasterStats:
             stage=self.stage,
             degraded_workers=len(self.health.degraded),
             replay_late_rows=self._replay_late_rows(),
+            run_info=self.provenance.run_info(),
         )
 
     def _replay_late_rows(self) -> int | None:
@@ -288,6 +292,9 @@ class MasterStats:
             verdicts=self.verdicts,
             search=self.state.search,
             aborted=self.aborted,
+            provenance=self.provenance.block(list(self.health.known), self.out_dir, self.role != "master")
+            if self.start_s is not None
+            else None,
         )
 
     # ---- the end ---------------------------------------------------------------------------
@@ -305,6 +312,7 @@ class MasterStats:
             self._on_test_stop()
         if self._summary_writer is not None:
             self._summary_writer.kill(block=False)
+        self.provenance.wait()  # a target slow to say what it is: a few seconds at most
         self._tick()
         if self.objectives is not None:
             self.verdicts = slo.evaluate(self.objectives, self.build_summary())

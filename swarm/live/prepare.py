@@ -41,13 +41,13 @@ def draw_seed(environment: Any) -> None:
         parsed.seed = random.SystemRandom().getrandbits(31)
 
 
-def _hosts(environment: Any, class_host: str) -> tuple[str, ...]:
+def endpoint_hosts(environment: Any, class_host: str) -> tuple[str, ...]:
     """The endpoints' base URLs: `--host` (or the user class's host) split (swarm/core/urls.py)."""
     host = getattr(environment, "host", None) or class_host
     return split_hosts(host) if host else ()
 
 
-def _target(host: str) -> tuple[str | None, str]:
+def target_base(host: str) -> tuple[str | None, str]:
     """One endpoint -> (scheme://host:port without credentials, or None; path prefix without /v1)."""
     parts = urlsplit(host)
     prefix = parts.path.rstrip("/")
@@ -61,7 +61,7 @@ def check_models(environment: Any, user_classes: list[type]) -> None:
     endpoint (`--host URL1,URL2`). Not on a master."""
     if isinstance(getattr(environment, "runner", None), MasterRunner):
         return
-    for host in _hosts(environment, next((c.host for c in user_classes if c.host), "")):
+    for host in endpoint_hosts(environment, next((c.host for c in user_classes if c.host), "")):
         _check_models_at(environment, host)
 
 
@@ -69,7 +69,7 @@ def _check_models_at(environment: Any, host: str) -> None:
     state = swarm_state(environment)
     opts = state.llm_options(environment)
     split = opts.split
-    origin, prefix = _target(host)
+    origin, prefix = target_base(host)
     if origin is None:
         return
     http = Http(origin, key_for(environment, origin))
@@ -94,7 +94,7 @@ def prompt_tokenizer(environment: Any, class_host: str, wants_eos: bool, what: s
     the first endpoint's, with several); UsageError when `what` forces output lengths (`wants_eos`)
     and the target's dialect cannot."""
     opts = swarm_state(environment).llm_options(environment)
-    origin, prefix = _target(next(iter(_hosts(environment, class_host)), ""))
+    origin, prefix = target_base(next(iter(endpoint_hosts(environment, class_host)), ""))
     base = origin + prefix if origin else None
     model, dialect = opts.model, opts.dialect
     if origin and opts.tokenizer in ("auto", "server"):

@@ -43,6 +43,7 @@ from swarm.sim import (
     llamacpp_render,
     llamacpp_tokenizer,
     ollama,
+    server_info,
     sglang_metrics,
     tgi,
     tgi_metrics,
@@ -114,8 +115,10 @@ class Face:
         return {}
 
     def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
-        """GET routes of this server only: path -> (the body, its content type)."""
-        return {}
+        """GET routes of this server only: path -> (the body, its content type); every face states
+        its version (and settings) where its family does (swarm/sim/server_info.py)."""
+        p = self.profile
+        return server_info.routes(self.name, self.served[0], p.max_model_len, p.max_num_seqs)
 
     def not_found(self, path: str) -> tuple[bytes, int]:
         """The body and status of a request to an unknown path or with an unknown method."""
@@ -350,7 +353,7 @@ class TrtllmFace(SglangFace):
     def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
         # /metrics: the iteration stats queued since the last call, a JSON list; the simulator
         # queues none (as trtllm-serve without enable_iter_perf_stats): its numbers are at PATH
-        return {"/metrics": lambda: (b"[]", "application/json")}
+        return {**super().extra_gets(), "/metrics": lambda: (b"[]", "application/json")}
 
     def models_body(self, created: int) -> bytes:
         card = {"id": self.served[0], "object": "model", "created": created, "owned_by": "tensorrt_llm"}
@@ -385,11 +388,6 @@ class TgiFace(Face):
     def metrics(self, engine: Engine) -> FaceMetrics:
         self._metrics = tgi_metrics.TgiMetrics(engine, self.profile.max_model_len)
         return self._metrics
-
-    def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
-        p = self.profile
-        info = orjson.dumps(tgi.info_body(self.served[0], p.max_num_seqs, p.max_model_len))
-        return {"/info": lambda: (info, "application/json")}
 
     def not_found(self, path: str) -> tuple[bytes, int]:
         return b"", 404  # axum's empty 404
@@ -442,10 +440,6 @@ class OllamaFace(Face):
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return ollama.NoMetrics()
-
-    def extra_gets(self) -> dict[str, Callable[[], tuple[bytes, str]]]:
-        version = orjson.dumps({"version": ollama.VERSION})
-        return {"/api/version": lambda: (version, "application/json")}
 
     def not_found(self, path: str) -> tuple[bytes, int]:
         return ollama.NOT_FOUND, 404

@@ -210,6 +210,7 @@ class Summary(TypedDict):
     # --search: probes, bracket, answer (swarm/stats/search_bracket.py `Bracket.answer`)
     search: NotRequired[dict[str, Any]]
     aborted: NotRequired[dict[str, Any]]  # --abort-on tripped: reason, condition, value (stats/abort.py)
+    provenance: NotRequired[dict[str, Any]]  # what the run was: swarm/stats/provenance.py `Provenance`
 
 
 def workload_block(summary: Mapping[str, Any], name: str) -> Block | None:

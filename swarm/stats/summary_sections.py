@@ -2,7 +2,8 @@
 
 The load shape's stage timeline (and its figures copied onto each stage entry), the prefix-cache
 share each workload meant to hit, the trace replay's account, the client-bound stages, the SLO
-verdicts, the search's result with each probe's stage QPS, and the circuit breaker's reason.
+verdicts, the search's result with each probe's stage QPS, the circuit breaker's reason and the
+run's provenance.
 `add_sections` adds them in summary.json's key order; each is absent when it does not apply.
 """
 
@@ -28,6 +29,7 @@ class Sections:
     verdicts: Sequence[Verdict] = ()
     search: Mapping[str, Any] | None = None  # --search: the search's result so far
     aborted: dict[str, Any] | None = None  # --abort-on: the condition that held
+    provenance: Mapping[str, Any] | None = None  # what the run was (swarm/stats/provenance.py)
 
 
 def add_sections(s: Summary, sections: Sections) -> Summary:
@@ -51,6 +53,8 @@ def add_sections(s: Summary, sections: Sections) -> Summary:
         s["search"] = search_with_stage_figures(sections.search, s)
     if sections.aborted is not None:
         s["aborted"] = sections.aborted
+    if sections.provenance is not None:
+        s["provenance"] = dict(sections.provenance)
     return s
 
 

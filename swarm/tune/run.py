@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarm.core.errors import UsageError
 from swarm.orchestrate.processes import die_with_parent, free_port, sigterm_as_interrupt
+from swarm.stats.provenance import masked_command
 from swarm.tune import server as tune_server
 from swarm.tune.plan import LOOPBACK, Flags, config_name, dir_name, serve_command
 from swarm.tune.results import ConfigResult, config_from_run
@@ -81,7 +84,7 @@ def measure(ctx: TuneContext, flags: Flags) -> ConfigResult:
         raise Interrupted(record) from None
     try:
         tune_server.reset_prefix_cache(url)
-        code, last_err = _swarm_run(ctx, url, run_dir)
+        code, last_err = _swarm_run(ctx, url, run_dir, cmd)
     except KeyboardInterrupt:
         record.status, record.reason = "interrupted", "interrupted during its run"
         raise Interrupted(record) from None
@@ -156,10 +159,13 @@ def _recorded(
         return record
 
 
-def run_command(ctx: TuneContext, url: str, run_dir: Path) -> list[str]:
+def run_command(ctx: TuneContext, url: str, run_dir: Path, server_cmd: Sequence[str] = ()) -> list[str]:
     """The configuration's swarm run: at `url`, into `run_dir`, with the run options handed on (an
-    --api-key among them goes by the environment instead: `run_env`)."""
+    --api-key among them goes by the environment instead: `run_env`); `server_cmd`, the server's
+    command as started, goes to the run's provenance (`--target-command`, secret flags masked)."""
     overwrite = ["--overwrite"] if run_dir.exists() else []  # --resume re-measures an unfinished one
+    # last, so a --target-command handed on does not stand for this configuration's
+    command = ["--target-command", masked_command(shlex.join(server_cmd), ())] if server_cmd else []
     return [
         sys.executable,
         "-m",
@@ -171,6 +177,7 @@ def run_command(ctx: TuneContext, url: str, run_dir: Path) -> list[str]:
         str(run_dir),
         *overwrite,
         *key_apart(ctx.run_argv)[0],
+        *command,
     ]
 
 
@@ -195,12 +202,12 @@ def key_apart(run_argv: list[str]) -> tuple[list[str], str | None]:
     return rest, key
 
 
-def _swarm_run(ctx: TuneContext, url: str, run_dir: Path) -> tuple[int, str]:
+def _swarm_run(ctx: TuneContext, url: str, run_dir: Path, server_cmd: Sequence[str]) -> tuple[int, str]:
     """swarm run against the server, its output on the console; (exit code, its last stderr line).
     On Ctrl-C it stops as swarm run does (it got the terminal's SIGINT too; a SIGTERM to the tune
     is handed on) and KeyboardInterrupt is raised once it has gone."""
     popen = subprocess.Popen(
-        run_command(ctx, url, run_dir),
+        run_command(ctx, url, run_dir, server_cmd),
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",

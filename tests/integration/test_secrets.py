@@ -110,7 +110,8 @@ def test_api_key_and_grafana_token_stay_in_the_authorization_header(tmp_path):
     assert records and all(r["outcome"] == "ok" for r in records)  # the server took the key
     # /metrics: aggregate numbers only, no request contents (ids, prompts, answers, messages)
     labels = {k for fam in text_string_to_metric_families(metrics) for smp in fam.samples for k in smp.labels}
-    assert labels <= {"run_id", "workload", "model_name", "outcome", "le", "quantile"}, labels
+    run_info = {"version", "target_family", "target_version", "model"}  # swarm_run_info: what the server says
+    assert labels <= {"run_id", "workload", "model_name", "outcome", "le", "quantile", *run_info}, labels
     assert not any(r["request_id"] in metrics for r in records)
     assert n >= 8, sorted(p.name for p in out.rglob("*"))
 

@@ -60,7 +60,10 @@ def test_a_grid_of_two_configurations(tmp_path):
     assert [c["status"] for c in configs] == ["ok", "ok"], configs
     assert all(c["qps"] and c["output_tok_s"] for c in configs), configs
     assert configs[1]["command"][configs[1]["command"].index("--max-num-seqs") + 1] == "8"
-    assert (out / "configs" / "max-num-seqs=8" / "summary.json").exists()
+    for c in configs:  # each run's provenance holds its configuration's exact command
+        run = json.loads((out / "configs" / c["name"] / "summary.json").read_text())
+        assert run["provenance"]["target_command"] == shlex.join(c["command"])
+        assert next(iter(run["provenance"]["targets"].values()))["family"] == "vllm"
     assert "max-num-seqs=2" in p.stdout and "max-num-seqs=8" in p.stdout  # the table
     assert (out / "tune.html").exists()
     assert "it starts with:" in p.stdout and result["best"] in {"max-num-seqs=2", "max-num-seqs=8"}

@@ -103,3 +103,18 @@ def test_empty_aggregate_renders():
     samples = [line for line in text.splitlines() if not line.startswith("#")]
     assert any(line.startswith("swarm_users{") for line in samples)
     assert not any(line.startswith("swarm_requests_total") for line in samples)
+
+
+def test_run_info_is_one_series_with_the_run_s_provenance():
+    labels = {
+        "version": "0.2.0",
+        "target_family": "vllm",
+        "target_version": "0.11.0",
+        "model": "m",
+        "workload": "chat",
+    }
+    text = render(ExportState(Aggregate(), run_id="r", run_info=labels)).decode()
+    info = [(name, lab, v) for (name, lab), v in _samples(text).items() if name == "swarm_run_info"]
+    assert info == [("swarm_run_info", tuple(sorted({**labels, "run_id": "r"}.items())), 1.0)]
+    bare = render(ExportState(Aggregate(), run_id="r")).decode()  # nothing known: no series at all
+    assert "swarm_run_info" not in bare

@@ -41,6 +41,14 @@ def test_run_command(tmp_path):
     assert "--overwrite" in tune_run.run_command(c, "http://127.0.0.1:9", tmp_path)  # an earlier try's
 
 
+def test_run_command_hands_the_servers_command_to_the_provenance_with_its_secrets_masked(tmp_path):
+    serve = ["vllm", "serve", "m", "--max-num-seqs", "8", "--api-key", "sk-server-secret-123"]
+    cmd = tune_run.run_command(ctx(tmp_path), "http://127.0.0.1:9", tmp_path / "x", serve)
+    given = cmd[cmd.index("--target-command") + 1]
+    assert given == "vllm serve m --max-num-seqs 8 --api-key ***"
+    assert not any("sk-server-secret" in arg for arg in cmd)
+
+
 def test_exit_2_ends_the_tune_with_swarm_runs_line(tmp_path):
     with pytest.raises(UsageError, match="swarm run refused: bad --slo"):
         tune_run._recorded(ctx(tmp_path), record(tmp_path), 2, "bad --slo", False, server(tmp_path))
