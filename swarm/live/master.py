@@ -288,6 +288,7 @@ class MasterStats:
             verdicts=self.verdicts,
             search=self.state.search,
             aborted=self.aborted,
+            prefix_bust=run_settings(self.environment).bust_prefix,
         )
 
     # ---- the end ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarm.core.errors import UsageError
+from swarm.core.prefix_cache import reset_prefix_cache
 from swarm.orchestrate.processes import die_with_parent, free_port, sigterm_as_interrupt
 from swarm.tune import server as tune_server
 from swarm.tune.plan import LOOPBACK, Flags, config_name, dir_name, serve_command
@@ -80,7 +81,7 @@ def measure(ctx: TuneContext, flags: Flags) -> ConfigResult:
         record.status, record.reason = "interrupted", "interrupted while the server started"
         raise Interrupted(record) from None
     try:
-        tune_server.reset_prefix_cache(url)
+        reset_prefix_cache(url)  # (no key: the configuration's swarm run applies the key's origin rule)
         code, last_err = _swarm_run(ctx, url, run_dir)
     except KeyboardInterrupt:
         record.status, record.reason = "interrupted", "interrupted during its run"
