@@ -190,34 +190,8 @@ class Transport:
         """Socket I/O of one request under the whole-request deadline: (outcome, error, end time,
         body bytes). The idle timeout alone never ends a server that trickles a byte a second.
         `cut`: where the client hangs up on purpose (--cancel; None: it does not)."""
-        if cut is not None:
+        if cut is not None:  # (the one test a request without a --cancel cut point pays)
             return self._exchange_cut(data, tally, record, cut)
-        return self._exchange_timed(data, tally, record)
-
-    def _exchange_cut(
-        self, data: bytes, tally: StreamTally, record: RequestRecord, cut: CutPoint
-    ) -> tuple[Outcome, str | None, float, int]:
-        """`exchange` of a request whose client hangs up at `cut` (if it has not ended by then)."""
-        hang_up = ClientHangUp(HANG_UP_MESSAGE.format(when=cut.when))
-        self._cut_tokens = cut.after_tokens
-        self._hang_up = hang_up
-        timer = gevent.Timeout(cut.after_s, hang_up) if cut.after_s is not None else None
-        if timer is not None:
-            timer.start()
-        try:
-            return self._exchange_timed(data, tally, record)
-        except ClientHangUp as e:  # (before the stream: waiting for the status line)
-            if e is not hang_up:
-                raise
-            return e.outcome, str(e), time.perf_counter(), 0
-        finally:
-            self._cut_tokens = None
-            if timer is not None:
-                timer.close()
-
-    def _exchange_timed(
-        self, data: bytes, tally: StreamTally, record: RequestRecord
-    ) -> tuple[Outcome, str | None, float, int]:
         if self.deadline_s is None:
             return self._exchange_io(data, tally, record)
         deadline = self._deadline = gevent.Timeout(self.deadline_s)  # (a fired Timeout cannot restart)
@@ -230,6 +204,27 @@ class Transport:
             return (*failure(t, "", self.timeout, self.deadline_s), time.perf_counter(), 0)
         finally:
             deadline.close()
+
+    def _exchange_cut(
+        self, data: bytes, tally: StreamTally, record: RequestRecord, cut: CutPoint
+    ) -> tuple[Outcome, str | None, float, int]:
+        """`exchange` of a request whose client hangs up at `cut` (if it has not ended by then)."""
+        hang_up = ClientHangUp(HANG_UP_MESSAGE.format(when=cut.when))
+        self._cut_tokens = cut.after_tokens
+        self._hang_up = hang_up
+        timer = gevent.Timeout(cut.after_s, hang_up) if cut.after_s is not None else None
+        if timer is not None:
+            timer.start()
+        try:
+            return self.exchange(data, tally, record)
+        except ClientHangUp as e:  # (before the stream: waiting for the status line)
+            if e is not hang_up:
+                raise
+            return e.outcome, str(e), time.perf_counter(), 0
+        finally:
+            self._cut_tokens = None
+            if timer is not None:
+                timer.close()
 
     def _exchange_io(
         self, data: bytes, tally: StreamTally, record: RequestRecord
