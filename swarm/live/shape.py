@@ -75,8 +75,7 @@ def _reset_prefix_caches(environment: Any, index: int) -> None:
     key = BoundKey(run_settings(environment).llm.api_key, swarm_state(environment).key_origin)
     done, not_offered = [], []
     for host in hosts:
-        base = host.rstrip("/")
-        base = base[:-3] if base.endswith("/v1") else base
+        base = host.rstrip("/")  # (split_hosts refuses a /v1: the base URL, a proxy's path prefix kept)
         (done if reset_prefix_cache(base, RESET_TIMEOUT_S, key) else not_offered).append(base)
     log.info(
         "swarm: stage %d: prefix cache emptied at %s%s",
