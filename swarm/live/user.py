@@ -66,7 +66,6 @@ from swarm.load.sessions import Conversation
 from swarm.stats import slo
 
 log = logging.getLogger(__name__)
-UNFINISHED = (Outcome.CANCELLED, Outcome.CANCELLED_BY_CLIENT)  # cut by the swarm or its client
 _users_made = itertools.count()  # this process's users, in the order made: the --cancel draw's user number
 
 
@@ -356,7 +355,7 @@ class LLMUser(FastHttpUser):
         outcome = record.outcome
         if outcome is not Outcome.OK:
             record.tpot_s = None
-            if outcome in UNFINISHED and record.prompt_tokens is None:
+            if not outcome.failed and record.prompt_tokens is None:  # cut by the stop or its client
                 record.prompt_tokens = req.prompt_tokens  # the server's count, when the workload knows it
         self.balancer.done(i, outcome)
         self._fire(record, n_bytes, endpoint.url)
@@ -450,11 +449,10 @@ class LLMUser(FastHttpUser):
         """--prefix-cache bust: (messages, prompt, cache_salt) of one request, its prefix unique."""
         self._bust_n += 1
         salt = served.dialect.takes_salt
-        if not salt and "bust-text" not in _logged:  # said once per process, in the run's output
-            _logged.add("bust-text")
-            log.warning(
-                "swarm: --prefix-cache bust: no cache_salt (%s): a unique leading tag", served.dialect.name
-            )
+        if "bust" not in _logged:  # said once per process, in the run's output
+            _logged.add("bust")
+            how = "a unique cache_salt" if salt else "no cache_salt: a unique leading tag of a few tokens"
+            log.warning("swarm: --prefix-cache bust (%s): each request has %s", served.dialect.name, how)
         return bust(messages, prompt, f"{self._bust_tag}-{self._bust_n}", salt)
 
     def _back_off(self) -> None:
@@ -469,7 +467,8 @@ class LLMUser(FastHttpUser):
     def _fire(self, record: RequestRecord, n_bytes: int, url: str) -> None:
         self.state.in_flight -= 1
         self.state.llm_request.fire(record=record)
-        if record.outcome in UNFINISHED:  # (not ended by the target: no Locust outcome fits)
+        outcome = record.outcome
+        if outcome is not Outcome.OK and not outcome.failed:  # cut (stop, client): no Locust outcome
             return
         e2e_ms = (record.e2e_s or 0.0) * 1000.0
         exc = None if record.outcome is Outcome.OK else LLMRequestFailure(record.outcome, record.error or "")
