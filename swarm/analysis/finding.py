@@ -24,6 +24,7 @@ class StageRow:
     requests: int = 0
     failures: int = 0
     cancelled: int = 0  # cut by the swarm's own stop: neither ok nor failed
+    cancelled_by_client: int = 0  # cut by their client on purpose (--cancel): neither ok nor failed
     qps: float | None = None
     output_tok_s: float | None = None
     prompt_tokens: int = 0

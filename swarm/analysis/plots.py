@@ -27,6 +27,7 @@ PNGS = (
     "client_vs_server_ttft.png",
     "requests_timeline.png",
 )
+CUT = ("cancelled", "cancelled_by_client")  # outcomes cut by the stop or by the client: neither ok nor failed
 
 
 def png(fig: Any) -> bytes:
@@ -295,9 +296,10 @@ def _requests_timeline(data: RunData, plt: Any) -> Any:
     ok = df[df["outcome"] == "ok"]
     ax.scatter(ok["start_wall_s"] - t0, ok["ttft_s"] * 1000, s=2, alpha=0.3, label="TTFT (ok)")
     for label, rows, style in (
-        ("failed", df[~df["outcome"].isin(["ok", "cancelled"])], {"marker": "x", "color": "C3", "s": 8}),
+        ("failed", df[~df["outcome"].isin(["ok", *CUT])], {"marker": "x", "color": "C3", "s": 8}),
         ("cancelled", df[df["outcome"] == "cancelled"], {"marker": "v", "color": "C1", "s": 14}),
-    ):  # cancelled (cut by the swarm's own stop or ramp-down) is neither ok nor failed
+        ("hung up", df[df["outcome"] == "cancelled_by_client"], {"marker": "^", "color": "C2", "s": 14}),
+    ):  # cut by the swarm's own stop or ramp-down, or by the client (--cancel): neither ok nor failed
         if len(rows):
             ax.scatter(rows["start_wall_s"] - t0, [0] * len(rows), label=f"{label} ({len(rows)})", **style)
     ax.set(

@@ -43,7 +43,11 @@ def prompt_cache_vs_server(
     if not cache:
         return _flag_missing(run_server)
     said = CacheSaid(int(cache["prompt_tokens"]), int(cache["cached_tokens"]))
-    cut = int(client_total.get("cancelled") or 0) + sum((client_total.get("failures") or {}).values())
+    cut = (
+        int(client_total.get("cancelled") or 0)
+        + int(client_total.get("cancelled_by_client") or 0)
+        + sum((client_total.get("failures") or {}).values())
+    )
     cause = _difference_cause(cut, missed_end)
     if run_server.source == "llamacpp":
         text = _llamacpp_text(run_server, said, cause)

@@ -37,8 +37,10 @@ def reconcile_totals(
         else None
     )
     failed = sum((client_total.get("failures") or {}).values())
-    # cancelled requests never reach the server's success counter (a client abort: REFERENCE.md §9)
-    ok = int(client_total.get("requests", 0)) - failed - int(client_total.get("cancelled") or 0)
+    # cancelled requests (by the stop or, with --cancel, by their client) never reach the server's
+    # success counter (a client abort: REFERENCE.md §9)
+    hung_up = int(client_total.get("cancelled_by_client") or 0)
+    ok = int(client_total.get("requests", 0)) - failed - int(client_total.get("cancelled") or 0) - hung_up
     out_tokens = int(client_total.get("output_tokens") or 0)
     doubt, texts = unchecked(run_server, out_tokens > 0, bool(client_total.get("prompt_cache")))
     out = [Finding("client_vs_server", None, text, trusted=False) for text in texts]
@@ -46,6 +48,8 @@ def reconcile_totals(
         restarts = run_server.resets.get("requests", 0)
         text = _requests_text(ok, failed, run_server.requests, missed_end, restarts)
         out.append(Finding("client_vs_server", None, text))
+    if hung_up:
+        out.append(Finding("client_vs_server", None, hang_up_text(hung_up, run_server)))
     if run_server.generation_tokens is not None and out_tokens and "tokens" not in doubt:
         text = _tokens_text(out_tokens, run_server.generation_tokens, missed_end)
         out.append(Finding("client_vs_server", None, text))
@@ -76,6 +80,21 @@ def unchecked(run_server: StageServerStats, has_tokens: bool, has_cache: bool) -
                     f"{what} not reconciled with the server's: its /metrics failed a sanity check ({why})."
                 )
     return doubt, texts
+
+
+def hang_up_text(hung_up: int, run_server: StageServerStats) -> str:
+    """The requests whose client hung up (--cancel) beside the aborts the server counted, where its
+    /metrics counts them (SGLang's num_aborted_requests_total); vLLM counts a client's abort nowhere."""
+    head = f"The client hung up on {hung_up:,} requests (--cancel, cancelled_by_client)"
+    if run_server.aborts is not None:
+        same = "the same number" if run_server.aborts == hung_up else f"{run_server.aborts - hung_up:+,.0f}"
+        return f"{head}; the server counted {run_server.aborts:,.0f} aborted requests ({same})."
+    if run_server.source == "vllm":
+        return (
+            f"{head}; vLLM aborts them and frees their KV blocks but counts a client's abort in no "
+            "counter (request_success_total leaves them out), so they are apart from its finished requests."
+        )
+    return f"{head}; the server's /metrics has no count of aborted requests to set beside them."
 
 
 def _requests_text(ok: int, failed: int, srv: float, missed_end: float | None, restarts: int = 0) -> str:

@@ -179,7 +179,7 @@ def _client_server_row(
         pq("queue"),
         pq("itl"),
         srv(fam.lacks("e2e"), "-" if not e2e else f"{e2e['p50'] or 0:.2f} / {e2e['p99'] or 0:.2f} s"),
-        fmt(r.requests - r.failures - r.cancelled, "int"),
+        fmt(r.requests - r.failures - r.cancelled - r.cancelled_by_client, "int"),
         srv(fam.name != "unknown" and not fam.success, fmt(s.requests, "int") if s else None),
         fmt(r.output_tokens, "int"),
         srv(fam.lacks("generation_tokens"), fmt(s.generation_tokens, "int") if s else None),

@@ -120,12 +120,14 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def block_from_records(df: Any, duration_s: float | None) -> Block:
     """A summary-style block computed exactly from records (when the summary lacks one)."""
-    failures = df.loc[~df["outcome"].isin(["ok", "cancelled"]), "outcome"].value_counts().to_dict()
+    cut = ["cancelled", "cancelled_by_client"]  # (by the stop, by the client: neither ok nor failed)
+    failures = df.loc[~df["outcome"].isin(["ok", *cut]), "outcome"].value_counts().to_dict()
     good = df[(df["outcome"] == "ok") & ~df["warmup"].fillna(False).astype(bool)]
     out: dict[str, Any] = {
         "requests": len(df),
         "completed": len(df),
         "cancelled": int((df["outcome"] == "cancelled").sum()),
+        "cancelled_by_client": int((df["outcome"] == "cancelled_by_client").sum()),
         "failures": {k: int(v) for k, v in failures.items()},
         "prompt_tokens": int(df["prompt_tokens"].fillna(0).sum()),
         "output_tokens": int(df["output_tokens"].fillna(0).sum()),
@@ -245,6 +247,7 @@ def _stage_row(
         requests=int(block.get("requests", 0)),
         failures=int(sum((block.get("failures") or {}).values())),
         cancelled=int(block.get("cancelled") or 0),
+        cancelled_by_client=int(block.get("cancelled_by_client") or 0),
         qps=block.get("qps"),
         output_tok_s=block.get("output_tok_s"),
         prompt_tokens=int(block.get("prompt_tokens") or 0),

@@ -124,6 +124,7 @@ class ServerSnapshot:
     spec_drafts: float | None = None
     spec_draft_tokens: float | None = None
     spec_accepted: float | None = None
+    aborts: float | None = None  # requests the server aborted (SGLang's counter; vLLM counts no client's)
     request_success: dict[str, float] = field(default_factory=dict)  # finished_reason -> count
     histograms: dict[str, Histogram] = field(default_factory=dict)  # ttft itl e2e queue prefill decode
     # figure (a field, `requests` for request_success, a histogram's key) -> the sanity check it
@@ -220,6 +221,7 @@ class StageServerStats:
     processed_error: float = 0.0
     source: str = "unknown"  # the family the last scrape came from (core/server_families.py)
     requests: float | None = None  # request_success delta, all reasons
+    aborts: float | None = None  # the server's aborted requests (sglang:num_aborted_requests_total)
     finish_reasons: dict[str, float] = field(default_factory=dict)
     spec_acceptance_rate: float | None = None  # accepted / draft tokens
     spec_mean_acceptance_length: float | None = None  # 1 + accepted / drafts
@@ -387,6 +389,7 @@ def _counters(
     if out.generation_tokens is not None:
         out.generation_tok_s = out.generation_tokens / out.duration_s
     out.prefix_hits = deltas["prefix_hits"]
+    out.aborts = deltas["aborts"]
     if last.source == "llamacpp":
         out.processed_error = sum(
             printed_error((s.prompt_tokens or 0.0) - (s.prefix_hits or 0.0)) for s in (base, last)

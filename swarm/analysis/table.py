@@ -188,8 +188,12 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
     if any(failures.values()):
         parts = ", ".join(f"{k}={v}" for k, v in sorted(failures.items()) if v)
         lines.append(f"failures by outcome: {parts}")
+    if cut := cancel_line(summary):
+        lines.append(cut)
     lines.extend(session_lines(summary))
     lines.extend(prompt_cache_lines(summary))
+    if intended := intended_prefix_line(summary):
+        lines.append(intended)
     if isinstance(aborted := summary.get("aborted"), Mapping) and aborted.get("reason"):
         lines.append(str(aborted["reason"]))  # --abort-on ended the run: "aborted: ..."
     return "\n".join(printable(line) for line in lines)  # (model names come from the target)
@@ -226,6 +230,37 @@ def drain_line(summary: Summary | Mapping[str, Any]) -> str | None:
         f"drain: {d.get('requests', 0)} requests finished{during} (not in QPS); "
         f"{d.get('cancelled', 0)} cancelled by the stop"
     )
+
+
+def cancel_line(summary: Summary | Mapping[str, Any]) -> str | None:
+    """Requests whose client hung up on purpose (--cancel), in the run and per stage; None when none."""
+    n = int((summary.get("total") or {}).get("cancelled_by_client") or 0)
+    if not n:
+        return None
+    sent = int((summary.get("total") or {}).get("requests") or 0)
+    stages = summary.get("stages") or []
+    per_stage = ", ".join(
+        f"{stage_name(st['stage'])}: {int((st.get('total') or {}).get('cancelled_by_client') or 0)}"
+        for st in stages
+    )
+    share = f" ({n / sent * 100:.1f}%)" if sent else ""
+    return (
+        f"cancelled by the client (--cancel): {n} of {sent} requests{share}"
+        + (f"; per stage: {per_stage}" if len(stages) > 1 else "")
+        + " (not in the latencies, not failures)"
+    )
+
+
+def intended_prefix_line(summary: Summary | Mapping[str, Any]) -> str | None:
+    """The prefix-cache hit share the workload's design implies (--shared-prefix-tokens, rag's
+    prefix, a trace's hash ids; 0 with --prefix-cache bust), to read beside the server's own (the
+    table above; the report sets the server's prefix-cache counter beside it too); None without one."""
+    shares = summary.get("intended_prefix_share") or {}
+    if not shares:
+        return None
+    meant = ", ".join(f"{k} {v * 100:.1f}%" for k, v in sorted(shares.items()))
+    bust = " (--prefix-cache bust: every prefix unique)" if summary.get("prefix_cache_mode") == "bust" else ""
+    return f"prefix-cache hit share the design implies: {meant}{bust}"
 
 
 def session_lines(summary: Summary | Mapping[str, Any]) -> list[str]:

@@ -51,6 +51,7 @@ from typing import Any
 import orjson
 
 from swarm.core.errors import UsageError
+from swarm.core.options import CACHE_SALT_DIALECTS
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -75,8 +76,10 @@ class Dialect:
         thinking: bool | None,
         ignore_eos: bool = False,
         user: str | None = None,
+        cache_salt: str | None = None,
     ) -> bytes:
-        """The JSON request body for one streamed request."""
+        """The JSON request body for one streamed request. `cache_salt`: vLLM's per-request salt of
+        its prefix-cache hashes (--prefix-cache bust), sent only where the dialect `takes_salt`."""
         stream_options: dict[str, bool] = {"include_usage": True}
         if self.continuous_usage:
             stream_options["continuous_usage_stats"] = True
@@ -96,7 +99,14 @@ class Dialect:
             body["ignore_eos"] = True
         if user is not None:  # OpenAI's end-user id; the trace replay names its row with it
             body["user"] = user
+        if cache_salt is not None:
+            body["cache_salt"] = cache_salt
         return orjson.dumps(body)
+
+    @property
+    def takes_salt(self) -> bool:
+        """Whether the server takes a per-request `cache_salt` (vLLM's OpenAI server)."""
+        return self.name in CACHE_SALT_DIALECTS
 
 
 DIALECTS: dict[str, Dialect] = {

@@ -92,6 +92,11 @@ class StreamTally:
 
     # -- per chunk -------------------------------------------------------------------------
 
+    @property
+    def tokens_so_far(self) -> int:
+        """Generated tokens counted so far (the running usage, else the token-carrying chunks)."""
+        return self._ct
+
     def feed(self, obj: Any, t: float) -> bool:
         if self._think == 2 and self._running and self.chat:
             # Fast path, once the answer runs with a running usage (vLLM): an answer chunk whose

@@ -16,12 +16,20 @@ worker) while a request is on the wire does not lose it either: once the request
 `exchange` returns `cancelled` with what was read up to the cut and keeps the exit in `cut`, for
 the user to raise again after recording it. Killed before the request was sent whole, nothing
 reached the server: nothing is recorded and the exit goes straight on.
+
+A client that hangs up on purpose (`--cancel`, swarm/load/cancel.py) is one `exchange` with a
+`CutPoint`: after a time, a gevent timer raises `ClientHangUp` in the user's greenlet (wherever it
+waits: for the status, for the next read); after N tokens, the stream's feed raises it once the
+tally counts them. Either way the request ends `cancelled_by_client`, timed at the hang-up, and the
+response is released unfinished, which closes the socket: the server sees its client go (vLLM
+aborts the request and frees its KV blocks). A request without a cut point pays one `is None` test.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import gevent
@@ -34,7 +42,7 @@ from swarm.client.clock import BLOCK_SIZE, Clock
 from swarm.client.dialects import error_message
 from swarm.client.sse import DONE_BYTES, SSEParser
 from swarm.client.tally import StreamTally
-from swarm.core.errors import BadChunk, RequestFailure
+from swarm.core.errors import BadChunk, ClientHangUp, RequestFailure
 from swarm.core.records import Outcome, RequestRecord
 
 PAUSE_BYTES = 256 * 1024
@@ -54,6 +62,7 @@ CANCELLED_MESSAGE = "cut by the swarm's stop while in flight ({phase})"
 # run). Either way the request is one `cancelled` record and the user raises the exit again, also
 # under a plain `locust -f` (tests/integration/test_stop_modes.py).
 STOPS = (GreenletExit, KeyboardInterrupt)
+HANG_UP_MESSAGE = "the client hung up {when} (--cancel)"
 
 
 def failure(
@@ -153,6 +162,8 @@ class Transport:
         self._deadline: gevent.Timeout | None = None  # the request in flight's (one timer per request)
         self.cut: BaseException | None = None  # the stop that cancelled the last exchange, to raise again
         self._used: weakref.WeakSet[Any] = weakref.WeakSet()  # sockets that carried a request already
+        self._cut_tokens: int | None = None  # the request in flight's --cancel point in tokens, if any
+        self._hang_up: ClientHangUp | None = None  # ... and what its hang-up raises
 
     def get(self, path: str) -> tuple[int, bytes]:
         """A plain GET on the pool (no Locust event): status and body. Raises on failure."""
@@ -174,10 +185,13 @@ class Transport:
             resp.release()
 
     def exchange(
-        self, data: bytes, tally: StreamTally, record: RequestRecord
+        self, data: bytes, tally: StreamTally, record: RequestRecord, cut: CutPoint | None = None
     ) -> tuple[Outcome, str | None, float, int]:
         """Socket I/O of one request under the whole-request deadline: (outcome, error, end time,
-        body bytes). The idle timeout alone never ends a server that trickles a byte a second."""
+        body bytes). The idle timeout alone never ends a server that trickles a byte a second.
+        `cut`: where the client hangs up on purpose (--cancel; None: it does not)."""
+        if cut is not None:  # (the one test a request without a --cancel cut point pays)
+            return self._exchange_cut(data, tally, record, cut)
         if self.deadline_s is None:
             return self._exchange_io(data, tally, record)
         deadline = self._deadline = gevent.Timeout(self.deadline_s)  # (a fired Timeout cannot restart)
@@ -190,6 +204,27 @@ class Transport:
             return (*failure(t, "", self.timeout, self.deadline_s), time.perf_counter(), 0)
         finally:
             deadline.close()
+
+    def _exchange_cut(
+        self, data: bytes, tally: StreamTally, record: RequestRecord, cut: CutPoint
+    ) -> tuple[Outcome, str | None, float, int]:
+        """`exchange` of a request whose client hangs up at `cut` (if it has not ended by then)."""
+        hang_up = ClientHangUp(HANG_UP_MESSAGE.format(when=cut.when))
+        self._cut_tokens = cut.after_tokens
+        self._hang_up = hang_up
+        timer = gevent.Timeout(cut.after_s, hang_up) if cut.after_s is not None else None
+        if timer is not None:
+            timer.start()
+        try:
+            return self.exchange(data, tally, record)
+        except ClientHangUp as e:  # (before the stream: waiting for the status line)
+            if e is not hang_up:
+                raise
+            return e.outcome, str(e), time.perf_counter(), 0
+        finally:
+            self._cut_tokens = None
+            if timer is not None:
+                timer.close()
 
     def _exchange_io(
         self, data: bytes, tally: StreamTally, record: RequestRecord
@@ -291,6 +326,8 @@ class Transport:
         parse = SSEParser().feed
         loads = orjson.loads
         feed = tally.feed
+        if self._cut_tokens is not None:  # --cancel after N tokens: this request's feed hangs up
+            feed = _hanging_up(tally, self._cut_tokens, self._hang_up)
         pause_at = PAUSE_BYTES
         try:
             for buf in reads:
@@ -333,6 +370,13 @@ class Transport:
                 time.perf_counter(),
                 reads.n_bytes,
             )
+        except ClientHangUp as e:  # --cancel: the client hangs up here, the socket closes unread
+            return (
+                e.outcome,
+                str(e),
+                reads.t if self._cut_tokens is not None else time.perf_counter(),
+                reads.n_bytes,
+            )
         except RequestFailure as e:  # BadChunk, EventTooLarge: timed at the read that carried it
             return (*failure(e, "streaming", self.timeout), reads.t, reads.n_bytes)
         except (HTTPParseError, OSError) as e:  # a timeout; reset / broken chunked framing mid-stream
@@ -371,6 +415,28 @@ class Transport:
         except (Exception, gevent.Timeout):  # the status is in: an http_error with what came
             pass
         return bytes(body), time.perf_counter()
+
+
+@dataclass(frozen=True, slots=True)
+class CutPoint:
+    """Where a client hangs up on purpose (--cancel): after a time, or after a number of tokens."""
+
+    after_s: float | None = None
+    after_tokens: int | None = None
+    when: str = ""  # as the record's message says it
+
+
+def _hanging_up(tally: StreamTally, after_tokens: int, hang_up: ClientHangUp | None) -> Any:
+    """`tally.feed` that raises `hang_up` once the tally has counted `after_tokens` tokens."""
+    feed = tally.feed
+
+    def feed_then_check(obj: Any, t: float) -> bool:
+        fed = feed(obj, t)
+        if fed and tally.tokens_so_far >= after_tokens:
+            raise hang_up or ClientHangUp(HANG_UP_MESSAGE.format(when=f"after {after_tokens} tokens"))
+        return fed
+
+    return feed_then_check
 
 
 def json_or_text(body: bytes) -> Any:

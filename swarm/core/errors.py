@@ -57,6 +57,12 @@ class EventTooLarge(BadChunk):
     """An SSE event longer than the parser's limit: the request ends as bad_chunk, unbuffered."""
 
 
+class ClientHangUp(RequestFailure):
+    """The client closed the stream on purpose (`--cancel`): recorded as `cancelled_by_client`."""
+
+    outcome = Outcome.CANCELLED_BY_CLIENT
+
+
 class LLMRequestFailure(RequestFailure):
     """The exception handed to Locust for a failed request: `str` and `repr` are "outcome: message"."""
 

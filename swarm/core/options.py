@@ -23,6 +23,11 @@ DIALECT_NAMES = ("auto", "vllm", "sglang", "trtllm", "llamacpp", "tgi", "ollama"
 ARRIVALS = ("poisson", "constant")
 BALANCE_NAMES = ("round-robin", "least-inflight")
 """--balance's choices: how a process spreads requests over several endpoints (swarm/live/balance.py)."""
+PREFIX_CACHE_MODES = ("keep", "bust")
+CACHE_SALT_DIALECTS = ("vllm",)
+"""The dialects whose server takes a per-request `cache_salt` body field (vLLM's OpenAI server): the
+way --prefix-cache bust makes a prefix unique there; every other dialect gets a unique leading text."""
+"""--prefix-cache's choices: prompts as made, or every request's prefix unique (swarm/load/cache_bust.py)."""
 TRACE_FORMATS = ("mooncake", "azure", "burstgpt", "jsonl")
 SERVER_FAMILY_NAMES = ("auto", "vllm", "llamacpp", "sglang", "tgi", "trtllm", "none")
 """--server-family's choices: the metric families swarm/core/server_families.py reads, auto, none."""
@@ -284,6 +289,30 @@ OPTIONS: tuple[Option, ...] = (
         "--prompt-file",
         "custom: JSONL/CSV file with prompt or messages, optional max_tokens and thinking per row",
         "workload",
+    ),
+    Option(
+        "--cancel",
+        "clients that hang up: RATE[@WHEN], e.g. 20%%@first-token, 5%%@2s, 10%%@tokens:16 (WHEN: a "
+        "duration after sending, first-token (default) or tokens:N); the cut requests, drawn from "
+        "the run's --seed, are recorded as cancelled_by_client, apart from latencies and failures",
+        "workload",
+        metavar="RATE[@WHEN]",
+    ),
+    Option(
+        "--prefix-cache",
+        "keep: send prompts as the workload makes them (default); bust: make every request's prefix "
+        "unique (vLLM's per-request cache_salt, else a unique leading text of a few tokens)",
+        "workload",
+        "keep",
+        choices=PREFIX_CACHE_MODES,
+    ),
+    Option(
+        "--reset-prefix-cache",
+        "empty the server's prefix cache before each stage where it offers that (vLLM's POST "
+        "/reset_prefix_cache, served with VLLM_SERVER_DEV_MODE=1)",
+        "workload",
+        False,
+        flag_action=True,
     ),
     # -- stages: when requests are sent
     Option("--sweep", "closed-loop concurrency stages, e.g. 10,30,64,128,200,256", "stages", "", run=True),

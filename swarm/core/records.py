@@ -23,11 +23,18 @@ class Outcome(StrEnum):
     CONNECT_ERROR = "connect_error"  # could not connect / connection refused or reset before a status
     BAD_CHUNK = "bad_chunk"  # an SSE data line that is not valid JSON or not a chunk
     CANCELLED = "cancelled"  # cut short by the swarm itself (a stop, fewer users): neither ok nor failed
+    # the client hung up on purpose (--cancel RATE@WHEN): the load asked for it, neither ok nor failed
+    CANCELLED_BY_CLIENT = "cancelled_by_client"
 
     @property
     def failed(self) -> bool:
-        """A failure of the target or the network (counts in the error rate); `cancelled` is not one."""
-        return self is not Outcome.OK and self is not Outcome.CANCELLED
+        """A failure of the target or the network (counts in the error rate); `cancelled` and
+        `cancelled_by_client` are not one."""
+        return (
+            self is not Outcome.OK
+            and self is not Outcome.CANCELLED
+            and self is not Outcome.CANCELLED_BY_CLIENT
+        )
 
 
 OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)

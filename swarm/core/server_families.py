@@ -56,6 +56,7 @@ COUNTER_FIELDS = (
     "spec_drafts",
     "spec_draft_tokens",
     "spec_accepted",
+    "aborts",
 )
 HISTOGRAM_FIELDS = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
 NO_REASON = "finished"  # request_success's key where the family's counter has no finished_reason label
@@ -179,6 +180,7 @@ SGLANG = Family(
         "preemptions": ("sglang:num_retracted_requests_total",),
         "prefix_queries": ("sglang:prompt_tokens_total",),
         "prefix_hits": ("sglang:cached_tokens_total",),
+        "aborts": ("sglang:num_aborted_requests_total",),  # (a client's hang-up included)
     },
     histograms={
         "ttft": ("sglang:time_to_first_token_seconds",),

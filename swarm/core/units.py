@@ -57,6 +57,18 @@ def parse_duration(text: str | float, option: str | None = None) -> float:
     return sum(float(n) * _DURATION_UNIT_S[u] for n, u in _DURATION_PART.findall(text))
 
 
+def parse_share(text: str, flag: str) -> float:
+    """`95%` or `0.95` -> 0.95 (0 < share <= 1). Raises UsageError naming `flag`."""
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise UsageError(f"bad {flag} {text!r}: give a share, e.g. 95% or 0.95") from None
+    if not 0 < v <= 1:
+        raise UsageError(f"bad {flag} {text!r}: must be above 0% and at most 100%")
+    return v
+
+
 def seconds_text(
     v: float | None, *, sep: str = "", ms_digits: int = 0, s_digits: int = 1, switch_s: float = 10.0
 ) -> str:

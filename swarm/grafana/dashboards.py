@@ -280,8 +280,9 @@ def llm_load_test() -> gdash.Dashboard:
         .expr(f"changes(max by (run_id) (swarm_stage{{{RUN}}})[1m:5s]) > 0")
     )
     req = "swarm_requests_total"
-    failed = CLIENT + ', outcome!~"ok|cancelled"'  # cancelled: cut by the swarm, neither ok nor failed
-    ended = CLIENT + ', outcome!="cancelled"'
+    # cancelled (cut by the swarm's stop) and cancelled_by_client (--cancel): neither ok nor failed
+    failed = CLIENT + ', outcome!~"ok|cancelled|cancelled_by_client"'
+    ended = CLIENT + ', outcome!~"cancelled|cancelled_by_client"'
     output = per_second("swarm_output_tokens_total", CLIENT)
 
     lay.row("Overview", width=4)
@@ -290,7 +291,8 @@ def llm_load_test() -> gdash.Dashboard:
         (
             "Error rate",
             "Share of the requests that ran to an end (ok or failed) that failed; cancelled ones (cut by "
-            "the swarm's own stop or ramp-down) are neither, as in summary.json.",
+            "the swarm's own stop or ramp-down, or by their client with --cancel) are neither, as in "
+            "summary.json.",
             f"({per_second(req, failed)} or vector(0)) / {per_second(req, ended)}",
             "percentunit",
         ),

@@ -295,6 +295,7 @@ class MasterStats:
             provenance=self.provenance.block(list(self.health.known), self.out_dir, self.role != "master")
             if self.start_s is not None
             else None,
+            prefix_bust=run_settings(self.environment).bust_prefix,
         )
 
     # ---- the end ---------------------------------------------------------------------------

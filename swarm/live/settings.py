@@ -19,6 +19,8 @@ from typing import Any
 from swarm.core.errors import UsageError
 from swarm.core.units import parse_duration, parse_timespan
 from swarm.live.options import LLMOptions, Parsed
+from swarm.load.cache_bust import check_bust
+from swarm.load.cancel import CancelSpec, parse_cancel
 from swarm.load.stages import StagePlan
 from swarm.stats import abort, slo
 from swarm.stats.goodput import GoodputSpec, parse_goodput
@@ -68,6 +70,9 @@ class RunSettings:
     abort_on: tuple[abort.Condition, ...]  # () : no circuit breaker
     trace: TraceSettings | None
     seed: int | None  # --seed (None: a random one per run, swarm/live/prepare.py)
+    cancel: CancelSpec | None = None  # --cancel: clients that hang up (None: none do)
+    bust_prefix: bool = False  # --prefix-cache bust: every request's prefix unique
+    reset_prefix_cache: bool = False  # --reset-prefix-cache: before each stage, where the server offers it
 
     @property
     def open_loop(self) -> bool:
@@ -106,8 +111,10 @@ class RunSettings:
         abort_on = read.get("abort_on")
         port = read.number("prometheus_port", int, "--prometheus-port")
         out = read.get("swarm_out")
+        llm = LLMOptions.from_parsed(opts)
+        bust = check_bust(read.get("prefix_cache"), llm.dialect, trace=bool(read.get("trace_replay")))
         return cls(
-            llm=LLMOptions.from_parsed(opts),
+            llm=llm,
             out_dir=Path(out) if out else None,
             run_id=read.get("run_id"),
             model_text=read.get("model"),
@@ -131,6 +138,9 @@ class RunSettings:
             abort_on=tuple(abort.parse(abort_on)) if abort_on else (),
             trace=_trace(read),
             seed=read.number("seed", int, "--seed"),
+            cancel=parse_cancel(read.get("cancel")),
+            bust_prefix=bust,
+            reset_prefix_cache=read.flag("reset_prefix_cache"),
         )
 
 

@@ -15,10 +15,16 @@ worker joins or leaves (`share_rate`), so the offered rate stays the stage's.
 
 Without `--sweep` or `--rate` the shape behaves like Locust's plain -u/-r/-t run (one stage,
 index 0), so every swarm locustfile can carry it.
+
+`--reset-prefix-cache`: on each stage change, before the stage's load, the master (or local
+runner) asks every endpoint to empty its prefix cache (vLLM's `POST /reset_prefix_cache`,
+swarm/core/prefix_cache.py), so a stage finds no prefix another stage left; the log says, per
+stage, which endpoints did and which do not offer it.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict
 from typing import Any
@@ -27,10 +33,15 @@ import gevent
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
+from swarm.core.apikey import BoundKey
+from swarm.core.prefix_cache import reset_prefix_cache
+from swarm.core.urls import split_hosts
 from swarm.live.state import run_settings, swarm_state
 from swarm.load.arrivals import ArrivalSchedule
 from swarm.load.stages import Stage, StagePlan
 
+log = logging.getLogger(__name__)
+RESET_TIMEOUT_S = 5.0  # --reset-prefix-cache: how long one endpoint's reset may take
 TICK_S = 1.0  # Locust's shape worker ticks the shape once a second (runners.py shape_worker)
 
 STAGE_MESSAGE = "swarm_stage"
@@ -54,6 +65,24 @@ def _set_stage(
                 state.stage.warmup = False
 
         gevent.spawn_later(warmup_s, clear)
+
+
+def _reset_prefix_caches(environment: Any, index: int) -> None:
+    """--reset-prefix-cache, before stage `index`: each endpoint's prefix cache emptied where offered."""
+    hosts = split_hosts(getattr(environment, "host", None) or "")
+    if not hosts:
+        return
+    key = BoundKey(run_settings(environment).llm.api_key, swarm_state(environment).key_origin)
+    done, not_offered = [], []
+    for host in hosts:
+        base = host.rstrip("/")  # (split_hosts refuses a /v1: the base URL, a proxy's path prefix kept)
+        (done if reset_prefix_cache(base, RESET_TIMEOUT_S, key) else not_offered).append(base)
+    log.info(
+        "swarm: stage %d: prefix cache emptied at %s%s",
+        index + 1,
+        ", ".join(done) or "no endpoint",
+        f"; not offered (or failed) at {', '.join(not_offered)}" if not_offered else "",
+    )
 
 
 def _open_window_here(environment: Any, index: int) -> None:
@@ -162,6 +191,9 @@ class SwarmShape(LoadTestShape):
         now = time.time()
         if last is not None:
             last.end_wall_s = now
+        if run_settings(env).reset_prefix_cache:  # before the stage's load
+            _reset_prefix_caches(env, index)
+            now = time.time()
         timeline.append(Stage(index, users, now, None, warmup_s, rate))
         if isinstance(self.runner, MasterRunner):
             _set_stage(env, index, warmup_s)

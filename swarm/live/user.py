@@ -13,7 +13,8 @@ A stop that kills the user mid-request (`GreenletExit`) is recorded too, as `can
 was measured up to the cut, before the exit goes on: every request sent is recorded exactly once,
 however the run stops. Cancelled requests fire the swarm's `llm_request` only, not Locust's
 `request`: Locust has no outcome for them (as a success their cut E2E would enter its percentiles,
-as a failure they would fail the run's exit code), and they did not complete.
+as a failure they would fail the run's exit code), and they did not complete; so do the requests
+whose client hung up on purpose (`--cancel`: `cancelled_by_client`, swarm/load/cancel.py).
 
 Several endpoints (`--host URL1,URL2,...`): each user holds one transport per endpoint (its own
 connection pool per origin, its own Host and Authorization headers: the API key only where
@@ -27,6 +28,7 @@ Importing this module registers the swarm's options and statistics with Locust (
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import secrets
@@ -41,7 +43,7 @@ import swarm.live.plugin  # noqa: F401  (registers the swarm's options, statisti
 from swarm.client.clock import Clock
 from swarm.client.discovery import ServedModel, discover
 from swarm.client.tally import StreamTally, TextTally
-from swarm.client.transport import MALFORMED, failure
+from swarm.client.transport import MALFORMED, CutPoint, failure
 from swarm.core.apikey import scrub
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import Outcome, RequestRecord
@@ -57,11 +59,14 @@ from swarm.live.replay import WORKLOAD as REPLAY_WORKLOAD
 from swarm.live.replay import prepare_replay, replay_task, trace_of
 from swarm.live.state import INIT_WAIT_S, swarm_state, wait_for_init
 from swarm.load.backoff import backoff_s
+from swarm.load.cache_bust import bust
+from swarm.load.cancel import CancelDraw
 from swarm.load.request import LLMRequest
 from swarm.load.sessions import Conversation
 from swarm.stats import slo
 
 log = logging.getLogger(__name__)
+_users_made = itertools.count()  # this process's users, in the order made: the --cancel draw's user number
 
 
 def llm_options(environment: Any) -> LLMOptions:
@@ -205,6 +210,15 @@ class LLMUser(FastHttpUser):
         self._jitter = random.Random()  # apart from `rng`: a seeded run draws the same requests
         header = self.opts.session_header
         self._session_header = f"{header}: ".encode("latin-1") if header else None  # --session-header
+        settings = self.state.settings(environment)
+        cancel = settings.cancel  # --cancel: this user's draws, from the run's seed (swarm/load/cancel.py)
+        self._cancel: CancelDraw | None = None
+        if cancel is not None:
+            worker = int(getattr(environment.runner, "worker_index", 0) or 0)
+            self._cancel = CancelDraw(cancel.share, settings.seed, worker, next(_users_made))
+        self._cut = CutPoint(cancel.after_s, cancel.after_tokens, cancel.when) if cancel else CutPoint()
+        # --prefix-cache bust: a tag unique to this user, and a count of its requests
+        self._bust, self._bust_tag, self._bust_n = settings.bust_prefix, secrets.token_hex(4), 0
 
     @task
     def llm_request(self) -> None:
@@ -341,7 +355,7 @@ class LLMUser(FastHttpUser):
         outcome = record.outcome
         if outcome is not Outcome.OK:
             record.tpot_s = None
-            if outcome is Outcome.CANCELLED and record.prompt_tokens is None:
+            if not outcome.failed and record.prompt_tokens is None:  # cut by the stop or its client
                 record.prompt_tokens = req.prompt_tokens  # the server's count, when the workload knows it
         self.balancer.done(i, outcome)
         self._fire(record, n_bytes, endpoint.url)
@@ -375,15 +389,21 @@ class LLMUser(FastHttpUser):
             if not record.model:
                 record.model = served.model or ""
             chat = self._chat
+            messages = req.messages if chat else None
+            prompt = None if chat else req.prompt_text()
+            salt = None
+            if self._bust:  # --prefix-cache bust: vLLM's cache_salt, else a unique leading text
+                messages, prompt, salt = self._busted(served, messages, prompt)
             body = served.dialect.body(
                 endpoint="chat" if chat else "completions",
                 model=record.model or None,
-                messages=req.messages if chat else None,
-                prompt=None if chat else req.prompt_text(),
+                messages=messages,
+                prompt=prompt,
                 max_tokens=req.max_tokens,
                 thinking=req.thinking,
                 ignore_eos=self.opts.ignore_eos or req.ignore_eos,
                 user=None if trace_row is None else f"trace-row-{trace_row}",
+                cache_salt=salt,
             )
             head = transport.head
             if session is not None:
@@ -396,7 +416,10 @@ class LLMUser(FastHttpUser):
             data = head + str(len(body)).encode() + b"\r\n\r\n" + body
             t0 = time.perf_counter()
             record.start_wall_s = time.time()  # (after t0: start_wall_s + ttft_s errs late, never early)
-            outcome, error, t_end, n_bytes = transport.exchange(data, tally, record)
+            cut = self._cancel is not None and self._cancel.next()  # --cancel: this one hangs up
+            outcome, error, t_end, n_bytes = transport.exchange(
+                data, tally, record, self._cut if cut else None
+            )
             try:
                 tally.fill(record, t0, t_end)
             except MALFORMED as e:  # e.g. usage of another shape
@@ -420,6 +443,18 @@ class LLMUser(FastHttpUser):
         record.error = error
         return n_bytes
 
+    def _busted(
+        self, served: ServedModel, messages: list[dict[str, Any]] | None, prompt: str | None
+    ) -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
+        """--prefix-cache bust: (messages, prompt, cache_salt) of one request, its prefix unique."""
+        self._bust_n += 1
+        salt = served.dialect.takes_salt
+        if "bust" not in _logged:  # said once per process, in the run's output
+            _logged.add("bust")
+            how = "a unique cache_salt" if salt else "no cache_salt: a unique leading tag of a few tokens"
+            log.warning("swarm: --prefix-cache bust (%s): each request has %s", served.dialect.name, how)
+        return bust(messages, prompt, f"{self._bust_tag}-{self._bust_n}", salt)
+
     def _back_off(self) -> None:
         """Closed loop: after a failed request, pause before the next one (swarm/load/backoff.py).
         Open loop and trace replay never pause: their schedule is the load, a failing target gets
@@ -432,7 +467,8 @@ class LLMUser(FastHttpUser):
     def _fire(self, record: RequestRecord, n_bytes: int, url: str) -> None:
         self.state.in_flight -= 1
         self.state.llm_request.fire(record=record)
-        if record.outcome is Outcome.CANCELLED:
+        outcome = record.outcome
+        if outcome is not Outcome.OK and not outcome.failed:  # cut (stop, client): no Locust outcome
             return
         e2e_ms = (record.e2e_s or 0.0) * 1000.0
         exc = None if record.outcome is Outcome.OK else LLMRequestFailure(record.outcome, record.error or "")

@@ -92,6 +92,11 @@ class RagWorkload(ShippedWorkload):
 
     name = "rag"
 
+    @property
+    def intended_prefix_share(self) -> float | None:
+        """The share of each prompt that is the common prefix (None: none, prefix_share 0)."""
+        return self.share or None
+
     def __init__(
         self,
         *,

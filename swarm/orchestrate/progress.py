@@ -30,6 +30,7 @@ class MasterSample:
     requests: float = 0.0
     failed: float = 0.0
     cancelled: float = 0.0
+    hung_up: float = 0.0  # cancelled_by_client (--cancel): neither failed nor the stop's cancelled
     users: float = 0.0
     stage: int = 0
     ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> cumulative count
@@ -45,6 +46,8 @@ def parse_master_metrics(text: str) -> MasterSample:
                 outcome = sample.labels.get("outcome")
                 if outcome == "cancelled":
                     s.cancelled += sample.value
+                elif outcome == "cancelled_by_client":
+                    s.hung_up += sample.value
                 elif outcome != "ok":
                     s.failed += sample.value
             elif sample.name == "swarm_users":
@@ -75,6 +78,7 @@ def window_line(
         f"[{stage}{int(cur.users)} users] {elapsed_s:4.0f}s/{total_s:.0f}s | QPS {qps:6.2f} | "
         f"TTFT p99 {ttft} | requests {int(cur.requests)} | errors {int(cur.failed)}"
         + (f" | cancelled {int(cur.cancelled)}" if cur.cancelled else "")
+        + (f" | hung up {int(cur.hung_up)}" if cur.hung_up else "")
         + (f" | replay behind: {cur.replay_late} rows late" if cur.replay_late else "")
     )
 

@@ -447,10 +447,12 @@ def _notify(seq: Sequence) -> None:
             w.set_result(None)
 
 
-def prompt_block_hashes(pieces: Seq[str], block_size: int) -> tuple[int, ...]:
-    """Hash chain over the prompt's full blocks: block i's hash covers tokens [0, (i+1)*block_size)."""
+def prompt_block_hashes(pieces: Seq[str], block_size: int, salt: str | None = None) -> tuple[int, ...]:
+    """Hash chain over the prompt's full blocks: block i's hash covers tokens [0, (i+1)*block_size).
+    `salt` (vLLM's `cache_salt`) goes into the first block's hash, so a salted prompt shares no block
+    with the same prompt under another salt or none."""
     out = []
-    h = 0
+    h = 0 if salt is None else hash(("cache_salt", salt))
     for i in range(0, len(pieces) - block_size + 1, block_size):
         h = hash((h, *pieces[i : i + block_size]))
         out.append(h)

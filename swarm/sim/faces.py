@@ -99,6 +99,9 @@ class Face:
     reasoning_field: ClassVar[str | None]  # the delta field of reasoning unless the profile says
     one_model: ClassVar[str | None]  # why it serves one model only (None: several, LoRA adapters)
     resets_prefix_cache: ClassVar[bool]  # serves POST /reset_prefix_cache (vLLM's, dev mode)
+    takes_cache_salt: ClassVar[bool] = (
+        False  # mixes a body's `cache_salt` into the prefix-cache hashes (vLLM)
+    )
     metrics_path: ClassVar[str | None] = "/metrics"  # where its Prometheus text is (None: nowhere)
     health_paths: ClassVar[tuple[str, ...]] = ("/health",)  # GET paths answered with `health`
 
@@ -166,6 +169,7 @@ class VllmFace(Face):
     reasoning_field = None
     one_model = None
     resets_prefix_cache = True  # vLLM serves it with VLLM_SERVER_DEV_MODE=1: 200, empty body
+    takes_cache_salt = True  # vLLM's per-request `cache_salt`: a salted prompt shares no cached block
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return SimMetrics(engine, self.served)
@@ -316,6 +320,7 @@ class SglangFace(VllmFace):
     reasoning_field = "reasoning_content"  # DeltaMessage.reasoning_content (with --reasoning-parser)
     one_model = "SGLang's one model (--served-model-name)"
     resets_prefix_cache = False  # SGLang's is /flush_cache
+    takes_cache_salt = False
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return sglang_metrics.SglangMetrics(engine, self.served[0])

@@ -216,6 +216,9 @@ class SimServer:
             rec.user = user if isinstance(user, str) else None
             stream = body.get("stream", False)
             rec.stream = stream if isinstance(stream, bool) else None
+            salt = body.get("cache_salt")
+            if self.face.takes_cache_salt and salt is not None and (not isinstance(salt, str) or not salt):
+                raise ApiError(400, "Parameter 'cache_salt' must be a non-empty string if provided.")
         except ApiError as e:
             rec.status = e.status
             self._write_trace(rec)
@@ -232,8 +235,11 @@ class SimServer:
 
         out, thinking = self._plan(req, rid)
         fault_at = fault_position(rng, out.target_tokens) if fault else -1
+        salt = body.get("cache_salt") if self.face.takes_cache_salt else None
         hashes = (
-            prompt_block_hashes(req.prompt_pieces, self.profile.block_size) if self.engine.caching else ()
+            prompt_block_hashes(req.prompt_pieces, self.profile.block_size, salt)
+            if self.engine.caching
+            else ()
         )
         seq = Sequence(rid, req.prompt_tokens, out.target_tokens, hashes, arrival, max_tokens=req.max_tokens)
         seq.tally = self.metrics.counters(model)

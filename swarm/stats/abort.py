@@ -175,7 +175,7 @@ class Breaker:
                     window.merge(d)
             o = c.objective
             cell = window.combined(None if o.workload == "total" else o.workload)
-            ended = cell.requests - cell.cancelled
+            ended = cell.requests - cell.cancelled - cell.cancelled_by_client
             if o.metric == "error_rate" and ended < MIN_REQUESTS:
                 continue
             value = o.measured({o.workload: summary.block(cell, c.window_s)})

@@ -204,12 +204,18 @@ class Cell:
 
     @property
     def failed(self) -> int:
-        """Requests that failed (cancelled ones are not failures)."""
-        return self.requests - self.outcomes[Outcome.OK.value] - self.cancelled
+        """Requests that failed (cancelled ones, by the stop or by their client, are not failures)."""
+        return self.requests - self.outcomes[Outcome.OK.value] - self.cancelled - self.cancelled_by_client
 
     @property
     def cancelled(self) -> int:
+        """Cut by the swarm's own stop."""
         return self.outcomes[Outcome.CANCELLED.value]
+
+    @property
+    def cancelled_by_client(self) -> int:
+        """Cut by their client on purpose (--cancel)."""
+        return self.outcomes[Outcome.CANCELLED_BY_CLIENT.value]
 
     def completed_in(self, windows: Iterator[int] | list[int] | None = None) -> tuple[int, int]:
         """(requests, output tokens) that finished in `windows` (None: every window but DRAIN)."""

@@ -75,8 +75,11 @@ class GoodputSpec:
 
     @staticmethod
     def counted(record: RequestRecord) -> bool:
-        """Whether `record` is in the denominator: sent outside a warm-up and not cancelled."""
-        return not record.warmup and record.outcome is not Outcome.CANCELLED
+        """Whether `record` is in the denominator: sent outside a warm-up and not cancelled (by the
+        stop or by its client)."""
+        return not record.warmup and not (
+            record.outcome is Outcome.CANCELLED or record.outcome is Outcome.CANCELLED_BY_CLIENT
+        )
 
 
 def parse_goodput(text: str) -> GoodputSpec:

@@ -11,25 +11,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from swarm.core.errors import UsageError
-from swarm.core.units import parse_timespan
+from swarm.core.units import parse_share, parse_timespan
 from swarm.stats import slo
 
 MODES = ("concurrency", "rate", "knee")
 Mode = Literal["concurrency", "rate", "knee"]
 DEFAULT_BUDGET = "10m"
 DEFAULT_PRECISION = 0.05
-
-
-def parse_share(text: str, flag: str) -> float:
-    """`95%` or `0.95` -> 0.95 (0 < share <= 1)."""
-    t = text.strip()
-    try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise UsageError(f"bad {flag} {text!r}: give a share, e.g. 95% or 0.95") from None
-    if not 0 < v <= 1:
-        raise UsageError(f"bad {flag} {text!r}: must be above 0% and at most 100%")
-    return v
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ class Objective:
             return None
         if self.metric == "error_rate":
             failed = sum(wl.get("failures", {}).values())
-            return quantiles.error_rate(wl.get("requests", 0), failed, wl.get("cancelled", 0))
+            cut = wl.get("cancelled", 0) + wl.get("cancelled_by_client", 0)  # neither ok nor failed
+            return quantiles.error_rate(wl.get("requests", 0), failed, cut)
         if self.metric in RATES:
             return wl.get(self.metric)
         name, stat = self.metric.rsplit("_", 1)

@@ -25,6 +25,7 @@ BLOCK_KEYS: tuple[str, ...] = (
     "requests",
     "completed",
     "cancelled",
+    "cancelled_by_client",
     "failures",
     "prompt_tokens",
     "output_tokens",
@@ -35,7 +36,8 @@ BLOCK_KEYS: tuple[str, ...] = (
     *(f"{name}_s" for name in LATENCIES),
 )
 NOTES = (
-    "requests counts every request sent, each once (failed, cancelled and warm-up included); qps and "
+    "requests counts every request sent, each once (failed, cancelled, cancelled_by_client and warm-up "
+    "included); qps and "
     "output_tok_s count the requests completed inside the window over its duration_s (the drain after "
     "the stop is reported apart); latency percentiles are nearest-rank-lower over successful, "
     "non-warm-up requests, from DDSketch (0.5% relative accuracy); mean and max are exact"
@@ -92,6 +94,7 @@ class Block(TypedDict):
     requests: int
     completed: int
     cancelled: int
+    cancelled_by_client: int  # the client hung up on purpose (--cancel); not in latencies nor failures
     failures: dict[str, int]
     prompt_tokens: int
     output_tokens: int
@@ -201,6 +204,7 @@ class Summary(TypedDict):
     client_bound: NotRequired[list[ClientBound]]
     slo: NotRequired[list[VerdictEntry]]
     intended_prefix_share: NotRequired[dict[str, float]]  # workload -> share of prompt tokens shared
+    prefix_cache_mode: NotRequired[str]  # "bust" with --prefix-cache bust (each prefix unique: shares 0)
     trace_replay: NotRequired[dict[str, Any]]  # --trace-replay: rows sent, lost workers (live/replay.py)
     classes: NotRequired[dict[str, dict[str, Block]]]  # workload -> request class -> its Block
     models: NotRequired[dict[str, Block]]  # served model the requests named -> its Block (all workloads)
@@ -260,6 +264,7 @@ def block(
         "requests": cell.requests,
         "completed": done,
         "cancelled": cell.cancelled,
+        "cancelled_by_client": cell.cancelled_by_client,
         "failures": cell.failures,
         "prompt_tokens": cell.prompt_tokens,
         "output_tokens": cell.output_tokens,

@@ -30,6 +30,7 @@ class Sections:
     search: Mapping[str, Any] | None = None  # --search: the search's result so far
     aborted: dict[str, Any] | None = None  # --abort-on: the condition that held
     provenance: Mapping[str, Any] | None = None  # what the run was (swarm/stats/provenance.py)
+    prefix_bust: bool = False  # --prefix-cache bust: every prefix unique, so the design implies no hits
 
 
 def add_sections(s: Summary, sections: Sections) -> Summary:
@@ -43,6 +44,9 @@ def add_sections(s: Summary, sections: Sections) -> Summary:
         implied = sections.trace_replay["implied_prefix_hit_rate"]
         if implied is not None:  # the hit rate the trace's hash ids imply
             shares[sections.replay_workload] = implied
+    if sections.prefix_bust:  # every request's prefix made unique: the design implies no hit at all
+        s["prefix_cache_mode"] = "bust"
+        shares = dict.fromkeys(shares, 0.0)
     if shares:  # what the workload meant the prefix cache to hit (the report sets the server's beside it)
         s["intended_prefix_share"] = shares
     if sections.client_bound:

@@ -62,8 +62,8 @@ class TurnStats:
             c.output_tokens += r.output_tokens
             if r.ttft_s is not None and not r.warmup:
                 c.ttft.add(r.ttft_s)
-        elif r.outcome is Outcome.CANCELLED:
-            c.cancelled += 1
+        elif r.outcome is Outcome.CANCELLED or r.outcome is Outcome.CANCELLED_BY_CLIENT:
+            c.cancelled += 1  # (a turn cut by the stop or by its client: neither ok nor failed)
 
     def merge(self, other: TurnStats) -> None:
         self.cut += other.cut

@@ -186,8 +186,8 @@ class TunePlan:
 
 def plan_from_args(args: argparse.Namespace) -> TunePlan:
     """Every tune option checked (one UsageError) before any server starts."""
-    from swarm.core.units import parse_duration
-    from swarm.stats.search_spec import DEFAULT_PRECISION, parse_share
+    from swarm.core.units import parse_duration, parse_share
+    from swarm.stats.search_spec import DEFAULT_PRECISION
     from swarm.tune.run import TuneContext
 
     if not args.serve_cmd or not shlex.split(args.serve_cmd):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarm.core.errors import UsageError
+from swarm.core.prefix_cache import reset_prefix_cache
 from swarm.orchestrate.processes import die_with_parent, free_port, sigterm_as_interrupt
 from swarm.stats.provenance import masked_command
 from swarm.tune import server as tune_server
@@ -83,7 +84,7 @@ def measure(ctx: TuneContext, flags: Flags) -> ConfigResult:
         record.status, record.reason = "interrupted", "interrupted while the server started"
         raise Interrupted(record) from None
     try:
-        tune_server.reset_prefix_cache(url)
+        reset_prefix_cache(url)  # (no key: the configuration's swarm run applies the key's origin rule)
         code, last_err = _swarm_run(ctx, url, run_dir, cmd)
     except KeyboardInterrupt:
         record.status, record.reason = "interrupted", "interrupted during its run"

@@ -1,17 +1,15 @@
 """One configuration's server for `swarm tune`: started under its guardian (orchestrate/guard.py,
 through processes.py's spawn_guarded: nothing the serve command starts outlives the configuration
 or the tune, a daemonised server or one that ignores SIGTERM included; a server left running by a
-serve command that exits is followed and said so), its /health awaited for a bounded time, its
-prefix cache emptied where it offers that, stopped cleanly (SIGTERM, then SIGKILL after a bound).
+serve command that exits is followed and said so), its /health awaited for a bounded time, stopped
+cleanly (SIGTERM, then SIGKILL after a bound). Its prefix cache is emptied before each run where it
+offers that (swarm/core/prefix_cache.py, shared with --reset-prefix-cache).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,15 +74,3 @@ def start(
         server.stop()
         raise
     return server
-
-
-def reset_prefix_cache(url: str, timeout_s: float = 10.0) -> bool:
-    """POST url/reset_prefix_cache (vLLM's; the simulator's vLLM face too), best effort: True when
-    the server emptied its prefix cache, False when it does not offer that (404) or failed."""
-    req = urllib.request.Request(url + "/reset_prefix_cache", data=b"", method="POST")
-    with (
-        contextlib.suppress(urllib.error.URLError, OSError, ValueError),
-        urllib.request.urlopen(req, timeout=timeout_s) as r,
-    ):
-        return 200 <= r.status < 300
-    return False

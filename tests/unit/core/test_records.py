@@ -12,9 +12,11 @@ from swarm.core.records import FAILURES, LATENCIES, OUTCOMES, Outcome, RequestRe
 
 
 def test_every_outcome_is_ok_failed_or_cancelled_exactly_once():
-    assert Outcome.OK not in FAILURES and Outcome.CANCELLED not in FAILURES
-    assert set(FAILURES) | {Outcome.OK, Outcome.CANCELLED} == set(OUTCOMES)
-    assert all(o.failed for o in FAILURES) and not Outcome.CANCELLED.failed
+    cut = {Outcome.CANCELLED, Outcome.CANCELLED_BY_CLIENT}  # by the stop, by the client (--cancel)
+    assert Outcome.OK not in FAILURES and not cut & set(FAILURES)
+    assert set(FAILURES) | {Outcome.OK} | cut == set(OUTCOMES)
+    assert all(o.failed for o in FAILURES) and not any(o.failed for o in cut)
+    assert Outcome.CANCELLED_BY_CLIENT.value == "cancelled_by_client" != Outcome.CANCELLED.value
     assert RequestRecord("w", 0.0).ok and not RequestRecord("w", 0.0, Outcome.CANCELLED).ok
 
 

@@ -126,3 +126,29 @@ def test_no_module_reads_an_option_of_the_table_but_the_settings():
             if locust_options and name in names and name not in writers.get(path.name, set()):
                 found.append(f"{path.name}:{node.lineno} {name}")
     assert not found, found
+
+
+def test_cancel_and_the_prefix_cache_options():
+    s = settings(cancel="20%@tokens:4", prefix_cache="bust", reset_prefix_cache=True)
+    assert (s.cancel.share, s.cancel.after_tokens, s.cancel.after_s) == (0.2, 4, None)
+    assert s.bust_prefix and s.reset_prefix_cache
+    d = settings()
+    assert d.cancel is None and not d.bust_prefix and not d.reset_prefix_cache
+    assert settings(prefix_cache="bust", dialect="vllm", trace_replay="t.jsonl").bust_prefix
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"cancel": "120%"}, r"^bad --cancel RATE '120%': must be above 0% and at most 100%$"),
+        ({"cancel": "20%@never"}, r"^--cancel '20%@never': WHEN must be"),
+        ({"prefix_cache": "smash"}, r"^--prefix-cache must be one of keep, bust"),
+        (
+            {"prefix_cache": "bust", "dialect": "llamacpp", "trace_replay": "t.jsonl"},
+            r"^--prefix-cache bust: the llamacpp dialect takes no cache_salt",
+        ),
+    ],
+)
+def test_bad_cancel_or_prefix_cache_is_one_usage_error(kw, match):
+    with pytest.raises(UsageError, match=match):
+        settings(**kw)

@@ -155,3 +155,20 @@ def test_reset_prefix_cache_forgets_the_blocks_no_one_holds():
     eng.complete(plan, 0.01)  # b publishes its prompt's blocks and holds them while it runs
     held = dict(eng.pool.refs)
     assert held and eng.reset_prefix_cache() is False and eng.pool.refs == held
+
+
+def test_a_cache_salt_shares_no_block_with_another_salt_or_none():
+    pieces = [f"t{i}" for i in range(64)]
+    plain = prompt_block_hashes(pieces, 16)
+    assert prompt_block_hashes(pieces, 16, None) == plain and len(plain) == 4
+    a, b = prompt_block_hashes(pieces, 16, "a"), prompt_block_hashes(pieces, 16, "b")
+    assert a == prompt_block_hashes(pieces, 16, "a")  # the same salt shares its blocks
+    assert not set(a) & set(plain) and not set(a) & set(b)
+    eng = Engine(small_profile(max_num_batched_tokens=4096, kv_cache_tokens=8192))
+    eng.add(Sequence("x", 64, 3, a, 0.0))
+    drain(eng)
+    for rid, hashes, hit in (("y", b, 0), ("z", a, 48)):  # (the last block is always recomputed)
+        seq = Sequence(rid, 64, 3, hashes, 0.0)
+        eng.add(seq)
+        drain(eng)
+        assert seq.cached_tokens == hit, rid

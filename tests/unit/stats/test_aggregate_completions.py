@@ -4,6 +4,7 @@ rates count what finished inside a window, and the drain after the stop is its o
 from __future__ import annotations
 
 import msgpack
+import pytest
 
 from swarm.analysis.table import drain_line, render
 from swarm.core.records import Outcome, RequestRecord
@@ -120,3 +121,33 @@ def test_records_without_a_window_complete_in_their_own_stage():
     agg = Aggregate()
     agg.add(rec(stage=2))
     assert agg.combined().completed == {2: [1, 10, 0]}
+
+
+def test_cancelled_by_client_is_counted_apart_per_stage_out_of_latencies_and_failures():
+    """--cancel: the client's hang-ups are neither ok nor failed, nor the stop's `cancelled`; their
+    cut latencies stay out of every percentile; each stage's block counts its own."""
+    agg = Aggregate()
+    for stage in (0, 1):
+        for _ in range(4):
+            agg.add(rec(stage=stage, e2e=1.0), stage)
+    for stage, n in ((0, 1), (1, 3)):
+        for _ in range(n):
+            agg.add(rec(Outcome.CANCELLED_BY_CLIENT, stage=stage, e2e=0.05), stage)
+    agg.add(rec(Outcome.TIMEOUT), 1)
+    cell = agg.combined()
+    assert (cell.requests, cell.cancelled_by_client, cell.cancelled, cell.failed) == (13, 4, 0, 1)
+    assert "cancelled_by_client" not in cell.failures and cell.latencies["e2e"].count == 8
+    assert cell.latencies["e2e"].min == 1.0  # no hang-up's 50 ms in the percentiles
+    wire = Aggregate.from_wire(msgpack.unpackb(msgpack.packb(agg.to_wire())))
+    assert wire.combined().cancelled_by_client == 4  # merged exactly
+    s = summary.build(agg, run_id="r", stage_windows={0: (T0, T0 + 10), 1: (T0 + 10, T0 + 20)})
+    assert s["total"]["cancelled_by_client"] == 4 and s["total"]["cancelled"] == 0
+    assert [st["total"]["cancelled_by_client"] for st in s["stages"]] == [1, 3]
+    assert s["total"]["e2e_s"]["p50"] == pytest.approx(1.0, rel=0.01)
+    assert (
+        "cancelled by the client (--cancel): 4 of 13 requests (30.8%); per stage: stage 1: 1, stage 2: 3 (not in the"
+        in render(s)
+    )
+    # an error rate over the requests that ran to an end: 1 timeout of 9
+    verdict = slo.evaluate(slo.parse("error_rate<=20%"), s)[0]
+    assert verdict.value == pytest.approx(1 / 9)

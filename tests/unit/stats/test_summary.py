@@ -16,6 +16,7 @@ BLOCK = {
     "requests",
     "completed",
     "cancelled",
+    "cancelled_by_client",
     "failures",
     "prompt_tokens",
     "output_tokens",

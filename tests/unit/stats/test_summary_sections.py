@@ -78,3 +78,12 @@ def test_search_probes_of_an_unknown_stage_stay_as_they_are():
     search = {"probes": [{"stage": 9, "qps": None}]}
     assert search_with_stage_figures(search, s)["probes"] == [{"stage": 9, "qps": None}]
     assert search_with_stage_figures({}, s)["probes"] == []
+
+
+def test_a_busted_prefix_implies_no_hits():
+    s = _summary()
+    add_sections(s, Sections(prefix_shares={"a": 0.5}, prefix_bust=True))
+    assert s["intended_prefix_share"] == {"a": 0.0} and s["prefix_cache_mode"] == "bust"
+    kept = _summary()
+    add_sections(kept, Sections(prefix_shares={"a": 0.5}))
+    assert kept["intended_prefix_share"] == {"a": 0.5} and "prefix_cache_mode" not in kept
