@@ -362,9 +362,12 @@ def _endpoint_run(data: RunData, label: str, metrics_file: str | None) -> RunDat
     return sub
 
 
-def load_run(directory: Path) -> RunData:
+def load_run(directory: Path, summary: Summary | None = None) -> RunData:
+    """The run in `directory`, with `summary` where the caller has read it already (`swarm run`: the
+    master's, before summary.json is written), else DIR/summary.json: a run is read once."""
     directory = Path(directory)
-    summary = _load_summary(directory / SUMMARY)
+    if summary is None:
+        summary = _load_summary(directory / SUMMARY)
     cpu_lines = _read_jsonl(directory / CLIENT_CPU)
     records = _read_records(directory)
     endpoints = _endpoint_files(directory, records)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm.core.errors import UsageError
+from swarm.core.runfiles import SUMMARY, SUMMARY_PART
 from swarm.core.units import parse_duration, parse_timespan
 from swarm.live.options import LLMOptions, Parsed
 from swarm.load.stages import StagePlan
@@ -47,6 +48,7 @@ class RunSettings:
 
     llm: LLMOptions
     out_dir: Path | None  # --swarm-out
+    summary_part: bool  # --summary-part: swarm run completes the master's summary into summary.json
     run_id: str | None  # --run-id (None: the master makes one)
     model_text: str | None  # --model as given (summary.json's model until a worker names the served one)
     headless: bool
@@ -68,6 +70,15 @@ class RunSettings:
     abort_on: tuple[abort.Condition, ...]  # () : no circuit breaker
     trace: TraceSettings | None
     seed: int | None  # --seed (None: a random one per run, swarm/live/prepare.py)
+
+    @property
+    def summary_path(self) -> Path | None:
+        """Where the master writes its summary: DIR/summary.json, or under `swarm run` the part that
+        swarm run completes (the search's why, from the server's metrics it scraped) into
+        summary.json, so that file is written once, complete. None: no --swarm-out."""
+        if self.out_dir is None:
+            return None
+        return self.out_dir / (SUMMARY_PART if self.summary_part else SUMMARY)
 
     @property
     def open_loop(self) -> bool:
@@ -109,6 +120,7 @@ class RunSettings:
         return cls(
             llm=LLMOptions.from_parsed(opts),
             out_dir=Path(out) if out else None,
+            summary_part=read.flag("summary_part"),
             run_id=read.get("run_id"),
             model_text=read.get("model"),
             headless=read.flag("headless"),

@@ -112,7 +112,8 @@ def _locust_option(args: list[str], name: str) -> str | None:
 # Locust options that swarm run gives master and workers itself (its own options are refused too)
 LOCUST_OPTIONS_SET_BY_RUN = ("-f", "--locustfile", "--master", "--worker", "--master-host", "--master-port",
                              "--master-bind-host", "--master-bind-port", "--expect-workers",
-                             "--expect-workers-max-wait", "--processes", "--csv", "--html", "--swarm-out")  # fmt: skip
+                             "--expect-workers-max-wait", "--processes", "--csv", "--html", "--swarm-out",
+                             "--summary-part")  # fmt: skip
 
 
 def _refuse_options_swarm_run_sets(extra: list[str], before: list[str], run_options: Collection[str]) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from swarm.core.errors import UsageError
 from swarm.core.options import BY_DEST, OPTIONS
+from swarm.core.runfiles import SUMMARY, SUMMARY_PART
 from swarm.live.settings import FIRST_USERS, RunSettings
 
 SWARM = Path(__file__).resolve().parents[3] / "swarm"
@@ -71,6 +72,12 @@ def test_a_search_takes_its_first_load_from_users_or_the_first_rate():
     assert settings(search="knee", num_users=32).search.start == 32
     assert settings(search="rate", slo="e2e_p99<=5s", rate="3,9").search.start == 3.0
     assert settings(search="rate", slo="e2e_p99<=5s").search.start == 1.0
+
+
+def test_the_summary_goes_to_summary_json_or_under_swarm_run_to_the_part_it_completes():
+    assert settings().summary_path is None  # no --swarm-out: no file
+    assert settings(swarm_out="/o").summary_path == Path("/o") / SUMMARY
+    assert settings(swarm_out="/o", summary_part=True).summary_path == Path("/o") / SUMMARY_PART
 
 
 def test_a_trace_replay_and_its_options():
