@@ -23,10 +23,7 @@ from swarm.live.options import LLMOptions, Parsed
 from swarm.load.stages import StagePlan
 from swarm.stats import abort, slo
 from swarm.stats.goodput import GoodputSpec, parse_goodput
-from swarm.stats.search_spec import SearchSpec
-
-FIRST_USERS = 16.0  # --search concurrency/knee without -u: the first load probed
-FIRST_RATE = 1.0  # --search rate without --rate: the first rate probed (req/s)
+from swarm.stats.search_spec import FIRST_RATE, FIRST_USERS, SearchSpec
 
 
 @dataclass(frozen=True)
@@ -89,11 +86,9 @@ class RunSettings:
     def from_parsed(cls, opts: Any) -> RunSettings:
         """From Locust's parsed options (None: every default, as a bare Environment has)."""
         read = Parsed(opts)
-        plan = StagePlan.parse(
-            read.get("sweep"), read.get("rate"), read.get("stage_time"), read.get("warmup")
-        )
-        stage_s = float(parse_timespan(read.get("stage_time"), "--stage-time"))
+        stage_s = float(parse_timespan(read.get("stage_time"), "--stage-time"))  # a search's too
         warmup_s = float(parse_timespan(read.get("warmup"), "--warmup"))
+        plan = StagePlan.parse(read.get("sweep"), read.get("rate"), stage_s, warmup_s)
         users = read.number("num_users", int, "-u")
         mode = read.get("search")
         slo_text = read.get("slo")
@@ -153,15 +148,12 @@ def _trace(read: Parsed) -> TraceSettings | None:
     if read.get("sweep") or read.get("rate"):
         raise UsageError("--trace-replay sets its own schedule: drop --sweep / --rate")
     duration = read.get("trace_duration")
-    block = read.number("trace_block_size", int, "--trace-block-size")
-    if block < 1:
-        raise UsageError(f"--trace-block-size must be at least 1 token (got {block})")
     return TraceSettings(
         path=str(path),
         format=str(read.get("trace_format")),
         time_scale=read.number("time_scale", float, "--time-scale"),
         start_s=parse_duration(read.get("trace_start"), "--trace-start"),
         duration_s=parse_duration(duration, "--trace-duration") if duration else None,
-        block_size=block,
+        block_size=read.number("trace_block_size", int, "--trace-block-size"),  # >= 1: load_trace checks
         max_lag_s=parse_duration(read.get("trace_max_lag"), "--trace-max-lag"),
     )
