@@ -1,11 +1,11 @@
 """Load stages: the plan (--sweep / --rate, --stage-time, --warmup), the stages as run, their windows.
 
 Pure (no Locust): `swarm run` checks the plan with `StagePlan.parse` before it starts anything,
-and the load shape (swarm/live/shape.py) runs the same plan. --stage-time and --warmup come in
-as seconds, parsed once by the caller (swarm/live/settings.py, swarm/orchestrate/plan.py). The shape appends a `Stage` to the
-timeline as each one starts; `stage_windows` is the one place that turns that timeline (or a
-run without stages: stage 0 from start to stop) into each stage's (start, end) window, which
-summary.json's per-stage rates divide by.
+and the load shape (swarm/live/shape.py) runs the same plan; --stage-time and --warmup come in as
+seconds, parsed once by the caller (swarm/live/settings.py, swarm/orchestrate/plan.py). The shape
+appends a `Stage` to the timeline as each one starts; `stage_windows` is the one place that turns
+that timeline (or a run without stages: stage 0 from start to stop) into each stage's (start, end)
+window, which summary.json's per-stage rates divide by.
 """
 
 from __future__ import annotations
