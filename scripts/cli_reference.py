@@ -16,6 +16,7 @@ from pathlib import Path
 
 from swarm.cli import build_parser
 from swarm.core.options import GROUP_TITLES, OPTIONS, Option
+from swarm.core.run_options import RUN_SETS_ITSELF
 from swarm.load.workloads import WORKLOADS
 
 OUT = Path(__file__).resolve().parent.parent / "docs/cli.md"
@@ -29,7 +30,8 @@ swarm/core/options.py: do not edit. -->
 
 Every `swarm` command's `--help`, then the options that every locustfile gets from the swarm's
 option table (`locust -f locustfiles/... --help` lists them among Locust's own). `swarm run` takes every one of
-them but `--swarm-out` (it sets that itself, from `--out`) and hands them on to its Locust processes:
+them but `--swarm-out` and `--summary-part` (it sets those itself: from `--out`; the master's summary as
+the part it completes into summary.json) and hands them on to its Locust processes:
 those marked "reads it" it also uses itself; the others it hands on as given, before `--` or after
 it (not both). After `--` go Locust's own options (see [Getting started](getting-started.md)).
 """
@@ -88,7 +90,7 @@ def render() -> str:
                         "yes" if o.web_ui and not o.secret else "no",
                         "reads it"
                         if o.run
-                        else ("no: sets it" if o.flag == "--swarm-out" else "hands it on"),
+                        else ("no: sets it" if o.flag in RUN_SETS_ITSELF else "hands it on"),
                         _cell(o.argparse_kwargs(workloads)["help"]),
                     ]
                 )

@@ -138,8 +138,8 @@ def main(args: argparse.Namespace) -> int:
         from swarm.stats import slo
 
         slo.parse(args.slo)
-    path = write_report(directory, args.slo)
-    for f in json.loads((directory / DIAGNOSIS).read_text()):
-        print(("[not trusted] " if not f["trusted"] else "") + f["text"])
+    path, found = write_run_report(load_run(directory), args.slo)  # the run read once
+    for f in found:  # (as diagnosis.json holds them)
+        print(("[not trusted] " if not f.trusted else "") + f.text)
     print(f"swarm report: {path}")
     return 0

@@ -1,7 +1,8 @@
 """A run directory, loaded: `load_run(DIR)` -> `RunData` (client stage rows, server stats, client CPU).
 
 What a run leaves (every piece may be missing; `RunData.notes` says what is):
-- `summary.json` (swarm/stats/summary.py): per-stage client blocks, run metadata, SLO objectives;
+- `summary.json` (swarm/stats/summary.py): per-stage client blocks, run metadata, SLO objectives
+  (or the master's `summary.part.json`, of a `swarm run` killed before it wrote summary.json);
 - `requests.parquet` (or `records/*.parquet`): per-request records (swarm/core/recordfile.py SCHEMA);
 - `server_metrics.jsonl` (swarm/orchestrate/pollers.py ServerPoller): the target's /metrics scrapes;
 - `client_cpu.jsonl` (written by the Locust master, swarm/live/client_cpu.py): each worker's own CPU
@@ -53,6 +54,7 @@ from swarm.core.runfiles import (
     REQUESTS,
     SERVER_METRICS,
     SUMMARY,
+    SUMMARY_PART,
 )
 from swarm.stats import summary as summary_file
 from swarm.stats import summary_shape
@@ -367,9 +369,15 @@ def _endpoint_run(data: RunData, label: str, metrics_file: str | None) -> RunDat
     return sub
 
 
-def load_run(directory: Path) -> RunData:
+def load_run(directory: Path, summary: Summary | None = None) -> RunData:
+    """The run in `directory`, with `summary` where the caller has read it already (`swarm run`: the
+    master's, before summary.json is written), else DIR/summary.json: a run is read once."""
     directory = Path(directory)
-    summary = _load_summary(directory / SUMMARY)
+    if summary is None:
+        path = directory / SUMMARY
+        if not path.exists() and (directory / SUMMARY_PART).exists():  # swarm run killed before it
+            path = directory / SUMMARY_PART  # published the master's summary: read it as it is
+        summary = _load_summary(path)
     cpu_lines = _read_jsonl(directory / CLIENT_CPU)
     records = _read_records(directory)
     endpoints = _endpoint_files(directory, records)

@@ -353,6 +353,15 @@ OPTIONS: tuple[Option, ...] = (
         metavar="DIR",
     ),
     Option(
+        "--summary-part",
+        "swarm run sets it: the master writes its summary under --swarm-out as a part, which swarm run "
+        "completes (the search's why) into summary.json, written once",
+        "statistics",
+        False,
+        flag_action=True,
+        web_ui=False,
+    ),
+    Option(
         "--prometheus-port",
         "serve the master's /metrics on this port (the web UI serves it at /metrics too)",
         "statistics",

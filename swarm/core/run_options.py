@@ -32,8 +32,9 @@ _RUN_GROUP_EXCEPTIONS = {
     "--run-id": "outputs",
     "--target-command": "outputs",
 }
-RUN_SETS_ITSELF = ("--swarm-out",)
-"""Table options `swarm run` gives its Locust processes itself (from --out): not among its own."""
+RUN_SETS_ITSELF = ("--swarm-out", "--summary-part")
+"""Table options `swarm run` gives its Locust processes itself (from --out; the master's summary as
+the part it completes into summary.json): not among its own."""
 
 
 def run_group(opt: Option) -> str:

@@ -5,6 +5,7 @@ the one place that spells them. docs/ARCHITECTURE.md ("Run directory") says who 
 from __future__ import annotations
 
 SUMMARY = "summary.json"  # the master's, at the end of the run (stats/summary.py's schema)
+SUMMARY_PART = "summary.part.json"  # under `swarm run`: the master's, which swarm run completes into SUMMARY
 RECORDS_DIR = "records"  # each worker's Parquet parts of the request records
 REQUESTS = "requests.parquet"  # every record, the parts merged by `swarm run`
 SERVER_METRICS = "server_metrics.jsonl"  # the target's /metrics, one scrape a line

@@ -58,6 +58,7 @@ class MasterStats:
         self.state = swarm_state(environment)
         settings = run_settings(environment)  # bad --slo, --search, --goodput, --abort-on: exit 2 at start-up
         self.out_dir = settings.out_dir
+        self.summary_path = settings.summary_path  # summary.json, or under swarm run its part
         self.run_id = settings.run_id or new_run_id()
         self.objectives = list(settings.objectives) if settings.objectives is not None else None
         self.goodput_slo = settings.goodput.text if settings.goodput is not None else None
@@ -226,9 +227,9 @@ class MasterStats:
         self.end_s = time.time()
         if self.stopped_s is None:
             self.stopped_s = self.end_s
-        if self.out_dir is not None:  # late deltas land in the final write at quit
+        if self.summary_path is not None:  # late deltas land in the final write at quit
             self._summary_writer = gevent.spawn_later(
-                SUMMARY_AFTER_STOP_S, outcome.write_summary_quietly, self.build_summary, self.out_dir
+                SUMMARY_AFTER_STOP_S, outcome.write_summary_quietly, self.build_summary, self.summary_path
             )
 
     def _on_reset_stats(self, **_: Any) -> None:
@@ -318,8 +319,8 @@ class MasterStats:
         if self.objectives is not None:
             self.verdicts = slo.evaluate(self.objectives, self.build_summary())
         final = self.build_summary()  # what summary.json holds, and what the lines below print
-        if self.out_dir is not None:
-            outcome.write_summary(final, self.out_dir)
+        if self.summary_path is not None:
+            outcome.write_summary(final, self.summary_path)
         self.close()
         self._judge(final)
 

@@ -1,6 +1,7 @@
 """The run's end on the master: summary.json written, the closing lines printed, the exit code set.
 
-Writes DIR/summary.json (atomically, swarm/stats/summary.py `write`), prints one line per SLO and,
+Writes DIR/summary.json (atomically, swarm/stats/summary.py `write`; under `swarm run` the part
+that swarm run completes into it, swarm/live/settings.py `summary_path`), prints one line per SLO and,
 when --slo is given, sets the process exit code: 0 when every objective holds, 1 otherwise
 (Locust's own error exit is overridden then: the objectives decide). --search decides instead
 when given (0 converged, 1 otherwise); a tripped --abort-on gives EXIT_ABORTED whatever the
@@ -18,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from swarm.core.errors import EXIT_ABORTED, EXIT_FAILED
-from swarm.core.runfiles import SUMMARY
 from swarm.live import locust_fixes
 from swarm.stats import slo, summary
 from swarm.stats.reachability import no_answer_line
@@ -27,14 +27,14 @@ from swarm.stats.summary import Summary
 logger = logging.getLogger(__name__)
 
 
-def write_summary(s: Summary, out_dir: Path) -> None:
-    summary.write(s, out_dir / SUMMARY)
+def write_summary(s: Summary, path: Path) -> None:
+    summary.write(s, path)
 
 
-def write_summary_quietly(build: Callable[[], Summary], out_dir: Path) -> None:
-    """An interim summary.json (after the test stopped): a failure is logged, never raised."""
+def write_summary_quietly(build: Callable[[], Summary], path: Path) -> None:
+    """An interim summary (after the test stopped): a failure is logged, never raised."""
     try:
-        write_summary(build(), out_dir)
+        write_summary(build(), path)
     except Exception:
         logger.exception("swarm: could not write summary.json")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm.core.errors import UsageError
+from swarm.core.runfiles import SUMMARY, SUMMARY_PART
 from swarm.core.units import parse_duration, parse_timespan
 from swarm.live.options import LLMOptions, Parsed
 from swarm.load.cache_bust import check_bust
@@ -24,10 +25,7 @@ from swarm.load.cancel import CancelSpec, parse_cancel
 from swarm.load.stages import StagePlan
 from swarm.stats import abort, slo
 from swarm.stats.goodput import GoodputSpec, parse_goodput
-from swarm.stats.search_spec import SearchSpec
-
-FIRST_USERS = 16.0  # --search concurrency/knee without -u: the first load probed
-FIRST_RATE = 1.0  # --search rate without --rate: the first rate probed (req/s)
+from swarm.stats.search_spec import FIRST_RATE, FIRST_USERS, SearchSpec
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,7 @@ class RunSettings:
 
     llm: LLMOptions
     out_dir: Path | None  # --swarm-out
+    summary_part: bool  # --summary-part: swarm run completes the master's summary into summary.json
     run_id: str | None  # --run-id (None: the master makes one)
     model_text: str | None  # --model as given (summary.json's model until a worker names the served one)
     headless: bool
@@ -75,6 +74,15 @@ class RunSettings:
     reset_prefix_cache: bool = False  # --reset-prefix-cache: before each stage, where the server offers it
 
     @property
+    def summary_path(self) -> Path | None:
+        """Where the master writes its summary: DIR/summary.json, or under `swarm run` the part that
+        swarm run completes (the search's why, from the server's metrics it scraped) into
+        summary.json, so that file is written once, complete. None: no --swarm-out."""
+        if self.out_dir is None:
+            return None
+        return self.out_dir / (SUMMARY_PART if self.summary_part else SUMMARY)
+
+    @property
     def open_loop(self) -> bool:
         """--rate stages: the users pace themselves on the master's arrival schedule."""
         return bool(self.plan.rates)
@@ -83,11 +91,9 @@ class RunSettings:
     def from_parsed(cls, opts: Any) -> RunSettings:
         """From Locust's parsed options (None: every default, as a bare Environment has)."""
         read = Parsed(opts)
-        plan = StagePlan.parse(
-            read.get("sweep"), read.get("rate"), read.get("stage_time"), read.get("warmup")
-        )
-        stage_s = float(parse_timespan(read.get("stage_time"), "--stage-time"))
+        stage_s = float(parse_timespan(read.get("stage_time"), "--stage-time"))  # a search's too
         warmup_s = float(parse_timespan(read.get("warmup"), "--warmup"))
+        plan = StagePlan.parse(read.get("sweep"), read.get("rate"), stage_s, warmup_s)
         users = read.number("num_users", int, "-u")
         mode = read.get("search")
         slo_text = read.get("slo")
@@ -116,6 +122,7 @@ class RunSettings:
         return cls(
             llm=llm,
             out_dir=Path(out) if out else None,
+            summary_part=read.flag("summary_part"),
             run_id=read.get("run_id"),
             model_text=read.get("model"),
             headless=read.flag("headless"),
@@ -151,15 +158,12 @@ def _trace(read: Parsed) -> TraceSettings | None:
     if read.get("sweep") or read.get("rate"):
         raise UsageError("--trace-replay sets its own schedule: drop --sweep / --rate")
     duration = read.get("trace_duration")
-    block = read.number("trace_block_size", int, "--trace-block-size")
-    if block < 1:
-        raise UsageError(f"--trace-block-size must be at least 1 token (got {block})")
     return TraceSettings(
         path=str(path),
         format=str(read.get("trace_format")),
         time_scale=read.number("time_scale", float, "--time-scale"),
         start_s=parse_duration(read.get("trace_start"), "--trace-start"),
         duration_s=parse_duration(duration, "--trace-duration") if duration else None,
-        block_size=block,
+        block_size=read.number("trace_block_size", int, "--trace-block-size"),  # >= 1: load_trace checks
         max_lag_s=parse_duration(read.get("trace_max_lag"), "--trace-max-lag"),
     )

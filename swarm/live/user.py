@@ -105,8 +105,9 @@ def _validate(environment: Any) -> None:
                 hosts = split_hosts(host)
                 if not state.endpoints:
                     state.endpoints = tuple(endpoint_label(h) for h in hosts)
-    if settings.slo_text and workloads:  # --slo's WORKLOAD.METRIC: a workload of this run
-        slo.parse(settings.slo_text, workloads=workloads)
+    objectives = settings.objectives or (settings.search.criteria if settings.search is not None else ())
+    if objectives and workloads:  # --slo's WORKLOAD.METRIC: a workload of this run
+        slo.check_workloads(objectives, workloads)
 
 
 @events.init.add_listener

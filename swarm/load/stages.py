@@ -1,10 +1,11 @@
 """Load stages: the plan (--sweep / --rate, --stage-time, --warmup), the stages as run, their windows.
 
 Pure (no Locust): `swarm run` checks the plan with `StagePlan.parse` before it starts anything,
-and the load shape (swarm/live/shape.py) runs the same plan. The shape appends a `Stage` to the
-timeline as each one starts; `stage_windows` is the one place that turns that timeline (or a
-run without stages: stage 0 from start to stop) into each stage's (start, end) window, which
-summary.json's per-stage rates divide by.
+and the load shape (swarm/live/shape.py) runs the same plan; --stage-time and --warmup come in as
+seconds, parsed once by the caller (swarm/live/settings.py, swarm/orchestrate/plan.py). The shape
+appends a `Stage` to the timeline as each one starts; `stage_windows` is the one place that turns
+that timeline (or a run without stages: stage 0 from start to stop) into each stage's (start, end)
+window, which summary.json's per-stage rates divide by.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from swarm.core.errors import UsageError
-from swarm.core.units import parse_timespan
 
-__all__ = ["Stage", "StagePlan", "parse_rates", "parse_sweep", "parse_timespan", "stage_windows"]
+__all__ = ["Stage", "StagePlan", "parse_rates", "parse_sweep", "stage_windows"]
 
 
 def parse_sweep(text: str) -> list[int]:
@@ -54,14 +54,13 @@ class StagePlan:
     warmup_s: float = 0.0
 
     @classmethod
-    def parse(cls, sweep: str | None, rate: str | None, stage_time: str, warmup: str) -> StagePlan:
-        """From the options' text. Raises UsageError on bad or contradictory values."""
+    def parse(cls, sweep: str | None, rate: str | None, stage_s: float, warmup_s: float) -> StagePlan:
+        """From --sweep's and --rate's text and --stage-time and --warmup in seconds. Raises
+        UsageError on bad or contradictory values."""
         if sweep and rate:
             raise UsageError("--sweep (closed loop) and --rate (open loop) exclude each other: give one")
         if not sweep and not rate:
             return cls()
-        stage_s = float(parse_timespan(stage_time, "--stage-time"))
-        warmup_s = float(parse_timespan(warmup, "--warmup"))
         if stage_s <= 0:
             raise UsageError("--stage-time must be > 0, e.g. 30s")
         if warmup_s >= stage_s:

@@ -180,10 +180,12 @@ def load_trace(
     time_scale: float = 1.0,
     start_s: float = 0.0,
     duration_s: float | None = None,
-    block_size: int | None = None,
+    block_size: int = MOONCAKE_BLOCK,
 ) -> Trace:
     """The rows of `path` in the window [start, start + duration) of the trace's own time (from its
-    first row), sent at (t - first - start) / time_scale. Raises UsageError naming a bad line."""
+    first row), sent at (t - first - start) / time_scale. Raises UsageError naming a bad line, or a
+    bad option: the trace options' ranges are checked here alone, where `swarm run`'s plan and the
+    master (swarm/live/replay.py) both load the trace, before anything starts."""
     p = Path(path)
     if fmt not in FORMATS:
         raise UsageError(f"--trace-format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -191,7 +193,7 @@ def load_trace(
         raise UsageError(f"--time-scale must be > 0 (got {time_scale})")
     if start_s < 0 or (duration_s is not None and duration_s <= 0):
         raise UsageError("--trace-start must be >= 0 and --trace-duration > 0")
-    if block_size is not None and block_size < 1:  # 0 read as "the default" before; below 0, nonsense
+    if block_size < 1:
         raise UsageError(f"--trace-block-size must be at least 1 token (got {block_size})")
     if not p.is_file():
         raise UsageError(f"--trace-replay {p}: no such file")
@@ -209,15 +211,14 @@ def load_trace(
     if not rows:
         raise UsageError(f"--trace-replay {p}: no row in the window --trace-start/--trace-duration")
     rows.sort(key=lambda r: (r.at_s, r.row))
-    block = block_size or MOONCAKE_BLOCK
     for line_no, _, n_in, _, hashes in raw:
-        if hashes and len(hashes) != math.ceil(n_in / block):
+        if hashes and len(hashes) != math.ceil(n_in / block_size):
             raise _bad(
                 p,
                 line_no,
-                f"{len(hashes)} hash_ids for {n_in} tokens: {math.ceil(n_in / block)} blocks of {block}",
+                f"{len(hashes)} hash_ids for {n_in} tokens: {math.ceil(n_in / block_size)} blocks of {block_size}",
             )
-    return Trace(str(p), fmt, tuple(rows), len(raw), block, time_scale)
+    return Trace(str(p), fmt, tuple(rows), len(raw), block_size, time_scale)
 
 
 def implied_hit_rate(rows: Sequence[TraceRow], block_size: int) -> float | None:

@@ -1,13 +1,14 @@
 """`swarm run` after the run: merge the workers' record parts into `DIR/requests.parquet`, print the
-results table, the SLO lines and (for a search) its answer and why, write the report, and turn
-a worker that failed mid-run into the run's exit code.
+results table, the SLO lines and (for a search) its answer and why, write summary.json once (the
+master's summary, which it wrote as a part, with the search's why added: swarm/orchestrate/outdir.py
+`publish_summary`), write the report, and turn a worker that failed mid-run into the run's exit code.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from swarm.core.runfiles import RECORDS_DIR, REQUESTS, SUMMARY
 from swarm.orchestrate import outdir
@@ -18,14 +19,52 @@ from swarm.orchestrate.waiting import worker_failures
 if TYPE_CHECKING:  # (imported where used: `swarm run` starts without pandas)
     from swarm.analysis.finding import Finding
     from swarm.analysis.rundir import RunData
+    from swarm.stats.summary import Summary
 
 
 def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[str] | None = None) -> int:
-    """Merge record parts, print the table and SLO lines, say where everything is."""
-    from swarm.analysis.table import render, render_ci
+    """Merge record parts, print the table and SLO lines, write summary.json (once: the master's,
+    the search's why added), say where everything is."""
+    summary = outdir.master_summary(plan.out, plan.run_id)  # this run's, never an earlier one's
+    completed = False
+    try:
+        master_code, n = _merge(plan, master_code, procs, quit_early or set())
+        if summary is None:
+            print(
+                f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
+                f"{procs.log_tail('master')}",
+                file=sys.stderr,
+            )
+            return master_code or 1
+        _print_results(plan, summary)
+        from swarm.analysis.rundir import load_run
+
+        data = load_run(plan.out, cast("Summary", summary))  # once: the why, summary.json, the report
+        if data.summary.get("search"):
+            completed = print_search(data)
+    finally:
+        if summary is not None:  # even on an error above: the master's summary is the run's
+            outdir.publish_summary(plan.out, summary, completed)
+    from swarm.analysis.report import write_run_report
+
+    report, found = write_run_report(data, slo=None if plan.search else plan.slo)
+    if len(plan.hosts) > 1:
+        for line in endpoint_lines(found):
+            print(f"swarm: {line}")
+    for line in untrusted_lines(found):
+        print(f"swarm: {line}", file=sys.stderr)
+    print(
+        f"swarm: {n} request records in {plan.out / REQUESTS}; summary in {plan.out / SUMMARY}; report in {report}"
+    )
+    return master_code
+
+
+def _merge(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[str]) -> tuple[int, int]:
+    """The workers that failed said (and the run's code made of them), the record parts merged into
+    DIR/requests.parquet: (the run's code, the number of records)."""
     from swarm.core import recordfile as recorder
 
-    failed = worker_failures(procs, quit_early or set())
+    failed = worker_failures(procs, quit_early)
     for name, code, line in failed:
         print(f"swarm: {name} exited {code}: {line}", file=sys.stderr)
     if failed and master_code == 0:  # a run some worker could not take part in is not a success
@@ -38,57 +77,36 @@ def finish(plan: RunPlan, master_code: int, procs: Processes, quit_early: set[st
 
         pq.write_table(table, plan.out / REQUESTS)
         n = table.num_rows
-    summary_path = plan.out / SUMMARY
-    summary = outdir.summary_of(plan.out, plan.run_id)  # this run's, never an earlier one's
-    if summary is not None:
-        print(render(summary))
-        if (intervals := render_ci(summary)) is not None:
-            print(intervals)
-        from swarm.stats.trace_replay import replay_lines
+    return master_code, n
 
-        for line in replay_lines(summary):
-            print(line)
-        for line in summary.get("slo", []) or []:
-            print(line if isinstance(line, str) else line.get("text", ""))
-        if summary.get("target_unreachable_since"):
-            print(
-                f"swarm: the target went away at {summary['target_unreachable_since']}; "
-                "every later request failed to connect"
-            )
-        from swarm.stats.reachability import no_answer_line
 
-        if (unanswered := no_answer_line(summary.get("total") or {})) is not None:
-            print(unanswered)  # (the master's exit code says it too)
-    else:
-        print(
-            f"swarm: no summary was written (master exit {master_code}); master log tail:\n"
-            f"{procs.log_tail('master')}",
-            file=sys.stderr,
-        )
-        return master_code or 1
+def _print_results(plan: RunPlan, summary: dict) -> None:
+    """The results table, its intervals, the replay's and SLO lines, the target's loss, the
+    dialect's misreadings and the search's early ends: what the master's summary says."""
+    from swarm.analysis.search import early_ends
+    from swarm.analysis.table import render, render_ci
     from swarm.client.mismatch import logged_lines
+    from swarm.stats.reachability import no_answer_line
+    from swarm.stats.trace_replay import replay_lines
 
+    print(render(summary))
+    if (intervals := render_ci(summary)) is not None:
+        print(intervals)
+    for line in replay_lines(summary):
+        print(line)
+    for line in summary.get("slo", []) or []:
+        print(line if isinstance(line, str) else line.get("text", ""))
+    if summary.get("target_unreachable_since"):
+        print(
+            f"swarm: the target went away at {summary['target_unreachable_since']}; "
+            "every later request failed to connect"
+        )
+    if (unanswered := no_answer_line(summary.get("total") or {})) is not None:
+        print(unanswered)  # (the master's exit code says it too)
     for line in logged_lines(p.read_text(errors="replace") for p in sorted(plan.out.glob("*.log"))):
         print(f"swarm: {line}", file=sys.stderr)  # a dialect that misread the streams (once per run)
-    from swarm.analysis.report import write_run_report
-    from swarm.analysis.rundir import load_run
-    from swarm.analysis.search import early_ends
-
     for line in early_ends(summary):
         print(f"swarm: {line}")
-    data = load_run(plan.out)  # once: the search's why and the report read the same
-    if data.summary.get("search"):
-        print_search(data)
-    report, found = write_run_report(data, slo=None if plan.search else plan.slo)
-    if len(plan.hosts) > 1:
-        for line in endpoint_lines(found):
-            print(f"swarm: {line}")
-    for line in untrusted_lines(found):
-        print(f"swarm: {line}", file=sys.stderr)
-    print(
-        f"swarm: {n} request records in {plan.out / REQUESTS}; summary in {summary_path}; report in {report}"
-    )
-    return master_code
 
 
 def endpoint_lines(found: Sequence[Finding]) -> list[str]:
@@ -114,28 +132,28 @@ def untrusted_lines(found: Sequence[Finding]) -> list[str]:
     ]
 
 
-def print_search(data: RunData) -> None:
+def print_search(data: RunData) -> bool:
     """The search's answer and, from the server's metrics, why (with several endpoints: each
-    endpoint's cause at the answer); the reason goes into summary.json too (and into
-    `data.summary`, which the report then reads)."""
+    endpoint's cause at the answer); the reason goes into `data.summary` too, which summary.json
+    and the report are then made of. Whether a reason was found (and added)."""
     from swarm.analysis.search import bottleneck
-    from swarm.stats.summary import write
 
-    summary, out = data.summary, data.directory
+    summary = data.summary
     search = summary["search"]
     print(f"swarm: {search.get('headline')}")
     if data.endpoints:
         whys = [(label, bottleneck(sub)) for label, sub in data.endpoints.items()]
         found = [(label, w) for label, w in whys if w is not None]
-        if found:
-            kinds = {w.kind for _, w in found}
-            text = " ".join(f"endpoint {label}: {w.text}" for label, w in found)
-            print(f"swarm: why: {text}")
-            search["why"], search["why_kind"] = text, kinds.pop() if len(kinds) == 1 else "endpoints_differ"
-            write(summary, out / SUMMARY)
-        return
+        if not found:
+            return False
+        kinds = {w.kind for _, w in found}
+        text = " ".join(f"endpoint {label}: {w.text}" for label, w in found)
+        print(f"swarm: why: {text}")
+        search["why"], search["why_kind"] = text, kinds.pop() if len(kinds) == 1 else "endpoints_differ"
+        return True
     why = bottleneck(data)
-    if why:  # the finding's own sentence, once; its kind apart, for whoever reads summary.json
-        print(f"swarm: why: {why.text}")
-        search["why"], search["why_kind"] = why.text, why.kind
-        write(summary, out / SUMMARY)
+    if not why:
+        return False
+    print(f"swarm: why: {why.text}")  # the finding's own sentence, once; its kind apart in summary.json
+    search["why"], search["why_kind"] = why.text, why.kind
+    return True

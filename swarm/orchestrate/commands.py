@@ -101,7 +101,8 @@ def load_args(plan: RunPlan) -> list[str]:
 
 def master_command(plan: RunPlan, host: str, master_port: int, prometheus_port: int) -> list[str]:
     """The headless master: binds `master_port` on loopback, waits for the plan's workers, writes
-    Locust's CSV and HTML beside the run's files and serves /metrics on `prometheus_port`, on
+    Locust's CSV and HTML beside the run's files, its summary as the part `swarm run` completes
+    into summary.json, and serves /metrics on `prometheus_port`, on
     loopback unless a --prometheus-host handed on (later in the argv: it wins) opens it."""
     return [
         *locust_command(),
@@ -126,6 +127,7 @@ def master_command(plan: RunPlan, host: str, master_port: int, prometheus_port: 
         "--html",
         str(plan.out / "locust.html"),
         "--only-summary",
+        "--summary-part",  # summary.json is written once, complete, by swarm run (collect.py)
         "--prometheus-host",
         LOOPBACK,
         *locust_common_args(plan, host),

@@ -7,12 +7,17 @@ So a run claims its directory first: a directory that already holds a run is ref
 exit 2) unless `--overwrite` is given, and then only a directory holding nothing but a run's files
 is emptied; the run writes DIR/run.json (its id) before anything else, and `finish` reports a
 summary only if it carries this run's id.
+
+summary.json is written once, complete: the master writes its summary as DIR/summary.part.json
+(`--summary-part`), and `finish` publishes it as summary.json, with the search's why added where
+there is one (`publish_summary`).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -25,6 +30,7 @@ from swarm.core.runfiles import (
     REQUESTS,
     RUN_MARKER,
     SUMMARY,
+    SUMMARY_PART,
     repeat_dir_name,
 )
 
@@ -86,9 +92,10 @@ def claim(out: Path, run_id: str, *, overwrite: bool) -> None:
         raise UsageError(f"--out {out} cannot be written: {e.strerror or e}") from None
 
 
-def summary_of(out: Path, run_id: str) -> dict | None:
-    """DIR/summary.json if this run wrote it (its run id), else None."""
-    path = out / SUMMARY
+def master_summary(out: Path, run_id: str) -> dict | None:
+    """The master's summary (DIR/summary.part.json) if this run's master wrote it (its run id), else
+    None."""
+    path = out / SUMMARY_PART
     try:
         summary = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -96,3 +103,16 @@ def summary_of(out: Path, run_id: str) -> dict | None:
     if not isinstance(summary, dict) or summary.get("run_id") != run_id:
         return None
     return summary
+
+
+def publish_summary(out: Path, summary: dict, completed: bool) -> None:
+    """DIR/summary.json, written once: the master's part renamed (its bytes as the master wrote
+    them), or, `completed` (the search's why added to `summary`), `summary` written in its place."""
+    from swarm.stats.summary import write
+
+    part = out / SUMMARY_PART
+    if completed:
+        write(summary, out / SUMMARY)
+        part.unlink(missing_ok=True)
+    else:
+        os.replace(part, out / SUMMARY)

@@ -112,7 +112,8 @@ def _locust_option(args: list[str], name: str) -> str | None:
 # Locust options that swarm run gives master and workers itself (its own options are refused too)
 LOCUST_OPTIONS_SET_BY_RUN = ("-f", "--locustfile", "--master", "--worker", "--master-host", "--master-port",
                              "--master-bind-host", "--master-bind-port", "--expect-workers",
-                             "--expect-workers-max-wait", "--processes", "--csv", "--html", "--swarm-out")  # fmt: skip
+                             "--expect-workers-max-wait", "--processes", "--csv", "--html", "--swarm-out",
+                             "--summary-part")  # fmt: skip
 
 
 def _refuse_options_swarm_run_sets(extra: list[str], before: list[str], run_options: Collection[str]) -> None:
@@ -216,14 +217,14 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
     run_time = _check_counts(args)
     # --host once: each endpoint checked; an empty item or one given twice refused
     hosts = split_hosts(args.host) if args.host is not None else ()
-    stages = StagePlan.parse(args.sweep, args.rate, args.stage_time, args.warmup)
+    stages = StagePlan.parse(args.sweep, args.rate, *_stage_times(args))
     _check_users(args.users, args.workers, "-u/--users")
     _check_users(max(stages.levels, default=1), args.workers, "--sweep level")
     gpu_metrics = _metrics_urls(args, hosts)
     extra = _handed_on(args, run_options)
     key_origin, extra = _key_origin(extra)
     _check_workload_and_objectives(args, extra)
-    search_args, budget_s = _search_args(args) if args.search else ([], 0)
+    search_args, budget_s = _search_args(args, stages) if args.search else ([], 0)
     _check_around_the_run(args)
     run_id = check_run_id(args.run_id) if args.run_id else new_run_id()
     trace_args, trace_span = _trace_plan(args, stages)
@@ -246,7 +247,7 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
         sweep=list(stages.levels),
         rates=list(stages.rates),
         arrivals=args.arrivals,
-        stage_time_s=int(stages.stage_s) or 30,
+        stage_time_s=int(stages.stage_s),
         warmup_s=int(stages.warmup_s),
         server_metrics=args.server_metrics,
         server_family=args.server_family,
@@ -261,6 +262,16 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
         search_budget_s=budget_s,
         overwrite=bool(getattr(args, "overwrite", False)),
         api_key_origin=key_origin,
+    )
+
+
+def _stage_times(args: argparse.Namespace) -> tuple[float, float]:
+    """--stage-time and --warmup in seconds, parsed once (StagePlan checks them against each other);
+    (0, 0) where no stage or search reads them, as the master is then handed neither."""
+    if not (args.sweep or args.rate or args.search):
+        return 0.0, 0.0
+    return float(parse_timespan(args.stage_time, "--stage-time")), float(
+        parse_timespan(args.warmup, "--warmup")
     )
 
 
@@ -406,18 +417,18 @@ def _trace_plan(args: argparse.Namespace, stages: StagePlan) -> tuple[list[str],
     return out, trace.span_s
 
 
-def _search_args(args: argparse.Namespace) -> tuple[list[str], int]:
+def _search_args(args: argparse.Namespace, stages: StagePlan) -> tuple[list[str], int]:
     """--search and its options, checked as the master will (UsageError), as master arguments."""
-    from swarm.stats.search_spec import SearchSpec
+    from swarm.stats.search_spec import FIRST_RATE, SearchSpec
 
     if args.sweep:
         raise UsageError("--search chooses the stages itself: leave out --sweep")
     goodput = getattr(args, "goodput", None)  # helper C's --goodput, where it exists
-    start = float(args.users) if args.search != "rate" else float((args.rate or "1").split(",")[0])
+    start = float(args.users) if args.search != "rate" else (stages.rates[0] if stages.rates else FIRST_RATE)
     spec = SearchSpec.parse(
         args.search, args.slo, args.goodput_min, args.search_precision, args.search_budget, start, goodput
     )
-    for flag in ("--stage-time", "--warmup", "--min-stage-time", "--saturation-guard"):
+    for flag in ("--min-stage-time", "--saturation-guard"):  # (--stage-time, --warmup: _stage_times)
         dest = flag[2:].replace("-", "_")
         parse_timespan(getattr(args, dest), flag)
     out = ["--search", args.search, "--search-precision", args.search_precision]

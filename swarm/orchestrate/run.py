@@ -2,8 +2,9 @@
 
 Starts (optionally) the embedded simulator, a Locust master and N Locust worker processes that
 talk over Locust's ZeroMQ transport exactly as on separate machines, waits for them, merges the
-workers' record parts into `DIR/requests.parquet` and prints the results table from
-`DIR/summary.json` (written by the master, see swarm/live/plugin.py).
+workers' record parts into `DIR/requests.parquet` and prints the results table from the master's
+summary (swarm/live/master.py), which it then writes as `DIR/summary.json`, once, the search's why
+added (orchestrate/collect.py).
 
 Ctrl-C (or SIGTERM) stops every process this command started, simulator included, and still
 writes what it has.

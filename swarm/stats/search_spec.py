@@ -11,13 +11,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from swarm.core.errors import UsageError
+from swarm.core.options import BY_DEST
 from swarm.core.units import parse_share, parse_timespan
 from swarm.stats import slo
 
 MODES = ("concurrency", "rate", "knee")
 Mode = Literal["concurrency", "rate", "knee"]
-DEFAULT_BUDGET = "10m"
-DEFAULT_PRECISION = 0.05
+DEFAULT_BUDGET = BY_DEST["search_budget"].default  # the option table's ("10m")
+FIRST_USERS = 16.0  # --search concurrency/knee without -u: the first load probed
+FIRST_RATE = 1.0  # --search rate without --rate: the first rate probed (req/s)
+
+
+DEFAULT_PRECISION = parse_share(BY_DEST["search_precision"].default, "--search-precision")  # the table's
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class SearchSpec:
     precision: float = DEFAULT_PRECISION
     budget_s: float = 600.0
     start: float = 16.0  # first load probed: users (concurrency, knee) or requests/s (rate)
+    criteria: tuple[slo.Objective, ...] = ()  # --slo, parsed (once: `objectives`)
 
     @classmethod
     def parse(
@@ -56,8 +62,7 @@ class SearchSpec:
             )
         if share is not None and not goodput_text:
             raise UsageError("--goodput-min needs --goodput (the per-request objectives it counts)")
-        if slo_text:
-            slo.parse(slo_text)
+        criteria = tuple(slo.parse(slo_text)) if slo_text else ()
         p = parse_share(precision, "--search-precision") if precision else DEFAULT_PRECISION
         if p >= 0.5:
             raise UsageError(f"bad --search-precision {precision!r}: below 50%, e.g. 5%")
@@ -66,11 +71,11 @@ class SearchSpec:
             raise UsageError("--search-budget must be > 0, e.g. 10m")
         if not start > 0:
             raise UsageError("the search's start load must be > 0")
-        return cls(mode, slo_text or None, share, p, budget_s, float(start))  # type: ignore[arg-type]
+        return cls(mode, slo_text or None, share, p, budget_s, float(start), criteria)  # type: ignore[arg-type]
 
     @property
     def unit(self) -> str:
         return "req/s" if self.mode == "rate" else "users"
 
     def objectives(self) -> list[slo.Objective]:
-        return slo.parse(self.slo_text) if self.slo_text else []
+        return list(self.criteria)

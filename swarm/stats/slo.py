@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,17 +119,25 @@ def parse(
             )
         if (unit == "%" and metric != "error_rate") or (unit in ("ms", "s") and not is_latency):
             raise UsageError(f"bad {what} {part!r}: unit {unit!r} does not fit {metric}")
-        workload = m["wl"] or "total"
-        if workloads is not None and workload != "total" and workload not in workloads:
-            raise UsageError(
-                f"bad {what} {part!r}: no workload {workload!r} in this run ({', '.join(sorted(workloads))})"
-            )
-        threshold = float(m["num"]) * _UNITS[unit]
-        _check_threshold(part, what, metric, m["op"], threshold)
-        objectives.append(Objective(workload, metric, m["op"], threshold, part))
+        objective = Objective(m["wl"] or "total", metric, m["op"], float(m["num"]) * _UNITS[unit], part)
+        if workloads is not None:
+            check_workloads([objective], workloads, what)
+        _check_threshold(part, what, metric, objective.op, objective.threshold)
+        objectives.append(objective)
     if not objectives:
         raise UsageError(f"empty {flag}: give at least one objective, e.g. ttft_p99<=800ms")
     return objectives
+
+
+def check_workloads(objectives: Sequence[Objective], workloads: set[str], what: str = "SLO") -> None:
+    """Each objective's WORKLOAD is one of the run's `workloads` (or the total): UsageError naming the
+    first that is not. Apart from `parse` for objectives parsed before the run's workloads are known
+    (swarm/live/user.py), so --slo is parsed once."""
+    for o in objectives:
+        if o.workload != "total" and o.workload not in workloads:
+            raise UsageError(
+                f"bad {what} {o.text!r}: no workload {o.workload!r} in this run ({', '.join(sorted(workloads))})"
+            )
 
 
 def _check_threshold(part: str, what: str, metric: str, op: str, threshold: float) -> None:

@@ -301,19 +301,21 @@ def _bottleneck(
     the one at `stage` first."""
     from swarm.analysis import rundir
 
-    if search is not None and search.get("why_kind"):  # the master said it at the search's end
+    if search is not None and search.get("why_kind"):  # swarm run said it at the search's end
         return str(search["why_kind"]), search.get("why")
+    data = None  # the run, loaded once where needed
     if search is not None and search.get("mode") != "knee" and search.get("probes"):
         from swarm.analysis.search import bottleneck
 
-        found = bottleneck(rundir.load_run(run_dir))
+        data = rundir.load_run(run_dir)
+        found = bottleneck(data)
         if found is not None:
             return found.kind, found.text
     path = run_dir / DIAGNOSIS
     if path.exists():
         findings = [(f.get("kind"), f.get("stage"), f.get("text")) for f in json.loads(path.read_text())]
     else:
-        data = rundir.load_run(run_dir)
+        data = rundir.load_run(run_dir) if data is None else data
         findings = [(f.kind, f.stage, f.text) for f in rundir.findings(data)]
     return pick_bottleneck(findings, stage)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swarm.core.runfiles import SUMMARY_PART
 from swarm.load.builtin import prompt_set
 from swarm.sim.calibrate import LevelResult, closed_loop
 from swarm.sim.profile import Profile, load_profile
@@ -194,6 +195,9 @@ def test_knee_is_the_kv_bound_ceiling(tmp_path):
     assert (s["qps"], s["ttft_p99_s"]) == (answer["qps"], answer["ttft_p99"])
     assert f"QPS {answer['qps']:.1f}, TTFT p99 {answer['ttft_p99'] * 1000:.0f} ms" in p.stdout
     assert s["why_kind"] == "kv_bound" and "the server was KV-bound" in s["why"], s.get("why")
+    # written once, complete: the master wrote its part, swarm run published it with the why
+    # (tests/unit/orchestrate/test_collect.py counts the writes)
+    assert not (out / SUMMARY_PART).exists()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -153,3 +153,15 @@ def test_missing_intervals_show_a_dash_and_their_reason(tmp_path):
     section = section[: section.index("<h2>", 5)]
     assert section.count("— [1]</td>") == 6  # TTFT, TPOT, E2E p99 of the first two stages
     assert "[1] p99 needs &gt;= 368 successful requests" in section and "[2]" not in section
+
+
+def test_a_run_whose_swarm_run_was_killed_before_publishing_the_summary_reads_the_masters(tmp_path):
+    """SIGKILL on `swarm run` after its master wrote summary.part.json: the report reads that, as
+    it read the master's summary.json before summary.json was written once by swarm run."""
+    from swarm.core.runfiles import SUMMARY, SUMMARY_PART
+
+    run = make_run(tmp_path / "run")
+    masters = json.loads((run / SUMMARY).read_text())
+    (run / SUMMARY).rename(run / SUMMARY_PART)
+    data = load_run(run)
+    assert data.summary == masters and not any("no summary.json" in n for n in data.notes)

@@ -51,13 +51,13 @@ def test_search_abort_and_internal_errors(capsys, monkeypatch):
 
 
 def test_summary_written_and_a_failing_build_only_logged(tmp_path, caplog):
-    outcome.write_summary({"run_id": "r"}, tmp_path)  # type: ignore[typeddict-item]
+    outcome.write_summary({"run_id": "r"}, tmp_path / runfiles.SUMMARY)  # type: ignore[typeddict-item]
     assert json.loads((tmp_path / runfiles.SUMMARY).read_text()) == {"run_id": "r"}
 
     def broken():
         raise RuntimeError("no")
 
-    outcome.write_summary_quietly(broken, tmp_path)
+    outcome.write_summary_quietly(broken, tmp_path / runfiles.SUMMARY)
     assert "could not write summary.json" in caplog.text
 
 

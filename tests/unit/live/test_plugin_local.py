@@ -10,6 +10,7 @@ from locust.env import Environment
 from locust.event import Events
 
 from swarm.core import events as swarm_events
+from swarm.core.runfiles import SUMMARY, SUMMARY_PART
 from swarm.live.plugin import StatsPlugin
 from swarm.stats.aggregate import Aggregate
 from swarm.stats.wire import WIRE_KEY
@@ -45,6 +46,21 @@ def test_local_records_summary_and_slo_exit_code(tmp_path):
     assert parts, "per-request records written with swarm.live.recorder"
     swarm_events.llm_request.fire(record=records[0])  # after quitting: no longer listening
     assert plugin.aggregate.combined().requests == 200
+
+
+def test_under_swarm_run_the_master_writes_only_the_part_swarm_run_completes(tmp_path):
+    """--summary-part (swarm run's): the summary goes to summary.part.json, never summary.json, which
+    swarm run writes once, complete (swarm/orchestrate/collect.py)."""
+    env = _env(tmp_path, summary_part=True)
+    StatsPlugin(env, env.runner)
+    env.events.test_start.fire(environment=env)
+    for r in synthetic_records(20):
+        swarm_events.llm_request.fire(record=r)
+    env.events.test_stop.fire(environment=env)
+    env.events.quitting.fire(environment=env)
+    out = tmp_path / "out"
+    assert json.loads((out / SUMMARY_PART).read_text())["total"]["requests"] == 20
+    assert not (out / SUMMARY).exists()
 
 
 def test_slo_pass_sets_exit_code_0(tmp_path):

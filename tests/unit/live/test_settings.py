@@ -12,6 +12,7 @@ import pytest
 
 from swarm.core.errors import UsageError
 from swarm.core.options import BY_DEST, OPTIONS
+from swarm.core.runfiles import SUMMARY, SUMMARY_PART
 from swarm.live.settings import FIRST_USERS, RunSettings
 
 SWARM = Path(__file__).resolve().parents[3] / "swarm"
@@ -73,6 +74,18 @@ def test_a_search_takes_its_first_load_from_users_or_the_first_rate():
     assert settings(search="rate", slo="e2e_p99<=5s").search.start == 1.0
 
 
+def test_the_summary_goes_to_summary_json_or_under_swarm_run_to_the_part_it_completes():
+    assert settings().summary_path is None  # no --swarm-out: no file
+    assert settings(swarm_out="/o").summary_path == Path("/o") / SUMMARY
+    assert settings(swarm_out="/o", summary_part=True).summary_path == Path("/o") / SUMMARY_PART
+
+
+def test_the_stages_and_the_search_read_the_same_stage_time_and_warmup():
+    s = settings(sweep="4,8", stage_time="1m", warmup="10s")
+    assert (s.stage_s, s.warmup_s) == (s.plan.stage_s, s.plan.warmup_s) == (60.0, 10.0)
+    assert settings(search="concurrency", slo="ttft_p99<=1s", stage_time="1m").stage_s == 60.0  # no plan
+
+
 def test_a_trace_replay_and_its_options():
     t = settings(trace_replay="t.jsonl", trace_start="1m", trace_duration="30s", trace_max_lag="100ms").trace
     assert (t.path, t.format, t.time_scale, t.block_size) == ("t.jsonl", "mooncake", 1.0, 512)
@@ -93,7 +106,6 @@ def test_a_trace_replay_and_its_options():
         ({"abort_on": "error_rate>50%/soon"}, r"abort-on"),
         ({"prometheus_port": "web"}, r"^--prometheus-port must be a number"),
         ({"trace_replay": "t.jsonl", "rate": "5"}, r"--trace-replay sets its own schedule"),
-        ({"trace_replay": "t.jsonl", "trace_block_size": 0}, r"--trace-block-size must be at least 1 token"),
         ({"trace_replay": "t.jsonl", "trace_max_lag": "later"}, r"^--trace-max-lag: bad time"),
     ],
 )

@@ -21,15 +21,16 @@ def test_sweep_and_rate_lists_parse_and_refuse_what_no_schedule_can_run():
 
 
 def test_a_plan_is_closed_or_open_loop_with_a_warmup_shorter_than_its_stage():
-    assert StagePlan.parse(None, None, "30s", "0s") == StagePlan()
-    assert StagePlan.parse("8,16", None, "1m", "10s") == StagePlan((8, 16), (), 60.0, 10.0)
-    assert StagePlan.parse(None, "2.5", "30s", "5s") == StagePlan((), (2.5,), 30.0, 5.0)
+    """--stage-time and --warmup come in as seconds (parsed once, by the caller)."""
+    assert StagePlan.parse(None, None, 30.0, 0.0) == StagePlan()
+    assert StagePlan.parse("8,16", None, 60.0, 10.0) == StagePlan((8, 16), (), 60.0, 10.0)
+    assert StagePlan.parse(None, "2.5", 30.0, 5.0) == StagePlan((), (2.5,), 30.0, 5.0)
     with pytest.raises(UsageError, match="exclude each other"):
-        StagePlan.parse("8", "2", "30s", "0s")
-    with pytest.raises(UsageError, match="shorter than --stage-time"):
-        StagePlan.parse("8", None, "30s", "30s")
-    with pytest.raises(UsageError, match="--stage-time"):
-        StagePlan.parse("8", None, "0s", "0s")
+        StagePlan.parse("8", "2", 30.0, 0.0)
+    with pytest.raises(UsageError, match=r"--warmup \(30s\) must be shorter than --stage-time \(30s\)"):
+        StagePlan.parse("8", None, 30.0, 30.0)
+    with pytest.raises(UsageError, match="--stage-time must be > 0"):
+        StagePlan.parse("8", None, 0.0, 0.0)
 
 
 def test_stage_windows_end_a_running_stage_at_the_run_end_and_default_to_one_stage():

@@ -114,6 +114,9 @@ def test_bad_options():
         load_trace(TRACES / SAMPLES["jsonl"], "jsonl", time_scale=0)
     with pytest.raises(UsageError, match="no such file"):
         load_trace(TRACES / "nope.jsonl", "jsonl")
+    for bad in (0, -1):  # the one check of --trace-block-size (swarm run's plan and the master load here)
+        with pytest.raises(UsageError, match=rf"^--trace-block-size must be at least 1 token \(got {bad}\)$"):
+            load_trace(TRACES / SAMPLES["jsonl"], "jsonl", block_size=bad)
 
 
 def test_implied_hit_rate_counts_leading_blocks_seen_before():

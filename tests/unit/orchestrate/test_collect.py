@@ -1,11 +1,16 @@
 """`swarm run` after the run (swarm/orchestrate/collect.py): no summary is a failed run with the
-master's log tail, and a worker that failed mid-run fails a run its master called a success.
+master's log tail, a worker that failed mid-run fails a run its master called a success, and
+summary.json is written once, complete: the master's part renamed, or with the search's why added.
 (A whole run's collection: the swarm run integration tests.)"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from swarm.core.runfiles import SUMMARY, SUMMARY_PART
 from swarm.orchestrate.collect import finish
 from swarm.orchestrate.plan import RunPlan
 
@@ -38,8 +43,9 @@ def plan(out: Path) -> RunPlan:
 def test_no_summary_is_a_failed_run_with_the_masters_log_tail(tmp_path, capsys):
     assert finish(plan(tmp_path), 0, Procs()) == 1
     assert finish(plan(tmp_path), 130, Procs()) == 130
-    (tmp_path / "summary.json").write_text('{"run_id": "an-earlier-run", "total": {}}')  # not this run's
+    (tmp_path / SUMMARY_PART).write_text('{"run_id": "an-earlier-run", "total": {}}')  # not this run's
     assert finish(plan(tmp_path), 0, Procs()) == 1
+    assert not (tmp_path / SUMMARY).exists()
     err = capsys.readouterr().err
     assert "no summary was written (master exit 0); master log tail:\nmaster's last words" in err
 
@@ -79,23 +85,97 @@ def test_untrusted_lines_are_the_failed_checks_and_resets_said_at_the_runs_end()
     assert untrusted_lines(found) == [f.text for f in (found[1], found[3], found[4])]
 
 
-def test_a_search_over_several_endpoints_says_each_endpoints_cause_at_the_answer(tmp_path, capsys):
-    import json
+SEARCH = {"headline": "max concurrency meeting the SLO: 200", "bracket": [200, 256], "unit": "users",
+          "probes": [{"load": 256, "stage": 5, "ok": False, "bracket": [200, 256]}]}  # fmt: skip
 
+
+def test_a_search_over_several_endpoints_says_each_endpoints_cause_at_the_answer(tmp_path, capsys):
     from swarm.analysis.rundir import load_run
     from swarm.orchestrate.collect import print_search
     from tests.unit.analysis.test_endpoints import A, B, two_endpoint_run
 
     run = two_endpoint_run(tmp_path)
-    summary = json.loads((run / "summary.json").read_text())
-    summary["search"] = {"headline": "max concurrency meeting the SLO: 200", "bracket": [200, 256],
-                         "probes": [{"load": 256, "stage": 5}]}  # fmt: skip
-    (run / "summary.json").write_text(json.dumps(summary))  # as the master writes it
-    data = load_run(run)
-    print_search(data)
+    summary = json.loads((run / SUMMARY).read_text())
+    summary["search"] = dict(SEARCH)
+    data = load_run(run, summary)
+    assert print_search(data) is True
     out = capsys.readouterr().out
     assert f"swarm: why: endpoint {A}: " in out and f" endpoint {B}: " in out
     assert "KV-bound" in out.split(f"endpoint {B}: ")[0]  # A's KV fills, B's does not
-    search = json.loads((run / "summary.json").read_text())["search"]
+    search = data.summary["search"]  # what summary.json and the report are then made of
     assert search["why_kind"] == "endpoints_differ" and search["why"] in out
-    assert data.summary["search"] == search  # what the report then reads: the run is loaded once
+    assert data.summary is summary  # the run is read once: the caller's summary, completed
+
+
+def _masters_part(run: Path, search: dict | None) -> bytes:
+    """The run's summary as the master writes it under swarm run: the part, this run's id."""
+    summary = json.loads((run / SUMMARY).read_text())
+    (run / SUMMARY).unlink()
+    summary["run_id"] = "r1"
+    if search is not None:
+        summary["search"] = search
+    (run / SUMMARY_PART).write_text(json.dumps(summary, indent=2) + "\n")
+    return (run / SUMMARY_PART).read_bytes()
+
+
+@pytest.fixture
+def writes(monkeypatch):
+    """Each summary written with swarm/stats/summary.py `write`, by its file's name."""
+    from swarm.stats import summary
+
+    written: list[str] = []  # (cleared once the run directory is made)
+    real = summary.write
+
+    def counted(s, path):
+        written.append(Path(path).name)
+        real(s, path)
+
+    monkeypatch.setattr(summary, "write", counted)
+    return written
+
+
+def test_a_searchs_summary_json_is_written_once_with_its_why(tmp_path, capsys, writes):
+    from tests.unit.analysis.test_endpoints import two_endpoint_run
+
+    run = two_endpoint_run(tmp_path)
+    part = json.loads(_masters_part(run, dict(SEARCH)))
+    writes.clear()
+    assert finish(plan(run), 0, Procs()) == 0
+    assert writes == [SUMMARY]  # once, complete
+    assert not (run / SUMMARY_PART).exists()
+    written = json.loads((run / SUMMARY).read_text())
+    why = {k: written["search"].pop(k) for k in ("why", "why_kind")}
+    assert written == part  # the master's summary, the why added and nothing else
+    assert why["why_kind"] == "endpoints_differ" and f"swarm: why: {why['why']}" in capsys.readouterr().out
+
+
+def test_a_runs_summary_json_is_the_masters_part_renamed(tmp_path, capsys, writes):
+    from tests.unit.analysis.test_endpoints import two_endpoint_run
+
+    run = two_endpoint_run(tmp_path)
+    part = _masters_part(run, None)
+    inode = (run / SUMMARY_PART).stat().st_ino
+    writes.clear()
+    assert finish(plan(run), 0, Procs()) == 0
+    assert writes == [] and not (run / SUMMARY_PART).exists()
+    assert (run / SUMMARY).read_bytes() == part and (run / SUMMARY).stat().st_ino == inode  # not rewritten
+    assert f"summary in {run / SUMMARY}" in capsys.readouterr().out
+
+
+def test_the_masters_summary_is_published_even_when_collecting_fails(tmp_path, monkeypatch):
+    from swarm.orchestrate import collect
+
+    part = _masters_part_of(tmp_path)
+
+    def broken(*_):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(collect, "_print_results", broken)
+    with pytest.raises(OSError, match="disk full"):
+        finish(plan(tmp_path), 0, Procs())
+    assert (tmp_path / SUMMARY).read_bytes() == part and not (tmp_path / SUMMARY_PART).exists()
+
+
+def _masters_part_of(out: Path) -> bytes:
+    (out / SUMMARY_PART).write_text(json.dumps({"run_id": "r1", "total": {}}, indent=2) + "\n")
+    return (out / SUMMARY_PART).read_bytes()

@@ -37,7 +37,7 @@ def test_a_plain_run_master_and_worker():
         *LOCUST, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", "5557",
         "--expect-workers", "3", "--expect-workers-max-wait", "30", "-u", "8", "-r", "8.0",
         "--stop-timeout", "15s", "--csv", "/o/locust", "--html", "/o/locust.html", "--only-summary",
-        "--prometheus-host", "127.0.0.1", *common, "-t", "20s", "--prometheus-port", "9646",
+        "--summary-part", "--prometheus-host", "127.0.0.1", *common, "-t", "20s", "--prometheus-port", "9646",
     ]  # fmt: skip
     assert worker_command(p, "http://h:1", 5557) == [
         *LOCUST,

@@ -10,6 +10,7 @@ import pytest
 
 from swarm.core import runfiles
 from swarm.core.errors import UsageError
+from swarm.core.runfiles import SUMMARY, SUMMARY_PART
 from swarm.orchestrate import outdir
 
 
@@ -67,11 +68,24 @@ def test_a_file_or_an_unwritable_path_is_one_usage_error(tmp_path):
 
 
 def test_only_this_runs_summary_is_reported(tmp_path):
-    (tmp_path / "summary.json").write_text(json.dumps({"run_id": "old-run", "total": {}}))
-    assert outdir.summary_of(tmp_path, "r2") is None
-    assert outdir.summary_of(tmp_path, "old-run") == {"run_id": "old-run", "total": {}}
-    (tmp_path / "summary.json").write_text('{"run_id": "r2", "tot')  # truncated (a crash mid-write)
-    assert outdir.summary_of(tmp_path, "r2") is None
+    (tmp_path / SUMMARY_PART).write_text(json.dumps({"run_id": "old-run", "total": {}}))
+    assert outdir.master_summary(tmp_path, "r2") is None
+    assert outdir.master_summary(tmp_path, "old-run") == {"run_id": "old-run", "total": {}}
+    (tmp_path / SUMMARY_PART).write_text('{"run_id": "r2", "tot')  # truncated (a crash mid-write)
+    assert outdir.master_summary(tmp_path, "r2") is None
+    (tmp_path / SUMMARY).write_text(json.dumps({"run_id": "r2", "total": {}}))  # not the master's part
+    assert outdir.master_summary(tmp_path, "r2") is None
+
+
+def test_summary_json_is_the_masters_part_renamed_or_the_completed_summary(tmp_path):
+    part = tmp_path / SUMMARY_PART
+    part.write_text('{"run_id": "r", "x": 1.10}\n')  # (bytes a re-serialisation would change)
+    outdir.publish_summary(tmp_path, {"run_id": "r", "x": 1.1}, completed=False)
+    assert (tmp_path / SUMMARY).read_text() == '{"run_id": "r", "x": 1.10}\n' and not part.exists()
+    part.write_text('{"run_id": "r"}\n')
+    outdir.publish_summary(tmp_path, {"run_id": "r", "search": {"why": "w"}}, completed=True)
+    assert json.loads((tmp_path / SUMMARY).read_text()) == {"run_id": "r", "search": {"why": "w"}}
+    assert not part.exists()
 
 
 def test_a_log_tail_is_printed_with_a_targets_escapes_written_out(tmp_path):

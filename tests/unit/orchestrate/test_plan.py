@@ -108,3 +108,20 @@ def test_a_bad_endpoint_in_the_list_is_one_line(host, message):
 def test_server_metrics_is_refused_with_several_endpoints():
     with pytest.raises(UsageError, match="each is scraped at its own /metrics"):
         make("--host", "http://a:8001,http://b:8002", "--server-metrics", "http://a:8001/metrics")
+
+
+def test_stage_time_and_warmup_are_read_where_stages_or_a_search_use_them():
+    """Parsed once, here (StagePlan takes the seconds), for the stages and the search alike."""
+    with pytest.raises(UsageError, match=r"^--stage-time: bad time 'soon'"):
+        make("--sweep", "2", "--stage-time", "soon")
+    with pytest.raises(UsageError, match=r"^--warmup: bad time 'soon'"):
+        make("--search", "concurrency", "--slo", "ttft_p99<=1s", "--warmup", "soon")
+    sweep = make("--sweep", "2", "--stage-time", "1m", "--warmup", "10s")
+    assert (sweep.stage_time_s, sweep.warmup_s) == (60, 10)
+
+
+def test_a_rate_search_starts_at_the_first_rate_parsed():
+    """--rate read once, by StagePlan: an empty first item is skipped there, as by the master (it was
+    read again, and float('') was a traceback)."""
+    p = make("--search", "rate", "--slo", "ttft_p99<=1s", "--rate", ",5,10")
+    assert p.rates == [5.0, 10.0] and p.search_args[-4:] == ["--rate", ",5,10", "--arrivals", "poisson"]

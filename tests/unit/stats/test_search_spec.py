@@ -30,3 +30,22 @@ def test_bad_input(args, message):
 def test_goodput_criterion_parses():
     s = SearchSpec.parse("concurrency", None, "95%", "10%", "2m", 8, "ttft<=800ms")
     assert s.goodput_min == 0.95 and s.precision == 0.10 and s.budget_s == 120 and s.slo_text is None
+
+
+def test_the_slo_is_parsed_once_and_the_defaults_are_the_option_tables(monkeypatch):
+    from swarm.core.options import BY_DEST
+    from swarm.core.units import parse_timespan
+    from swarm.stats import search_spec, slo
+
+    parsed = []
+    real = slo.parse
+    monkeypatch.setattr(search_spec.slo, "parse", lambda text, **kw: parsed.append(text) or real(text, **kw))
+    s = SearchSpec.parse("concurrency", "ttft_p99<=1s,e2e_p99<=5s", None, None, None, 16)
+    assert (
+        [o.text for o in s.objectives()]
+        == ["ttft_p99<=1s", "e2e_p99<=5s"]
+        == [o.text for o in s.objectives()]
+    )
+    assert parsed == ["ttft_p99<=1s,e2e_p99<=5s"]  # at the parse, not again at each use
+    assert s.budget_s == parse_timespan(BY_DEST["search_budget"].default) and s.precision == 0.05
+    assert BY_DEST["search_precision"].default == "5%"

@@ -72,3 +72,17 @@ def test_malformed_slos_say_what_is_wrong(bad, words):
         slo.parse(bad, workloads={"chat", "rag"})
     assert words in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_objectives_parsed_before_the_runs_workloads_are_known_are_checked_against_them():
+    """`check_workloads` (swarm/live/user.py, once the mix is known) says what `parse` with the
+    workloads would: the first objective of a workload the run does not have."""
+    text = "qps>=1,chat.ttft_p99<=1s,nowl.e2e_p99<=5s,other.qps>=2"
+    objectives = slo.parse(text)
+    slo.check_workloads(objectives[:2], {"chat"})  # the total and a workload of the run
+    with pytest.raises(UsageError) as checked:
+        slo.check_workloads(objectives, {"chat", "rag"})
+    with pytest.raises(UsageError) as parsed:
+        slo.parse(text, workloads={"chat", "rag"})
+    assert str(checked.value) == str(parsed.value)
+    assert str(checked.value) == "bad SLO 'nowl.e2e_p99<=5s': no workload 'nowl' in this run (chat, rag)"
