@@ -27,7 +27,8 @@ list) and answers every other request (the completions) as MODE says:
   `metrics_garbage` the running gauge `NaN`, and every other scrape (the first one too) a line that
   is no Prometheus text.
 
-Each completion request gets an `x-request-id` of `fault-N` and one line `REQ fault-N` on
+Each completion request (any other GET is a 404, not counted: a run's provenance asks
+`/version` and the like) gets an `x-request-id` of `fault-N` and one line `REQ fault-N` on
 stdout (flushed) when it arrives, so a test can count what the server received. Every request
 also logs `AUTH <path> <digest>`: `auth_digest` of its Authorization header (`-` without one), so
 a test can tell which key a server got without the key being written anywhere.
@@ -162,6 +163,8 @@ class Handler(socketserver.BaseRequestHandler):
                         scrape, answered = next(_scrapes), _handed
                     body = metrics_text(self.mode, scrape, answered)
                     sock.sendall(_head("200 OK", "metrics", "text/plain", len(body)) + body)
+                elif request_line.startswith("GET "):  # /version, /props, ...: not a completion
+                    sock.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 else:
                     with _counter_lock:
                         _handed += 1
