@@ -320,6 +320,15 @@ def send_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
     u._url = "http://127.0.0.1:1/v1/chat/completions"
     u.split = getattr(opts, "split", None)  # (attributes __init__ sets; older trees ignore the new ones)
     u.rng = random.Random(0)
+    u._failures, u._pause_s, u._jitter = 0, 0.0, random.Random(1)  # the backoff's state
+    u._session_header = None
+    u._cancel, u._bust, u._bust_tag, u._bust_n = None, False, "", 0  # no --cancel, no --prefix-cache bust
+    try:
+        from swarm.client.transport import CutPoint
+
+        u._cut = CutPoint()
+    except ImportError:  # a tree from before --cancel
+        pass
     common = "Host: 127.0.0.1:1\r\nUser-Agent: llm-swarm\r\n"
     req_head = (
         f"POST /v1/chat/completions HTTP/1.1\r\n{common}Accept: text/event-stream\r\n"
