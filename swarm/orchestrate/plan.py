@@ -267,12 +267,13 @@ def plan_from_args(args: argparse.Namespace, run_options: Collection[str]) -> Ru
 
 def _stage_times(args: argparse.Namespace) -> tuple[float, float]:
     """--stage-time and --warmup in seconds, parsed once (StagePlan checks them against each other);
-    (0, 0) where no stage or search reads them, as the master is then handed neither."""
+    (0, 0) where no stage or search reads them, as the master is then handed neither. Parsed either
+    way: a value that means nothing is refused, not ignored (`-t 5s --stage-time bogus`)."""
+    stage_s = float(parse_timespan(args.stage_time, "--stage-time"))
+    warmup_s = float(parse_timespan(args.warmup, "--warmup"))
     if not (args.sweep or args.rate or args.search):
         return 0.0, 0.0
-    return float(parse_timespan(args.stage_time, "--stage-time")), float(
-        parse_timespan(args.warmup, "--warmup")
-    )
+    return stage_s, warmup_s
 
 
 def _key_origin(extra: list[str]) -> tuple[str | None, list[str]]:

@@ -118,6 +118,9 @@ def test_stage_time_and_warmup_are_read_where_stages_or_a_search_use_them():
         make("--search", "concurrency", "--slo", "ttft_p99<=1s", "--warmup", "soon")
     sweep = make("--sweep", "2", "--stage-time", "1m", "--warmup", "10s")
     assert (sweep.stage_time_s, sweep.warmup_s) == (60, 10)
+    with pytest.raises(UsageError, match=r"^--stage-time: bad time 'bogus'"):
+        make("-t", "5s", "--stage-time", "bogus")  # no stages: refused all the same, not ignored
+    assert make("-t", "5s", "--stage-time", "1m").stage_time_s == 0  # (no stages: none is handed on)
 
 
 def test_a_rate_search_starts_at_the_first_rate_parsed():
