@@ -17,15 +17,24 @@ from typing import Any
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding
 from swarm.analysis.rundir import RunData
+from swarm.core.runfiles import (
+    LATENCY_PNG,
+    QPS_PNG,
+    REQUESTS_TIMELINE_PNG,
+    SEARCH_PNG,
+    SERVER_TIMELINE_PNG,
+    THROUGHPUT_PNG,
+    TTFT_PNG,
+)
 from swarm.core.units import stage_number
 
 PNGS = (
-    "qps_vs_concurrency.png",
-    "latency_vs_concurrency.png",
-    "throughput.png",
-    "server_timeline.png",
-    "client_vs_server_ttft.png",
-    "requests_timeline.png",
+    QPS_PNG,
+    LATENCY_PNG,
+    THROUGHPUT_PNG,
+    SERVER_TIMELINE_PNG,
+    TTFT_PNG,
+    REQUESTS_TIMELINE_PNG,
 )
 CUT = ("cancelled", "cancelled_by_client")  # outcomes cut by the stop or by the client: neither ok nor failed
 
@@ -97,24 +106,24 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
         data = dataclasses.replace(data, rows=sorted(data.rows, key=lambda r: (r.users or 0, r.stage)))
     axis = _Axis(*_stage_axis(data), bars=len(data.rows) == 1)
     ceiling = next((f.stage for f in found if f.kind == "saturation"), None)
-    figs["qps_vs_concurrency.png"] = _qps_figure(data, axis, ceiling, plt)
-    figs["latency_vs_concurrency.png"] = _latency_figure(data, axis, plt)
-    figs["throughput.png"] = _throughput_figure(data, axis, plt)
+    figs[QPS_PNG] = _qps_figure(data, axis, ceiling, plt)
+    figs[LATENCY_PNG] = _latency_figure(data, axis, plt)
+    figs[THROUGHPUT_PNG] = _throughput_figure(data, axis, plt)
     if data.snapshots:
-        figs["server_timeline.png"] = _server_timeline(data, plt)
+        figs[SERVER_TIMELINE_PNG] = _server_timeline(data, plt)
         pairs = [data.ttft_pairs.get(r.stage) for r in data.rows]
         if any(p is not None for p in pairs):
-            figs["client_vs_server_ttft.png"] = _ttft_figure(pairs, axis, plt)
+            figs[TTFT_PNG] = _ttft_figure(pairs, axis, plt)
     if data.records is not None and len(data.records):
-        figs["requests_timeline.png"] = _requests_timeline(data, plt)
+        figs[REQUESTS_TIMELINE_PNG] = _requests_timeline(data, plt)
     if axis.bars:  # one stage: nothing varies "vs concurrency"
-        for name in ("qps_vs_concurrency.png", "latency_vs_concurrency.png"):
+        for name in (QPS_PNG, LATENCY_PNG):
             plt.close(figs.pop(name))
     from swarm.analysis import search
 
     fig = search.plot(data, plt)
     if fig is not None:
-        figs["search.png"] = fig
+        figs[SEARCH_PNG] = fig
     return figs
 
 

@@ -27,19 +27,28 @@ from swarm.analysis.report_sections import (
 )
 from swarm.analysis.rundir import RunData
 from swarm.analysis.table import drain_line
+from swarm.core.runfiles import (
+    LATENCY_PNG,
+    QPS_PNG,
+    REQUESTS_TIMELINE_PNG,
+    SEARCH_PNG,
+    SERVER_TIMELINE_PNG,
+    THROUGHPUT_PNG,
+    TTFT_PNG,
+)
 from swarm.core.terminal import shown
 from swarm.stats.cpu import cpu_limit
 from swarm.stats.summary import Summary
 from swarm.stats.trace_replay import replay_lines
 
 CAPTIONS = {
-    "qps_vs_concurrency.png": "QPS vs concurrency; the dashed line marks the ceiling the diagnosis found.",
-    "latency_vs_concurrency.png": "TTFT and end-to-end latency percentiles vs concurrency (client side).",
-    "throughput.png": "Token throughput: client output tokens/s and the server's prompt/generation tokens/s.",
-    "server_timeline.png": "The server's running/waiting requests and KV-cache usage over time, stage by stage.",
-    "client_vs_server_ttft.png": "TTFT on the same requests: the client's (by the time it got its first token) and the server's histogram; the shaded band is the bucket the server's p99 was interpolated in.",
-    "requests_timeline.png": "Every request's TTFT by the time it was sent.",
-    "search.png": "The search: each probed load in order, and the bracket narrowing after each probe.",
+    QPS_PNG: "QPS vs concurrency; the dashed line marks the ceiling the diagnosis found.",
+    LATENCY_PNG: "TTFT and end-to-end latency percentiles vs concurrency (client side).",
+    THROUGHPUT_PNG: "Token throughput: client output tokens/s and the server's prompt/generation tokens/s.",
+    SERVER_TIMELINE_PNG: "The server's running/waiting requests and KV-cache usage over time, stage by stage.",
+    TTFT_PNG: "TTFT on the same requests: the client's (by the time it got its first token) and the server's histogram; the shaded band is the bucket the server's p99 was interpolated in.",
+    REQUESTS_TIMELINE_PNG: "Every request's TTFT by the time it was sent.",
+    SEARCH_PNG: "The search: each probed load in order, and the bracket narrowing after each probe.",
 }
 
 

@@ -20,6 +20,17 @@ STAGES_CSV = "stages.csv"  # `swarm report`'s stage table, client and server sid
 REPORT = "report.html"
 REPEAT_JSON = "repeat.json"  # `swarm run --repeat N`: the statistics across the runs
 TUNE_JSON = "tune.json"  # `swarm tune` / `swarm twin predict`: the configurations
+TUNE_HTML = "tune.html"  # `swarm tune`'s page
+PARETO_PNG = "pareto.png"  # `swarm tune`'s cost / capacity chart
+LOCUST_HTML = "locust.html"  # Locust's own report of the run (--html)
+# `swarm report`'s charts, beside report.html
+QPS_PNG = "qps_vs_concurrency.png"
+LATENCY_PNG = "latency_vs_concurrency.png"
+THROUGHPUT_PNG = "throughput.png"
+SERVER_TIMELINE_PNG = "server_timeline.png"
+TTFT_PNG = "client_vs_server_ttft.png"
+REQUESTS_TIMELINE_PNG = "requests_timeline.png"
+SEARCH_PNG = "search.png"
 
 
 def endpoint_metrics_name(index: int) -> str:

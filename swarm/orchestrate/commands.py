@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from swarm.core.apikey import bind_origins
-from swarm.core.runfiles import SIM_TRACE
+from swarm.core.runfiles import LOCUST_HTML, SIM_TRACE
 from swarm.orchestrate.plan import START_TIMEOUT_S, RunPlan
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfile.py"
@@ -125,7 +125,7 @@ def master_command(plan: RunPlan, host: str, master_port: int, prometheus_port: 
         "--csv",
         str(plan.out / "locust"),
         "--html",
-        str(plan.out / "locust.html"),
+        str(plan.out / LOCUST_HTML),
         "--only-summary",
         "--summary-part",  # summary.json is written once, complete, by swarm run (collect.py)
         "--prometheus-host",

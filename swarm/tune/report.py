@@ -18,10 +18,8 @@ from typing import Any
 
 from swarm.analysis.plots import png
 from swarm.analysis.report_cells import CSS, fmt, table_html
+from swarm.core.runfiles import PARETO_PNG, TUNE_HTML
 from swarm.tune.results import ConfigResult, TuneResult, answer_text, best_config, pareto_front
-
-TUNE_HTML = "tune.html"
-PARETO_PNG = "pareto.png"
 
 
 def write_tune_report(out_dir: Path, result: TuneResult) -> Path:
