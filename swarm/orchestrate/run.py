@@ -191,8 +191,10 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     quit_early: set[str] = set()  # workers that exited while the master still ran
     try:
         with sigterm_as_interrupt():
-            hosts = _start_target(plan, procs, env, api_key)
-            key = bound_key(plan, api_key, hosts)
+            hosts = plan.hosts or _start_sim(plan, procs, env)
+            key = bound_key(plan, api_key, hosts)  # once: the check, the pollers and the processes
+            if plan.hosts:
+                check_targets(hosts, key, model=plan.model)
             master, prom_port = _start_locust(plan, procs, env, hosts)
             load = describe_load(plan)
             print(
@@ -221,13 +223,8 @@ def execute(plan: RunPlan, api_key: str | None) -> int:
     return finish(plan, master_code, procs, quit_early)
 
 
-def _start_target(
-    plan: RunPlan, procs: Processes, env: dict[str, str], api_key: str | None
-) -> tuple[str, ...]:
-    """The embedded simulator started (and answering), or the given endpoints checked; their base URLs."""
-    if plan.hosts:
-        check_targets(plan.hosts, bound_key(plan, api_key, plan.hosts), model=plan.model)
-        return plan.hosts
+def _start_sim(plan: RunPlan, procs: Processes, env: dict[str, str]) -> tuple[str, ...]:
+    """The embedded simulator started (and answering): its base URL (no --host given)."""
     port = free_port()
     sim = procs.start("sim", sim_command(plan, port), env, server=True)
     host = f"http://127.0.0.1:{port}"
