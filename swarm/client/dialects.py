@@ -77,9 +77,12 @@ class Dialect:
         ignore_eos: bool = False,
         user: str | None = None,
         cache_salt: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: Any = None,
     ) -> bytes:
         """The JSON request body for one streamed request. `cache_salt`: vLLM's per-request salt of
-        its prefix-cache hashes (--prefix-cache bust), sent only where the dialect `takes_salt`."""
+        its prefix-cache hashes (--prefix-cache bust), sent only where the dialect `takes_salt`.
+        `tools` / `tool_choice`: an agent step's (chat only; OpenAI's shapes)."""
         stream_options: dict[str, bool] = {"include_usage": True}
         if self.continuous_usage:
             stream_options["continuous_usage_stats"] = True
@@ -88,6 +91,10 @@ class Dialect:
             body["model"] = model
         if endpoint == "chat":
             body["messages"] = messages
+            if tools:
+                body["tools"] = tools
+                if tool_choice is not None:
+                    body["tool_choice"] = tool_choice
             if thinking is not None and self.thinking_switch:
                 body["chat_template_kwargs"] = {"enable_thinking": thinking}
         else:

@@ -14,6 +14,7 @@ from typing import Any
 
 from swarm.client.dialects import THINK_CLOSE, THINK_OPEN, Dialect, error_message
 from swarm.client.mismatch import unread_reasoning, warn_once
+from swarm.client.tool_calls import ToolCallAssembler
 from swarm.core.errors import BadChunk
 from swarm.core.records import RequestRecord
 
@@ -412,3 +413,41 @@ class TextTally(StreamTally):
     def text(self) -> str | None:
         """The answer's text; None when it ran past ANSWER_CHARS_MAX (after `fill`, which trims)."""
         return None if self.text_cut else "".join(self.parts)
+
+
+class ToolTally(StreamTally):
+    """A `StreamTally` that also assembles `delta.tool_calls` (swarm/client/tool_calls.py) and
+    times the first tool-call chunk, for an agent's steps only: every other request reads the
+    stream with the plain tally, whose per-chunk path is unchanged. A dialect without a running
+    usage counts a tool-call chunk as one token, as it counts a content chunk."""
+
+    __slots__ = ("assembler", "bad_tool_delta", "t_first_tool")
+
+    def __init__(self, dialect: Dialect, chat: bool = True) -> None:
+        super().__init__(dialect, chat)
+        self.assembler = ToolCallAssembler()
+        self.t_first_tool: float | None = None
+        self.bad_tool_delta = False
+
+    def feed(self, obj: Any, t: float) -> bool:
+        try:
+            deltas = obj["choices"][0]["delta"].get("tool_calls")
+        except (KeyError, TypeError, IndexError, AttributeError):
+            deltas = None
+        if not deltas:
+            return StreamTally.feed(self, obj, t)
+        before = self._ct
+        ok = StreamTally.feed_general(self, obj, t)
+        if self._ct == before and not self._running:  # no running usage: one token, as a content chunk
+            self._ct += 1
+            self._token(t, 1, None, None)
+        if self.t_first_tool is None:
+            self.t_first_tool = t
+        if not self.assembler.feed(deltas):
+            self.bad_tool_delta = True
+        return ok
+
+    def fill(self, record: RequestRecord, t0: float, t_end: float) -> None:
+        StreamTally.fill(self, record, t0, t_end)
+        if self.t_first_tool is not None:
+            record.ttftc_s = self.t_first_tool - t0

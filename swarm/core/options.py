@@ -279,6 +279,43 @@ OPTIONS: tuple[Option, ...] = (
         metavar="DIST",
     ),
     Option(
+        "--agent-steps",
+        "agent: the most steps a task takes, a DIST (default 4); the last one asks for the answer "
+        "(tool_choice none), a step answered without a call ends the task",
+        "workload",
+        "4",
+        metavar="DIST",
+    ),
+    Option(
+        "--tools",
+        "agent: the functions offered: builtin (4 functions) or a JSON file of OpenAI tools",
+        "workload",
+        "builtin",
+        metavar="builtin|FILE",
+    ),
+    Option(
+        "--tool-choice",
+        "agent: auto, required or a function's NAME (default required)",
+        "workload",
+        "required",
+        metavar="auto|required|NAME",
+    ),
+    Option(
+        "--tool-result-tokens",
+        "agent: tokens of each mocked tool result, a DIST (default 64)",
+        "workload",
+        "64",
+        metavar="DIST",
+    ),
+    Option(
+        "--tool-latency",
+        "agent: the mocked tools' time per step, a DIST of durations (default 0; in the task's "
+        "time, not any request's)",
+        "workload",
+        "0",
+        metavar="DIST",
+    ),
+    Option(
         "--session-header",
         "chat_session: send each turn's session id in this header (routers with session affinity, "
         "e.g. x-session-id)",

@@ -47,6 +47,14 @@ SCHEMA = pa.schema(
         ("session_id", pa.string()),
         ("turn", pa.int32()),
         ("trace_row", pa.int64()),
+        ("task_id", pa.string()),
+        ("step", pa.int32()),
+        ("tool_calls", pa.int32()),
+        ("tool_calls_valid", pa.int32()),
+        ("tool_error", pa.string()),
+        ("ttftc_s", pa.float64()),
+        ("tool_s", pa.float64()),
+        ("task_s", pa.float64()),
     ]
 )
 FIELDS = [f.name for f in fields(RequestRecord)]  # test_recorder checks SCHEMA matches

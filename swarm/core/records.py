@@ -39,8 +39,10 @@ class Outcome(StrEnum):
 
 OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 FAILURES: tuple[Outcome, ...] = tuple(o for o in Outcome if o.failed)
-LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag")
-"""The latencies measured per request (`<name>_s` fields), aggregated and summarised by these names."""
+LATENCIES: tuple[str, ...] = ("ttft", "ttfa", "itl", "tpot", "e2e", "send_lag", "ttftc", "task")
+"""The latencies measured per request (`<name>_s` fields), aggregated and summarised by these names.
+`ttftc`: time to the first tool-call token (agent steps that called a tool); `task`: an agent task's
+duration, on its last step's record only (swarm/load/agent.py)."""
 
 
 @dataclass(slots=True)
@@ -82,6 +84,15 @@ class RequestRecord:
     session_id: str | None = None  # chat_session: the conversation this request is a turn of
     turn: int | None = None  # chat_session: the turn's number in its conversation, 1-based
     trace_row: int | None = None  # trace replay: the trace row sent (its 0-based data row in the file)
+    # agent (swarm/load/agent.py): the task this request is a step of, and the step's number (1-based)
+    task_id: str | None = None
+    step: int | None = None
+    tool_calls: int | None = None  # calls in the answer (None: the request offered no tools)
+    tool_calls_valid: int | None = None  # of those, valid (JSON, known function, required fields)
+    tool_error: str | None = None  # the first invalid call's reason, or `none_when_required`
+    ttftc_s: float | None = None  # time to the first tool-call token
+    tool_s: float | None = None  # the mocked tools' time after this step (in the task, not the request)
+    task_s: float | None = None  # the task's duration, on its last step: the steps' E2E + tool times
 
     @property
     def ok(self) -> bool:
@@ -91,6 +102,10 @@ class RequestRecord:
         d = asdict(self)
         d["outcome"] = self.outcome.value
         return d
+
+
+NONE_WHEN_REQUIRED = "none_when_required"
+"""An agent step's `tool_error` when `--tool-choice required` (or a NAME) got an answer without a call."""
 
 
 TURN_BUCKETS: tuple[str, ...] = ("1", "2", "3", "4+")

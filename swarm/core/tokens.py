@@ -15,10 +15,18 @@ Chat prompts add a template cost that mimics Qwen's ChatML: each message costs
 `CHAT_TOKENS_PER_MESSAGE` (``<|im_start|>``, role, newline, ``<|im_end|>``, newline) plus its
 content tokens, and the reply primer (``<|im_start|>assistant\\n``) costs
 `CHAT_TOKENS_REPLY_PRIMER`. So `count_chat_tokens([{"role": "user", "content": "你好"}]) == 10`.
+
+Tools grow the prompt as Qwen2.5's template renders them (its `tokenizer_config.json` chat
+template): the request's `tools` become a block at the head of the prompt (`<tools>`, one JSON
+line per tool, `</tools>`: 4 tokens plus the tools' JSON, the same on every step of a
+task, so it is a shared prefix), an assistant message's `tool_calls` each add `<tool_call>`,
+newline, `{"name": ..., "arguments": ...}`, newline, `</tool_call>` (4 tokens plus
+the JSON's), and a `tool` message costs what any message does.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -31,6 +39,8 @@ __all__ = [
     "count_tokens",
     "message_text",
     "tokenize",
+    "tool_call_pieces",
+    "tools_pieces",
 ]
 
 CHAT_TOKENS_PER_MESSAGE = 5
@@ -62,23 +72,58 @@ def message_text(content: Any) -> str:
     raise TypeError("message content must be a string or a list of content parts")
 
 
-def chat_prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The pseudo-token list of a chat prompt, template markers included (for prefix hashing)."""
+def _json_text(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+
+
+def tools_pieces(tools: Any) -> list[str]:
+    """The pseudo-tokens of a request's `tools` block ([] for none)."""
+    if not isinstance(tools, list) or not tools:
+        return []
+    out = ["<tools>", "\n"]
+    for t in tools:
+        out.extend(tokenize(_json_text(t) + "\n"))
+    return [*out, "</tools>", "\n"]
+
+
+def tool_call_pieces(calls: Any) -> list[str]:
+    """The pseudo-tokens an assistant message's `tool_calls` add after its content."""
     out: list[str] = []
+    if not isinstance(calls, list):
+        return out
+    for c in calls:
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        if not isinstance(fn, Mapping):
+            continue
+        text = (
+            '{"name": ' + _json_text(fn.get("name")) + ', "arguments": ' + str(fn.get("arguments", "")) + "}"
+        )
+        out += ["<tool_call>", "\n", *tokenize(text), "\n", "</tool_call>"]
+    return out
+
+
+def chat_prompt_tokens(messages: Iterable[Mapping[str, Any]], tools: Any = None) -> list[str]:
+    """The pseudo-token list of a chat prompt, template markers included (for prefix hashing)."""
+    out: list[str] = tools_pieces(tools)
     for m in messages:
         out.append("<|im_start|>")
         out.append(str(m.get("role", "")))
         out.append("\n")
         out.extend(tokenize(message_text(m.get("content"))))
+        if "tool_calls" in m:
+            out.extend(tool_call_pieces(m["tool_calls"]))
         out.append("<|im_end|>")
         out.append("\n")
     out += ["<|im_start|>", "assistant", "\n"]
     return out
 
 
-def count_chat_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
-    """Prompt tokens of a chat request: per-message template cost + content tokens + reply primer."""
-    n = CHAT_TOKENS_REPLY_PRIMER
+def count_chat_tokens(messages: Iterable[Mapping[str, Any]], tools: Any = None) -> int:
+    """Prompt tokens of a chat request: per-message template cost + content tokens + reply primer
+    (+ the tools block and the assistant messages' tool calls, when there are any)."""
+    n = CHAT_TOKENS_REPLY_PRIMER + (len(tools_pieces(tools)) if tools else 0)
     for m in messages:
         n += CHAT_TOKENS_PER_MESSAGE + count_tokens(message_text(m.get("content")))
+        if "tool_calls" in m:
+            n += len(tool_call_pieces(m["tool_calls"]))
     return n

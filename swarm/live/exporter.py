@@ -7,7 +7,7 @@ model each request named, one series per model of a split; `unknown` when it nam
 `endpoint` (the endpoint it went to, without credentials: one series per endpoint of `--host
 URL1,URL2`): `sum by (workload)` is the workload's total, `sum by (model)` a model's, `sum by
 (endpoint)` an endpoint's:
-- histograms `swarm_{ttft,ttfa,itl,tpot,e2e}_seconds`: exact counts on swarm.stats.aggregate.BUCKETS,
+- histograms `swarm_{ttft,ttfa,itl,tpot,e2e,send_lag,ttftc,task}_seconds`: exact counts on swarm.stats.aggregate.BUCKETS,
   which contain every vLLM TTFT/ITL/E2E bucket boundary, so
   `histogram_quantile(0.99, sum by (le) (rate(swarm_ttft_seconds_bucket[1m])))` and the same on
   `vllm:time_to_first_token_seconds_bucket` compare bucket by bucket in one panel;
@@ -51,6 +51,8 @@ _HELP = {
     "tpot": "Client-side time per output token after the first, (e2e-ttft)/(output_tokens-1)",
     "e2e": "Client-side end-to-end request latency until [DONE], successful requests",
     "send_lag": "Open loop: how late each request left relative to its arrival schedule, all requests sent",
+    "ttftc": "Agent steps: client-side time to the first tool-call token, successful steps that called",
+    "task": "Agent tasks: duration from the first send to the last step's end (steps' E2E + tool times)",
 }
 
 

@@ -194,6 +194,11 @@ def _knobs(read: Parsed) -> Knobs:
         dataset_sample=read.number("dataset_sample", int, "--dataset-sample"),
         turns=read.get("turns"),
         think_time=str(read.get("think_time")),
+        agent_steps=str(read.get("agent_steps")),
+        tools=str(read.get("tools")),
+        tool_choice=str(read.get("tool_choice")),
+        tool_result_tokens=str(read.get("tool_result_tokens")),
+        tool_latency=str(read.get("tool_latency")),
     )
 
 

@@ -42,11 +42,12 @@ from locust.runners import WorkerRunner
 import swarm.live.plugin  # noqa: F401  (registers the swarm's options, statistics listeners and shape messages)
 from swarm.client.clock import Clock
 from swarm.client.discovery import ServedModel, discover
-from swarm.client.tally import StreamTally, TextTally
+from swarm.client.tally import StreamTally, TextTally, ToolTally
+from swarm.client.tool_calls import judge
 from swarm.client.transport import MALFORMED, CutPoint, failure
 from swarm.core.apikey import scrub
 from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
-from swarm.core.records import Outcome, RequestRecord
+from swarm.core.records import NONE_WHEN_REQUIRED, Outcome, RequestRecord
 from swarm.core.terminal import printable
 from swarm.core.urls import endpoint_label, split_hosts
 from swarm.live.endpoints import CONTENT_LENGTH, Endpoint, make_endpoint
@@ -58,6 +59,7 @@ from swarm.live.prepare import check_models, draw_seed, prepare_workloads, promp
 from swarm.live.replay import WORKLOAD as REPLAY_WORKLOAD
 from swarm.live.replay import prepare_replay, replay_task, trace_of
 from swarm.live.state import INIT_WAIT_S, swarm_state, wait_for_init
+from swarm.load.agent import AgentTask
 from swarm.load.backoff import backoff_s
 from swarm.load.cache_bust import bust
 from swarm.load.cancel import CancelDraw
@@ -201,6 +203,10 @@ class LLMUser(FastHttpUser):
         self.balancer = self.state.balancer(tuple(e.label for e in self.endpoints), self.opts.balance)
         # conversations (chat_session, swarm/load/sessions.py): the one this user holds, if any
         self._sessions = any(getattr(w, "sessions", False) for w, _ in self.mix.items)
+        # agents (swarm/load/agent.py): a task of tool-calling steps per arrival
+        self._agents = any(getattr(w, "agent", False) for w, _ in self.mix.items)
+        self._tasks_started = 0
+        self._tool_tally: ToolTally | None = None  # the last agent step's tally
         self.conversation: Conversation | None = None
         self._session_workload: Any = None
         self._session_prefix = secrets.token_hex(6)
@@ -232,7 +238,9 @@ class LLMUser(FastHttpUser):
             if self.state.settings(self.environment).open_loop:
                 gevent.sleep(0.05)  # open loop, but the master's first stage message is not here yet
                 return
-            if self._sessions:
+            if self._agents:
+                self._agent_task()
+            elif self._sessions:
                 self._session_turn(think=True)
             else:  # closed loop: send as soon as the last answer is in ...
                 self.send(self.mix.next_request(self.rng))
@@ -252,6 +260,9 @@ class LLMUser(FastHttpUser):
                 gevent.sleep(delay)
         if state.stopping:  # the stop began while this user waited for its slot: Locust lets a task end
             return  # gracefully, and in open loop that wait is the task; sending now would add load
+        if self._agents:  # open loop: each arrival starts a task (its steps follow one another)
+            self._agent_task(send_lag_s=max(0.0, time.perf_counter() - slot))
+            return
         if self._sessions:  # open loop: each arrival sends this user's next turn (no think time)
             self._session_turn(send_lag_s=max(0.0, time.perf_counter() - slot))
             return
@@ -304,6 +315,53 @@ class LLMUser(FastHttpUser):
         else:
             conv.failed()
 
+    # -- agents (agent: tasks of tool-calling steps) ---------------------------------------------
+
+    def _agent_task(self, send_lag_s: float | None = None) -> None:
+        """Run one task to its end: each step sent, its calls judged, the tools' time slept (counted
+        in the next step's `tool_s`, never in a request); a request of another workload when the
+        mix draws one."""
+        w = self.mix.draw(self.rng)
+        if not getattr(w, "agent", False):
+            self.send(w.next_request(self.rng), send_lag_s=send_lag_s)
+            return
+        self._tasks_started += 1
+        task: AgentTask = w.start(self.rng, f"{self._session_prefix}-t{self._tasks_started}")
+        task.t_start = time.perf_counter()
+        while True:
+            self.send(task.next_request(), send_lag_s=send_lag_s, agent=task)
+            send_lag_s = None  # (a task's later steps were not scheduled: they follow the last)
+            if task.ended or self.state.stopping:
+                return
+            pause = w.tool_latency(self.rng)
+            t = time.perf_counter()
+            if pause > 0:
+                gevent.sleep(pause)
+            task.pending_tool_s = time.perf_counter() - t
+
+    def _agent_step(self, task: AgentTask, record: RequestRecord) -> None:
+        """Judge an agent step's calls into `record` and carry the task on (before the record is
+        fired: the last step's record carries the task's duration)."""
+        record.tool_s = task.pending_tool_s
+        tally = self._tool_tally
+        if record.outcome is not Outcome.OK or tally is None:
+            task.failed()
+        else:
+            calls = tally.assembler.ordered()
+            verdict = judge(calls, task.workload.tools.required, tally.finish_reason)
+            record.tool_calls, record.tool_calls_valid, record.tool_error = (
+                verdict.calls,
+                verdict.valid,
+                verdict.reason,
+            )
+            if not calls and task.requires_call:
+                record.tool_error = NONE_WHEN_REQUIRED
+            task.answered([c.message() for c in calls], self.rng)
+            if verdict.reason is not None:  # an invalid call: nothing sound to go on with
+                task.ended = True
+        if task.ended and task.t_start is not None:
+            record.task_s = time.perf_counter() - task.t_start
+
     def served(self, endpoint: Endpoint) -> ServedModel:
         """`endpoint`'s model and dialect, from the options or (once per process) from its /v1/models."""
         state = self.state
@@ -330,6 +388,7 @@ class LLMUser(FastHttpUser):
         send_lag_s: float | None = None,
         session: Conversation | None = None,
         trace_row: int | None = None,
+        agent: AgentTask | None = None,
     ) -> RequestRecord:
         """Send `req`, stream the answer, fire the events; returns the record. Never raises, but
         for the greenlet being killed: after recording a sent request as `cancelled`. `session`: the
@@ -348,6 +407,10 @@ class LLMUser(FastHttpUser):
         if session is not None:
             record.session_id = session.id
             record.turn = session.turn + 1
+        if agent is not None:
+            record.task_id = agent.id
+            record.step = agent.step + 1
+            self._tool_tally = None  # (set by this step's exchange once it has a body to send)
         i = self.balancer.pick()  # counted in flight there until `done` below
         endpoint = self.endpoints[i]
         record.endpoint = endpoint.label
@@ -359,6 +422,8 @@ class LLMUser(FastHttpUser):
             if not outcome.failed and record.prompt_tokens is None:  # cut by the stop or its client
                 record.prompt_tokens = req.prompt_tokens  # the server's count, when the workload knows it
         self.balancer.done(i, outcome)
+        if agent is not None:
+            self._agent_step(agent, record)
         self._fire(record, n_bytes, endpoint.url)
         transport = endpoint.transport
         cut = transport.cut
@@ -405,6 +470,8 @@ class LLMUser(FastHttpUser):
                 ignore_eos=self.opts.ignore_eos or req.ignore_eos,
                 user=None if trace_row is None else f"trace-row-{trace_row}",
                 cache_salt=salt,
+                tools=req.tools,
+                tool_choice=req.tool_choice,
             )
             head = transport.head
             if session is not None:
@@ -412,6 +479,8 @@ class LLMUser(FastHttpUser):
                 if self._session_header is not None:  # before the head's closing Content-Length
                     head = head[: -len(CONTENT_LENGTH)] + self._session_header + session.id.encode() + b"\r\n"
                     head += CONTENT_LENGTH
+            elif req.tools is not None:  # an agent step: tool calls assembled (other requests never pay)
+                tally = self._tool_tally = ToolTally(served.dialect, chat)
             else:
                 tally = StreamTally(served.dialect, chat)
             data = head + str(len(body)).encode() + b"\r\n\r\n" + body

@@ -27,6 +27,8 @@ class LLMRequest:
     ignore_eos: bool = False  # force the output to max_tokens (synthetic, datasets), besides --ignore-eos
     request_class: str | None = None  # None: "thinking" when thinking is on, else "direct"
     prompt_tokens: int | None = None  # the prompt's length as the server counts it, when known
+    tools: list[dict[str, Any]] | None = None  # agent steps: the functions offered (OpenAI `tools`)
+    tool_choice: Any = None  # agent steps: auto | required | none | {"type": "function", ...}
 
     def prompt_text(self) -> str:
         """The prompt for /v1/completions: the message contents, blank-line separated."""

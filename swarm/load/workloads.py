@@ -31,6 +31,7 @@ from typing import Any
 
 from swarm.core.errors import UsageError
 from swarm.core.tokens import chat_prompt_tokens
+from swarm.load.agent import AgentWorkload, load_tools
 from swarm.load.builtin import PromptSetWorkload, RagWorkload, prompt_set, summary_prompts
 from swarm.load.dataset import DatasetWorkload
 from swarm.load.dists import MAX_TOKENS, parse_dist
@@ -61,6 +62,11 @@ class Knobs:
     dataset_sample: int | None = None  # dataset: rows kept
     turns: str | None = None  # chat_session: DIST of turns per conversation (None: 4; a dataset's own)
     think_time: str = "0"  # chat_session: DIST of seconds between turns (swarm/load/dists.py, real)
+    agent_steps: str = "4"  # agent: DIST of the most steps a task takes
+    tools: str = "builtin"  # agent: builtin or a JSON file of OpenAI tools
+    tool_choice: str = "required"  # agent: auto | required | a function's name
+    tool_result_tokens: str = "64"  # agent: DIST of a tool result's tokens
+    tool_latency: str = "0"  # agent: DIST of a step's tools' time (durations)
 
     def __post_init__(self) -> None:
         if self.thinking_ratio is not None and not 0.0 <= self.thinking_ratio <= 1.0:
@@ -191,6 +197,17 @@ def _chat_session(k: Knobs) -> Workload:
     )
 
 
+def _agent(k: Knobs) -> Workload:
+    return AgentWorkload(
+        parse_dist(k.agent_steps, "--agent-steps"),
+        load_tools(k.tools),
+        k.tool_choice,
+        parse_dist(k.tool_result_tokens, "--tool-result-tokens"),
+        parse_dist(k.tool_latency, "--tool-latency", real=True),
+        max_tokens=k.max_tokens or 256,
+    )
+
+
 WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "mixed": (_mixed, "80% direct answers (thinking off) + 20% thinking, max_tokens 1024 (seed 000 round 1)"),
     "short_qa": (_short_qa, "seed 000's short-output prompts, max_tokens 50"),
@@ -205,6 +222,11 @@ WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
         _chat_session,
         "conversations: --turns DIST, --think-time DIST; each turn resends the history "
         "(user messages from --dataset, else synthetic)",
+    ),
+    "agent": (
+        _agent,
+        "tasks of tool-calling steps: --agent-steps DIST, --tools, --tool-choice, --tool-result-tokens "
+        "DIST, --tool-latency DIST; each step resends the calls and their results",
     ),
 }
 

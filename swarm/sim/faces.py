@@ -64,7 +64,7 @@ from swarm.sim.protocol import (
     parse_completion,
     tokenize_answer,
 )
-from swarm.sim.render import Output, PromptDetails, StreamRenderer, Tape, full_body
+from swarm.sim.render import Output, PromptDetails, StreamRenderer, Tape, ToolStreamRenderer, full_body
 
 
 class Renderer(Protocol):
@@ -99,6 +99,7 @@ class Face:
     reasoning_field: ClassVar[str | None]  # the delta field of reasoning unless the profile says
     one_model: ClassVar[str | None]  # why it serves one model only (None: several, LoRA adapters)
     resets_prefix_cache: ClassVar[bool]  # serves POST /reset_prefix_cache (vLLM's, dev mode)
+    speaks_tools: ClassVar[bool] = False  # answers `tools` with streamed tool calls (swarm/sim/tool_calls.py)
     takes_cache_salt: ClassVar[bool] = (
         False  # mixes a body's `cache_salt` into the prefix-cache hashes (vLLM)
     )
@@ -170,6 +171,7 @@ class VllmFace(Face):
     one_model = None
     resets_prefix_cache = True  # vLLM serves it with VLLM_SERVER_DEV_MODE=1: 200, empty body
     takes_cache_salt = True  # vLLM's per-request `cache_salt`: a salted prompt shares no cached block
+    speaks_tools = True
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return SimMetrics(engine, self.served)
@@ -221,7 +223,8 @@ class VllmFace(Face):
 
     def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
         p = self.profile
-        return StreamRenderer(
+        kind = StreamRenderer if out.tool_plan is None else ToolStreamRenderer
+        return kind(
             tape,
             out,
             model,

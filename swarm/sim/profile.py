@@ -123,6 +123,11 @@ class Profile:
     # lengths
     output_tokens: LengthDist = field(default_factory=lambda: LengthDist((LengthComponent(value=64),)))
     reasoning_tokens: LengthDist = field(default_factory=lambda: LengthDist((LengthComponent(value=2000),)))
+    # tool calls (swarm/sim/tool_calls.py): the share of `auto` answers that call a tool, the
+    # argument tokens of a call, the calls in an answer
+    tool_call_rate: float = 0.8
+    tool_arguments: LengthDist = field(default_factory=lambda: LengthDist((LengthComponent(value=24),)))
+    tool_calls: LengthDist = field(default_factory=lambda: LengthDist((LengthComponent(value=1),)))
     # dialect and text
     thinking_default: bool = False
     reasoning_field: str = "reasoning"
@@ -173,6 +178,7 @@ class Profile:
         need(self.max_model_len >= 2, "max_model_len must be >= 2")
         need(self.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1")
         need(0.0 <= self.utf8_split < 1.0, "utf8_split must be in [0, 1)")
+        need(0.0 <= self.tool_call_rate <= 1.0, "[tools] call_rate must be in [0, 1]")
         need(self.reasoning_field in REASONING_FIELDS, f"reasoning_field must be one of {REASONING_FIELDS}")
         need(self.seq_state_tokens >= 0, "seq_state_tokens must be >= 0")
         need(self.ubatch_tokens >= 0, "ubatch_tokens must be >= 0")
@@ -213,8 +219,8 @@ def _dist(raw: Any, where: str) -> LengthDist:
 
 
 def parse_profile(data: dict[str, Any], name: str) -> Profile:
-    """Build a `Profile` from the TOML tables `[engine]`, `[step]`, `[lengths]`, `[dialect]`."""
-    known = {"name", "description", "engine", "step", "lengths", "dialect", "memory"}
+    """Build a `Profile` from the TOML tables `[engine]`, `[step]`, `[lengths]`, `[dialect]`, `[tools]`."""
+    known = {"name", "description", "engine", "step", "lengths", "dialect", "memory", "tools"}
     if unknown := set(data) - known:
         raise UsageError(f"profile {name!r}: unknown table(s) {sorted(unknown)}; expected {sorted(known)}")
     kw: dict[str, Any] = {
@@ -254,6 +260,15 @@ def parse_profile(data: dict[str, Any], name: str) -> Profile:
         kw["output_tokens"] = _dist(lengths["output"], f"profile {name!r} [lengths] output")
     if "reasoning" in lengths:
         kw["reasoning_tokens"] = _dist(lengths["reasoning"], f"profile {name!r} [lengths] reasoning")
+    tools = data.get("tools", {})
+    if unknown := set(tools) - {"call_rate", "arguments", "calls"}:
+        raise UsageError(f"profile {name!r}: unknown key(s) in [tools]: {sorted(unknown)}")
+    if "call_rate" in tools:
+        kw["tool_call_rate"] = float(tools["call_rate"])
+    if "arguments" in tools:
+        kw["tool_arguments"] = _dist(tools["arguments"], f"profile {name!r} [tools] arguments")
+    if "calls" in tools:
+        kw["tool_calls"] = _dist(tools["calls"], f"profile {name!r} [tools] calls")
     try:
         profile = Profile(**kw)
     except TypeError as e:

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from swarm.core.tokens import chat_prompt_tokens, tokenize
+from swarm.sim.tool_calls import ToolSpec, read_choice, read_tools
 
 TOKEN_ID_SPACE = 151_936  # the stand-in token ids /tokenize answers lie below this (Qwen2's vocabulary size)
 
@@ -53,6 +54,8 @@ class GenRequest:
     thinking: bool | None  # chat_template_kwargs.enable_thinking; None = server default
     prompt_tokens: int
     prompt_pieces: list[str] = field(repr=False)  # pseudo-tokens, for prefix-cache hashing
+    tools: tuple[ToolSpec, ...] | None = None  # chat `tools` (swarm/sim/tool_calls.py)
+    tool_choice: str = "none"  # none | auto | required | the named function
 
 
 def _bad(message: str, param: str | None = None, value: Any = None) -> ApiError:
@@ -287,7 +290,14 @@ def parse_chat(body: dict[str, Any], max_model_len: int) -> GenRequest:
             raise _invalid(
                 "model_type", f"body.messages.{i}.content", "Input should be a list of content parts", content
             )
-    return _common(body, "chat", chat_prompt_tokens(messages), max_model_len)
+    try:
+        tools = read_tools(body.get("tools"))
+        choice = read_choice(body.get("tool_choice"), tools)
+    except ValueError as e:
+        raise _bad(str(e), "tools") from None
+    req = _common(body, "chat", chat_prompt_tokens(messages, body.get("tools")), max_model_len)
+    req.tools, req.tool_choice = tools, choice
+    return req
 
 
 def parse_completion(body: dict[str, Any], max_model_len: int) -> GenRequest:

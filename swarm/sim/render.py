@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from swarm.sim.tool_calls import ToolPlan, token_chunks
+
 TAPE_BITS = 14
 TAPE_MASK = (1 << TAPE_BITS) - 1
 
@@ -125,8 +127,9 @@ class Output:
     prompt_tokens: int
     target_tokens: int
     reasoning_tokens: int  # the first this-many tokens are reasoning
-    finish_reason: str  # stop | length
+    finish_reason: str  # stop | length | tool_calls
     offset: int  # where this request reads the tape
+    tool_plan: ToolPlan | None = None  # an answer of tool calls (swarm/sim/tool_calls.py): no text
 
 
 class StreamRenderer:
@@ -260,6 +263,27 @@ class StreamRenderer:
         # vLLM writes stream errors with json.dumps (spaces after separators)
         err = {"error": {"message": message, "type": "InternalServerError", "param": None, "code": code}}
         return b"data: " + json.dumps(err).encode() + b"\n\n"
+
+
+class ToolStreamRenderer(StreamRenderer):
+    """SSE bytes of an answer of tool calls (chat): one chunk a token, each a `tool_calls` delta
+    (swarm/sim/tool_calls.py); the last token's chunk carries the finish."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        assert self.out.tool_plan is not None
+        self.deltas = token_chunks(self.out.tool_plan)
+
+    def tokens(self, start: int, end: int, parts: list[bytes]) -> None:
+        deltas, last, head, mid = self.deltas, self.out.target_tokens - 1, self.head, self.mid
+        for k in range(start, end):
+            usage = self._usage(k + 1) if self.continuous else b""
+            if k == last:
+                parts.append(head + deltas[k] + self.final_mid + usage + self.final_end)
+            elif usage:
+                parts.append(head + deltas[k] + mid + usage + _END)
+            else:
+                parts += (head, deltas[k], mid, _END)
 
 
 def token_texts(tape: Tape, out: Output, upto: int) -> tuple[str, str]:

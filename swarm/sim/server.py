@@ -24,6 +24,7 @@ import orjson
 from aiohttp import web
 
 from swarm.core.tokens import count_tokens
+from swarm.sim import tool_calls
 from swarm.sim.delivery import Delivery, FrontEnd, delivery
 from swarm.sim.engine import ABORTED, Engine, Sequence, prompt_block_hashes
 from swarm.sim.faces import Renderer, get_face
@@ -191,7 +192,7 @@ class SimServer:
     def _trace_answer(self, rec: TraceRecord, call: _Call) -> None:
         """A finished answer's content as the pseudo-tokenizer counts it (traced only): what a
         conversation's next turn resends as the assistant message."""
-        if self.trace is not None:
+        if self.trace is not None and call.out.tool_plan is None:
             rec.answer_tokens = count_tokens(token_texts(self.tape, call.out, rec.completion_tokens)[1])
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
@@ -224,6 +225,8 @@ class SimServer:
             self._write_trace(rec)
             return _json(e.body(), e.status, rid)
         rec.prompt_tokens = req.prompt_tokens
+        if req.tools:
+            rec.tool_calls = 0
         fault = self.cfg.faults.draw(rng)
         rec.fault = fault
         if fault in HTTP_FAULTS:
@@ -260,9 +263,23 @@ class SimServer:
         """Draw this request's reasoning and answer lengths; `max_tokens` cuts them."""
         p, rng = self.profile, self.rng
         thinking = req.endpoint == "chat" and (p.thinking_default if req.thinking is None else req.thinking)
-        total, reasoning, finish = p.draw_output(
-            rng, req.max_tokens, thinking, req.ignore_eos, req.min_tokens
-        )
+        calls = None
+        if req.tools and req.stream and self.face.speaks_tools:  # (a whole answer: text, as before)
+            calls = tool_calls.plan(
+                rng,
+                req.tools,
+                req.tool_choice,
+                p.tool_call_rate,
+                p.tool_arguments.sample(rng),
+                p.tool_calls.sample(rng),
+            )
+        if calls is not None:  # an answer of tool calls: its argument pieces are its tokens
+            total, reasoning = min(calls.tokens, req.max_tokens), 0
+            finish = "length" if total < calls.tokens else ("stop" if calls.named else "tool_calls")
+        else:
+            total, reasoning, finish = p.draw_output(
+                rng, req.max_tokens, thinking, req.ignore_eos, req.min_tokens
+            )
         out = Output(
             id=rid,
             created=int(time.time()),
@@ -271,6 +288,7 @@ class SimServer:
             reasoning_tokens=reasoning,
             finish_reason=finish,
             offset=rng.getrandbits(TAPE_BITS),
+            tool_plan=calls,
         )
         return out, thinking
 
@@ -340,6 +358,8 @@ class SimServer:
             rec.last_token_time = now
             sent = rec.completion_tokens = upto
             rec.reasoning_tokens = min(sent, out.reasoning_tokens)
+            if out.tool_plan is not None:
+                rec.tool_calls = out.tool_plan.calls_started(sent)
             if sent == target and not pending:
                 break  # finish below, in the same write
             await sink.write(b"".join(parts), len(parts))
@@ -365,8 +385,9 @@ class SimServer:
         parts.append(renderer.closing(target, seq))
         parts.append(DONE)
         rec.finish_reason = out.finish_reason
-        if fault is None:
-            self.metrics.observe_success(seq, out.finish_reason, call.model)
+        if fault is None:  # (the engine's reason: a tool-call answer stopped, the API says tool_calls)
+            engine_finish = "stop" if out.finish_reason == "tool_calls" else out.finish_reason
+            self.metrics.observe_success(seq, engine_finish, call.model)
         self._trace_answer(rec, call)
         # the trace line (end_time: now) goes to disk just before the last bytes go out
         await sink.write(b"".join(parts), len(parts), before=lambda: self._write_trace(rec))

@@ -37,6 +37,11 @@ prefix / prompt cache (`RequestRecord.cached_tokens` not None) adds to `cached`:
 said, their cached tokens, their prompt tokens]. Requests that did not say count in none of the
 three (absent is not zero), so cached / prompt tokens is the share over the requests that said.
 
+Agents (swarm/load/agent.py): a record that offered tools adds to `tools`: [steps, tool calls,
+valid calls, steps with no call under `required`, tasks ended (the records with a `task_s`)], and
+its invalid calls' reason (or `none_when_required`) to `tool_errors` (reason -> count); all exact.
+The `task` latency is a finished task's duration, added from the record of its last step.
+
 Confidence (swarm/stats/confidence.py): `per_bin` counts completions per BIN_S of wall-clock time
 (bin = floor(end / BIN_S), the request's end), any outcome, so the master can put an interval on a
 window's QPS from the bins inside it.
@@ -46,14 +51,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from swarm.core.records import LATENCIES, OUTCOMES, Outcome, RequestRecord
+from swarm.core.records import LATENCIES, NONE_WHEN_REQUIRED, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.goodput import GoodputSpec
 from swarm.stats.sketch import REL_ACCURACY, LatencyStats
 from swarm.stats.turns import TurnStats
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 7  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
-# 5: `turns` (conversations); 6: `cached` (prompt tokens served from the server's cache); 7: `endpoint`
+WIRE_VERSION = 8  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
+# 5: `turns` (conversations); 6: `cached` (prompt tokens served from the server's cache); 7: `endpoint`;
+# 8: `tools` and `tool_errors` (agent steps), the `ttftc` and `task` latencies
 BIN_S = 0.5  # completions are counted per this much wall-clock time (QPS intervals)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200
@@ -85,6 +91,8 @@ class Cell:
         "reasoning_tokens",
         "requests",
         "stage",
+        "tool_errors",
+        "tools",
         "warmup_requests",
         "warmup_ttft",
         "workload",
@@ -117,6 +125,8 @@ class Cell:
         self.goodput_counted = 0  # non-warm-up, non-cancelled requests, counted only with a spec
         self.per_bin: dict[int, int] = {}  # floor(end / BIN_S) -> requests completed then
         self.cached = [0, 0, 0]  # requests that reported cached tokens, their cached and prompt tokens
+        self.tools = [0, 0, 0, 0, 0]  # agent steps: steps, calls, valid calls, none under required, tasks
+        self.tool_errors: dict[str, int] = {}  # reason -> steps whose calls were invalid for it
 
     def add(self, r: RequestRecord, window: int | None = None, goodput: GoodputSpec | None = None) -> None:
         """Count `r`; `window`: where it finished (a stage index or DRAIN; None: its own stage);
@@ -159,6 +169,8 @@ class Cell:
                 self.last_response_s = end
         elif outcome is Outcome.CONNECT_ERROR:
             self._connect_errors(end, end)
+        if r.tool_calls is not None:
+            self._count_tools(r)
         if r.warmup:
             self.warmup_requests += 1
             if outcome is Outcome.OK and r.ttft_s is not None:
@@ -180,6 +192,22 @@ class Cell:
             lat["e2e"].add(r.e2e_s)
         if r.itl_s:
             lat["itl"].extend(r.itl_s)
+        if r.ttftc_s is not None:
+            lat["ttftc"].add(r.ttftc_s)
+        if r.task_s is not None:
+            lat["task"].add(r.task_s)
+
+    def _count_tools(self, r: RequestRecord) -> None:
+        tools = self.tools
+        tools[0] += 1
+        tools[1] += r.tool_calls or 0
+        tools[2] += r.tool_calls_valid or 0
+        if r.tool_error == NONE_WHEN_REQUIRED:
+            tools[3] += 1
+        if r.task_s is not None:
+            tools[4] += 1
+        if r.tool_error is not None:
+            self.tool_errors[r.tool_error] = self.tool_errors.get(r.tool_error, 0) + 1
 
     def _count_error(self, outcome: str, message: str, n: int) -> None:
         msgs = self.errors.get(outcome)
@@ -252,6 +280,9 @@ class Cell:
         self.output_tokens += other.output_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.cached = [a + b for a, b in zip(self.cached, other.cached, strict=True)]
+        self.tools = [a + b for a, b in zip(self.tools, other.tools, strict=True)]
+        for reason, n in other.tool_errors.items():
+            self.tool_errors[reason] = self.tool_errors.get(reason, 0) + n
         for w, (k, t, g) in other.completed.items():
             done = self.completed.get(w)
             if done is None:
@@ -309,6 +340,8 @@ class Cell:
             "goodput": [self.goodput_met, self.goodput_counted],
             "per_bin": [[b, n] for b, n in sorted(self.per_bin.items())],
             "cached": list(self.cached),
+            "tools": list(self.tools),
+            "tool_errors": dict(self.tool_errors),
         }
 
     @classmethod
@@ -331,6 +364,8 @@ class Cell:
         c.goodput_met, c.goodput_counted = (int(n) for n in d["goodput"])
         c.per_bin = {int(b): int(n) for b, n in d["per_bin"]}
         c.cached = [int(n) for n in d["cached"]]
+        c.tools = [int(n) for n in d["tools"]]
+        c.tool_errors = {str(k): int(n) for k, n in d["tool_errors"].items()}
         c.first_start_s, c.last_end_s = d["first_start_s"], d["last_end_s"]
         for outcome, msgs in (d.get("errors") or {}).items():
             for message, n in msgs.items():

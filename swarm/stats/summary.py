@@ -53,6 +53,18 @@ class LatencyBlock(TypedDict):
     max: float | None
 
 
+class ToolsBlock(TypedDict):
+    """Agent steps' tool calls (swarm/load/agent.py): every step that offered tools, each once."""
+
+    steps: int
+    tasks: int  # tasks ended (their last step recorded)
+    calls: int
+    valid: int
+    invalid: int
+    none_when_required: int  # steps answered without a call under --tool-choice required / NAME
+    reasons: dict[str, int]  # invalid calls' reason (and none_when_required) -> steps
+
+
 class GoodputBlock(TypedDict):
     """A block's goodput (--goodput): see the module's docstring."""
 
@@ -108,6 +120,9 @@ class Block(TypedDict):
     tpot_s: LatencyBlock
     e2e_s: LatencyBlock
     send_lag_s: LatencyBlock
+    ttftc_s: LatencyBlock  # agent steps: time to the first tool-call token
+    task_s: LatencyBlock  # agent tasks: duration (the steps' E2E + tool times), from their last step
+    tools: NotRequired[ToolsBlock]  # agent steps only
     goodput: NotRequired[GoodputBlock]
     ci: NotRequired[CiBlock]
 
@@ -275,6 +290,8 @@ def block(
     }
     for name in LATENCIES:
         out[f"{name}_s"] = quantiles.sketch_stats(cell.latencies[name])
+    if cell.tools[0]:
+        out["tools"] = tools_block(cell)
     if goodput_slo:
         rate_met = cell.good_in() if good is None else good
         out["goodput"] = goodput.block(
@@ -283,6 +300,20 @@ def block(
     if window is not None:
         out["ci"] = intervals(cell, cell.per_bin if per_bin is None else per_bin, window, out["qps"])
     return cast(Block, out)
+
+
+def tools_block(cell: Cell) -> ToolsBlock:
+    """The block's `tools` (agent steps)."""
+    steps, calls, valid, none_required, tasks = cell.tools
+    return {
+        "steps": steps,
+        "tasks": tasks,
+        "calls": calls,
+        "valid": valid,
+        "invalid": calls - valid,
+        "none_when_required": none_required,
+        "reasons": dict(sorted(cell.tool_errors.items())),
+    }
 
 
 def prompt_cache(cell: Cell) -> PromptCacheBlock | None:

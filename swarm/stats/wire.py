@@ -56,6 +56,9 @@ class CellWire(TypedDict):
     per_bin: list[list[int]]  # [[floor(end / BIN_S), requests completed]]; since 4
     # [requests that reported cached prompt tokens, those cached tokens, their prompt tokens]; since 6
     cached: list[int]
+    # agent steps: [steps, tool calls, valid calls, steps with none under required, tasks ended]; since 8
+    tools: list[int]
+    tool_errors: dict[str, int]  # invalid calls' reason (or none_when_required) -> steps; since 8
 
 
 class TurnCellWire(TypedDict):

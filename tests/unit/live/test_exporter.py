@@ -85,6 +85,8 @@ def test_no_request_contents_or_secrets(text):
         "swarm_tpot_seconds",
         "swarm_e2e_seconds",
         "swarm_send_lag_seconds",
+        "swarm_ttftc_seconds",
+        "swarm_task_seconds",
         "swarm_requests",
         "swarm_prompt_tokens",
         "swarm_output_tokens",

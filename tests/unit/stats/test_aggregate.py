@@ -178,7 +178,7 @@ def test_one_process_and_n_workers_agree(n_workers):
             for name in LATENCIES:
                 exact = exact_values(subset, name)
                 assert cell.latencies[name].count == len(exact)
-                for q in QS:
+                for q in QS if exact else ():  # (these records are no agent steps: no ttftc, no task)
                     assert_close(
                         cell.latencies[name].quantile(q), float(np.percentile(exact, q * 100, method="lower"))
                     )

@@ -30,6 +30,8 @@ BLOCK = {
     "tpot_s",
     "e2e_s",
     "send_lag_s",
+    "ttftc_s",
+    "task_s",
 }
 STATS = {"p50", "p90", "p95", "p99", "mean", "max"}
 
