@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarm.core.terminal import printable
-from swarm.core.units import seconds_text, stage_name
+from swarm.core.units import percent_text, seconds_text, stage_name
 from swarm.stats.summary import CI_KEYS, Block, Summary, workload_block
 
 COLUMNS = (
@@ -191,6 +191,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
     if cut := cancel_line(summary):
         lines.append(cut)
     lines.extend(session_lines(summary))
+    lines.extend(agent_lines(summary))
     lines.extend(prompt_cache_lines(summary))
     if intended := intended_prefix_line(summary):
         lines.append(intended)
@@ -281,6 +282,37 @@ def session_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
         lines.append(
             f"  turn {key:<2}  {b.get('requests', 0):>6} req  prompt {prompt if prompt is None else round(prompt)} tok  "
             f"TTFT p50 {_latency(b, 'ttft', 'p50')}  p99 {_latency(b, 'ttft', 'p99')}"
+        )
+    return lines
+
+
+def agent_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
+    """Agent tasks: tasks and steps, the task's time and the time to the first tool-call token,
+    tool calls valid / invalid (with their reasons) / none under required, the task goodput under
+    a task SLO. Empty without agent steps."""
+    total = summary.get("total") or {}
+    t = total.get("tools")
+    if not t:
+        return []
+    steps = t.get("steps", 0)
+    tasks = t.get("tasks", 0)
+    per_task = f"{steps / tasks:.1f}" if tasks else "-"
+    lines = [
+        f"agent: {tasks} tasks, {steps} steps ({per_task} a task); task p50 {_latency(total, 'task', 'p50')} "
+        f"p90 {_latency(total, 'task', 'p90')} p99 {_latency(total, 'task', 'p99')}; first tool-call token "
+        f"p50 {_latency(total, 'ttftc', 'p50')} p99 {_latency(total, 'ttftc', 'p99')}",
+    ]
+    reasons = ", ".join(f"{k}={v}" for k, v in (t.get("reasons") or {}).items())
+    lines.append(
+        f"  tool calls: {t.get('calls', 0)}, {t.get('valid', 0)} valid, {t.get('invalid', 0)} invalid; "
+        f"{t.get('none_when_required', 0)} steps without a call under required"
+        + (f" ({reasons})" if reasons else "")
+    )
+    if (g := t.get("task_goodput")) is not None:
+        share = g.get("share")
+        lines.append(
+            f"  task goodput: {g.get('met', 0)} of {g.get('tasks', 0)} tasks within "
+            f"{_lat(g.get('bound_s'))} ({'-' if share is None else percent_text(share, 1)})"
         )
     return lines
 

@@ -272,6 +272,7 @@ class MasterStats:
             degraded_workers=list(self.health.degraded.values()),
             stage_windows={k: (w.start_s, w.end_s) for k, w in windows.items()},
             goodput_slo=self.goodput_slo,
+            task_slo_s=slo.task_bound(self.objectives),
         )
         return add_sections(s, self._sections())
 

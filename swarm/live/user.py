@@ -207,6 +207,7 @@ class LLMUser(FastHttpUser):
         self._agents = any(getattr(w, "agent", False) for w, _ in self.mix.items)
         self._tasks_started = 0
         self._tool_tally: ToolTally | None = None  # the last agent step's tally
+        self._t_send = 0.0  # perf_counter() when the last request was sent (its E2E's start)
         self.conversation: Conversation | None = None
         self._session_workload: Any = None
         self._session_prefix = secrets.token_hex(6)
@@ -318,31 +319,33 @@ class LLMUser(FastHttpUser):
     # -- agents (agent: tasks of tool-calling steps) ---------------------------------------------
 
     def _agent_task(self, send_lag_s: float | None = None) -> None:
-        """Run one task to its end: each step sent, its calls judged, the tools' time slept (counted
-        in the next step's `tool_s`, never in a request); a request of another workload when the
-        mix draws one."""
+        """Run one task to its end: each step sent, its calls judged, the tools' time slept (in the
+        task, never in a request); a request of another workload when the mix draws one."""
         w = self.mix.draw(self.rng)
         if not getattr(w, "agent", False):
             self.send(w.next_request(self.rng), send_lag_s=send_lag_s)
             return
         self._tasks_started += 1
         task: AgentTask = w.start(self.rng, f"{self._session_prefix}-t{self._tasks_started}")
-        task.t_start = time.perf_counter()
         while True:
             self.send(task.next_request(), send_lag_s=send_lag_s, agent=task)
             send_lag_s = None  # (a task's later steps were not scheduled: they follow the last)
             if task.ended or self.state.stopping:
                 return
             pause = w.tool_latency(self.rng)
-            t = time.perf_counter()
             if pause > 0:
                 gevent.sleep(pause)
-            task.pending_tool_s = time.perf_counter() - t
 
     def _agent_step(self, task: AgentTask, record: RequestRecord) -> None:
         """Judge an agent step's calls into `record` and carry the task on (before the record is
-        fired: the last step's record carries the task's duration)."""
-        record.tool_s = task.pending_tool_s
+        fired: the last step's record carries the task's duration). The step's `tool_s` is the time
+        from the last step's end to this one's send: the tools' time and the client's own between
+        the two (the first step's is 0), so a task's steps' E2E and tool times add up to it."""
+        sent = self._t_send
+        record.tool_s = 0.0 if task.last_end is None else sent - task.last_end
+        if task.t_start is None:
+            task.t_start = sent
+        task.last_end = sent + (record.e2e_s or 0.0)
         tally = self._tool_tally
         if record.outcome is not Outcome.OK or tally is None:
             task.failed()
@@ -359,8 +362,8 @@ class LLMUser(FastHttpUser):
             task.answered([c.message() for c in calls], self.rng)
             if verdict.reason is not None:  # an invalid call: nothing sound to go on with
                 task.ended = True
-        if task.ended and task.t_start is not None:
-            record.task_s = time.perf_counter() - task.t_start
+        if task.ended:
+            record.task_s = task.last_end - task.t_start
 
     def served(self, endpoint: Endpoint) -> ServedModel:
         """`endpoint`'s model and dialect, from the options or (once per process) from its /v1/models."""
@@ -448,7 +451,7 @@ class LLMUser(FastHttpUser):
         """Write the body, send it and tally the stream into `record`, its outcome and error set
         (any exception of ours an `internal` outcome); returns the bytes read."""
         n_bytes = 0
-        t0 = time.perf_counter()
+        t0 = self._t_send = time.perf_counter()
         transport = endpoint.transport
         try:
             served = self.served(endpoint)
@@ -484,7 +487,7 @@ class LLMUser(FastHttpUser):
             else:
                 tally = StreamTally(served.dialect, chat)
             data = head + str(len(body)).encode() + b"\r\n\r\n" + body
-            t0 = time.perf_counter()
+            t0 = self._t_send = time.perf_counter()
             record.start_wall_s = time.time()  # (after t0: start_wall_s + ttft_s errs late, never early)
             cut = self._cancel is not None and self._cancel.next()  # --cancel: this one hangs up
             outcome, error, t_end, n_bytes = transport.exchange(

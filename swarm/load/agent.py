@@ -19,9 +19,9 @@ steps) is shared across steps, and the time that matters is the task's.
 
 The user (swarm/live/user.py) sends the steps, judges the calls (swarm/client/tool_calls.py) and
 sleeps the tools' time; this module keeps the task's messages and builds each step's request.
-A task's duration is measured from its first send to its last step's end, and equals the sum of
-its steps' E2E and tool times (the records' `e2e_s` and `tool_s`) but for the client's own time
-between steps.
+A task's duration runs from its first step's send to its last step's end: the sum of its steps'
+E2E and tool times (the records' `e2e_s` and `tool_s`; a step's `tool_s` is the time from the last
+step's end to its send, the mocked latency plus the client's own time between the two).
 """
 
 from __future__ import annotations
@@ -159,8 +159,8 @@ class AgentTask:
     __slots__ = (
         "ended",
         "id",
+        "last_end",
         "messages",
-        "pending_tool_s",
         "planned",
         "step",
         "t_start",
@@ -174,8 +174,8 @@ class AgentTask:
         self.messages: Messages = [{"role": "user", "content": first}]
         self.step = 0  # steps answered so far
         self.ended = False
-        self.t_start: float | None = None  # perf_counter() of the first send (the user's)
-        self.pending_tool_s = 0.0  # the tools' time since the last step: the next step's `tool_s`
+        self.t_start: float | None = None  # perf_counter() of the first step's send (the user's)
+        self.last_end: float | None = None  # perf_counter() of the last step's end
 
     @property
     def last_step(self) -> bool:

@@ -159,5 +159,14 @@ def value_text(metric: str, v: float) -> str:
     return _fmt(metric, v)
 
 
+def task_bound(objectives: Sequence[Objective] | None) -> float | None:
+    """The bound of the first task SLO (`task_pNN<=T` / `<T`), None without one: agent tasks'
+    goodput is the share of tasks within it."""
+    for o in objectives or ():
+        if o.metric.startswith("task_") and o.op in ("<=", "<"):
+            return o.threshold
+    return None
+
+
 def evaluate(objectives: list[Objective], summary: Mapping[str, Any]) -> list[Verdict]:
     return [Verdict(o, o.measured(summary)) for o in objectives]

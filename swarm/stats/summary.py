@@ -63,6 +63,17 @@ class ToolsBlock(TypedDict):
     invalid: int
     none_when_required: int  # steps answered without a call under --tool-choice required / NAME
     reasons: dict[str, int]  # invalid calls' reason (and none_when_required) -> steps
+    task_goodput: NotRequired[TaskGoodputBlock]  # with a task SLO (--slo task_pNN<=T)
+
+
+class TaskGoodputBlock(TypedDict):
+    """Tasks that ended well within a task SLO's bound: successful last steps whose task took at most
+    `bound_s`, read from the `task` sketch (a task within 0.5% of the bound counts as within)."""
+
+    bound_s: float
+    met: int
+    tasks: int  # tasks whose last step succeeded
+    share: float | None
 
 
 class GoodputBlock(TypedDict):
@@ -363,10 +374,12 @@ def build(
     degraded_workers: Sequence[Mapping[str, Any]] = (),
     stage_windows: Mapping[int, tuple[float, float]] | None = None,
     goodput_slo: str | None = None,
+    task_slo_s: float | None = None,
 ) -> Summary:
     """The summary.json dict. `start_s`/`end_s`: the run's start and end on the master; `stopped_s`:
     when its stop began (the end of the load window; None: `end_s`). `stage_windows`: stage ->
-    (start_s, end_s) where the master saw them. `goodput_slo`: the --goodput text (None: none)."""
+    (start_s, end_s) where the master saw them. `goodput_slo`: the --goodput text (None: none).
+    `task_slo_s`: a task SLO's bound (--slo task_pNN<=T): agent blocks add their task goodput."""
     total = agg.combined(bins=True)
     load_end = stopped_s if stopped_s is not None else end_s
     duration = load_end - start_s if start_s is not None and load_end is not None else total.window_s()
@@ -411,7 +424,24 @@ def build(
     ]
     if agg.turns:  # conversations: per turn, and the requests in flight next to the user count
         out["sessions"] = agg.turns.summary(in_flight_mean(total, duration))
+    if task_slo_s is not None:
+        for key, cell in (("total", total), *by_workload.items()):
+            tools = out[key].get("tools")
+            if tools is not None:
+                tools["task_goodput"] = task_goodput(cell, task_slo_s)
     return cast(Summary, out)
+
+
+def task_goodput(cell: Cell, bound_s: float) -> TaskGoodputBlock:
+    """The share of `cell`'s finished tasks that took at most `bound_s`."""
+    task = cell.latencies["task"]
+    met = task.count - task.count_above(bound_s)
+    return {
+        "bound_s": bound_s,
+        "met": met,
+        "tasks": task.count,
+        "share": met / task.count if task.count else None,
+    }
 
 
 def _run_outcome(

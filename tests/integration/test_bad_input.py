@@ -39,7 +39,21 @@ def files(tmp_path: Path) -> dict[str, Path]:
     trace.write_text('{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}\n')
     afile = tmp_path / "afile"
     afile.write_text("not a directory\n")
-    return {"latin1": bad, "missing": tmp_path / "nope.jsonl", "trace": trace, "afile": afile}
+    badtools = tmp_path / "tools.json"  # a parameter whose type is no JSON Schema type
+    badtools.write_text(
+        '[{"type": "function", "function": {"name": "f", "parameters": '
+        '{"type": "object", "properties": {"x": {"type": "str"}}}}}]'
+    )
+    notjson = tmp_path / "tools.txt"
+    notjson.write_text("[{not json")
+    return {
+        "latin1": bad,
+        "missing": tmp_path / "nope.jsonl",
+        "trace": trace,
+        "afile": afile,
+        "badtools": badtools,
+        "notjson": notjson,
+    }
 
 
 def one_line_exit_2(p: subprocess.CompletedProcess | CliResult, words: str) -> None:
@@ -107,6 +121,17 @@ RUN_CASES = [
     ),
     (["--", "--max-tokens", "99999999999999999999"], "--max-tokens must be at most"),
     (["--out", "{afile}"], "is a file, not a directory"),
+    # agent: a tools file that is no JSON Schema, or no JSON; a tool choice not among the tools
+    (
+        ["--workload", "agent", "--", "--tools", "{badtools}"],
+        "properties.x.type 'str' is not a JSON Schema type",
+    ),
+    (["--workload", "agent", "--", "--tools", "{notjson}"], "not valid JSON"),
+    (
+        ["--workload", "agent", "--", "--tool-choice", "nosuch"],
+        "--tool-choice 'nosuch': not auto, required nor",
+    ),
+    (["--workload", "agent", "--", "--agent-steps", "0"], "bad --agent-steps '0'"),
     (["--out", "/proc/swarm-test/o"], "cannot be written"),
 ]
 

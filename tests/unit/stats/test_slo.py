@@ -2,6 +2,7 @@ import pytest
 
 from swarm.core.errors import UsageError
 from swarm.stats import slo
+from swarm.stats.slo import task_bound
 
 SUMMARY = {
     "total": {
@@ -86,3 +87,11 @@ def test_objectives_parsed_before_the_runs_workloads_are_known_are_checked_again
         slo.parse(text, workloads={"chat", "rag"})
     assert str(checked.value) == str(parsed.value)
     assert str(checked.value) == "bad SLO 'nowl.e2e_p99<=5s': no workload 'nowl' in this run (chat, rag)"
+
+
+def test_a_task_slo_is_one_grammar_and_gives_the_task_goodput_bound():
+    objectives = slo.parse("ttft_p99<=1s,agent.task_p90<=30s")
+    assert [(o.workload, o.metric, o.threshold) for o in objectives][1] == ("agent", "task_p90", 30.0)
+    assert task_bound(objectives) == 30.0 and task_bound(slo.parse("ttft_p99<=1s")) is None
+    verdict = slo.evaluate(objectives[1:], {"agent": {"task_s": {"p90": 31.0}}})[0]
+    assert not verdict.ok and "agent.task_p90 <= 30.000s (measured 31.000s)" in verdict.describe()

@@ -129,3 +129,45 @@ def test_slo_reads_per_workload_blocks():
     s = summary.build(_agg(records), run_id="r", start_s=0.0, end_s=10.0)
     (v,) = slo.evaluate(slo.parse("chat.ttft_p50<=100s"), s)
     assert v.ok and v.value == s["chat"]["ttft_s"]["p50"]
+
+
+def agent_records() -> list[RequestRecord]:
+    """Three tasks: one of 2 steps, one ended by an invalid call, one without a call under required."""
+    out = []
+    for task, steps in (
+        ("a", [(1, 1, None, None), (0, 0, None, 2.0)]),
+        ("b", [(1, 0, "missing_required", 5.0)]),
+    ):
+        for i, (calls, valid, error, task_s) in enumerate(steps, 1):
+            out.append(
+                RequestRecord(
+                    "agent", 0.0, e2e_s=0.5, ttft_s=0.1, task_id=task, step=i, tool_calls=calls,
+                    tool_calls_valid=valid, tool_error=error, ttftc_s=0.1 if calls else None, tool_s=0.0, task_s=task_s,
+                )
+            )  # fmt: skip
+    out.append(
+        RequestRecord("agent", 0.0, e2e_s=0.5, task_id="c", step=1, tool_calls=0, tool_calls_valid=0,
+                      tool_error="none_when_required", tool_s=0.0, task_s=0.5)
+    )  # fmt: skip
+    return out
+
+
+def test_agent_tools_block_and_task_goodput_exactly():
+    agg = Aggregate()
+    for r in agent_records():
+        agg.add(r)
+    s = summary.build(agg, run_id="r", start_s=0.0, end_s=10.0, task_slo_s=3.0)
+    tools = s["total"]["tools"]
+    assert tools == {
+        "steps": 4,
+        "tasks": 3,
+        "calls": 2,
+        "valid": 1,
+        "invalid": 1,
+        "none_when_required": 1,
+        "reasons": {"missing_required": 1, "none_when_required": 1},
+        "task_goodput": {"bound_s": 3.0, "met": 2, "tasks": 3, "share": 2 / 3},
+    }
+    assert s["agent"]["tools"] == tools
+    assert s["total"]["task_s"]["max"] == 5.0 and s["total"]["ttftc_s"]["max"] == 0.1
+    assert "tools" not in summary.build(Aggregate(), run_id="r")["total"]
