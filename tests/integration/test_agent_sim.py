@@ -64,3 +64,24 @@ def test_a_200_task_run_reconciles_with_the_simulator(tmp_path):
     assert tools["calls"] == int(records.tool_calls.sum()) == int(trace.tool_calls.sum())
     assert tools["valid"] == tools["calls"] and tools["invalid"] == 0 and tools["reasons"] == {}
     assert tools["task_goodput"]["met"] == tools["task_goodput"]["tasks"] == int((ok.task_s <= 30).sum())
+
+
+# serial: as above (the users' closed loop on an instant simulator takes a core)
+@pytest.mark.serial
+@pytest.mark.integration
+def test_a_server_that_never_calls_under_required_is_recorded_with_the_reason(tmp_path):
+    """llama.cpp's face does not speak tools (it answers text): under `required` each task ends at
+    its first step, recorded as `none_when_required`, and the run ends as asked."""
+    out = tmp_path / "run"
+    cmd = swarm_cmd("run", "--workers", "1", "-u", "2", "-t", "2s", "--out", str(out), "--sim-profile", "instant",
+                    "--sim-arg=--server=llamacpp", "--workload", "agent", "--", "--agent-steps", "3",
+                    "--max-tokens", "8")  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    records = pd.read_parquet(out / "requests.parquet")
+    ok = records[records.outcome == "ok"]
+    assert len(ok) > 10 and (ok.step == 1).all() and (ok.tool_calls == 0).all()
+    assert (ok.tool_error == "none_when_required").all() and ok.task_s.notna().all()
+    tools = json.loads((out / "summary.json").read_text())["total"]["tools"]
+    assert tools["none_when_required"] == tools["reasons"]["none_when_required"] == len(ok)
+    assert "steps without a call under required (none_when_required=" in p.stdout

@@ -9,7 +9,9 @@ import orjson
 import pytest
 
 from swarm.client.tool_calls import ToolCallAssembler, judge
+from swarm.core.errors import UsageError
 from swarm.load.agent import BUILTIN_TOOLS, load_tools
+from swarm.sim.profile import parse_profile
 from swarm.sim.protocol import ApiError, parse_chat
 from swarm.sim.tool_calls import plan, read_choice, read_tools, token_chunks
 
@@ -87,3 +89,13 @@ def test_the_tools_and_the_calls_grow_the_prompt():
     assert (
         after.prompt_pieces[: tools.prompt_tokens - 3] == tools.prompt_pieces[:-3]
     )  # the earlier prompt is a prefix
+
+
+def test_the_profiles_tools_table():
+    p = parse_profile({"tools": {"call_rate": 0.5, "arguments": {"value": 40}, "calls": {"value": 2}}}, "t")
+    rng = random.Random(0)
+    assert (p.tool_call_rate, p.tool_arguments.sample(rng), p.tool_calls.sample(rng)) == (0.5, 40, 2)
+    with pytest.raises(UsageError, match=r"unknown key\(s\) in \[tools\]: \['rate'\]"):
+        parse_profile({"tools": {"rate": 1}}, "t")
+    with pytest.raises(UsageError, match=r"\[tools\] call_rate must be in \[0, 1\]"):
+        parse_profile({"tools": {"call_rate": 2}}, "t")
