@@ -92,7 +92,9 @@ class RequestRecord:
     tool_error: str | None = None  # the first invalid call's reason, or `none_when_required`
     ttftc_s: float | None = None  # time to the first tool-call token
     tool_s: float | None = None  # the mocked tools' time after this step (in the task, not the request)
-    task_s: float | None = None  # the task's duration, on its last step: the steps' E2E + tool times
+    task_s: float | None = (
+        None  # the task's duration, on its last step when answered: steps' E2E + tool times
+    )
 
     @property
     def ok(self) -> bool:

@@ -344,8 +344,24 @@ def llm_load_test() -> gdash.Dashboard:
             "Send lag",
             "Open loop (--rate): how late requests left relative to their arrival schedule; client-side queueing.",
         ),
+        (
+            "swarm_ttftc_seconds",
+            "First tool-call token",
+            "Agent steps (--workload agent): time to the first tool-call token of the steps that called a tool.",
+        ),
+        (
+            "swarm_task_seconds",
+            "Agent task",
+            "Agent tasks: from the first step's send to the last step's end (the steps' E2E and the tools' time).",
+        ),
     ]:
-        width = 12 if title in ("TTFT", "TTFA") else 24 if title == "Send lag" else 8
+        width = (
+            12
+            if title in ("TTFT", "TTFA", "First tool-call token", "Agent task")
+            else 24
+            if title == "Send lag"
+            else 8
+        )
         lay.timeseries(
             f"{title} p50 / p95 / p99", what, percentiles(metric, CLIENT, by="workload"), "s", width=width
         )

@@ -362,7 +362,7 @@ class LLMUser(FastHttpUser):
             task.answered([c.message() for c in calls], self.rng)
             if verdict.reason is not None:  # an invalid call: nothing sound to go on with
                 task.ended = True
-        if task.ended:
+        if task.ended and record.outcome is Outcome.OK:  # (a failed or cut task has no duration)
             record.task_s = task.last_end - task.t_start
 
     def served(self, endpoint: Endpoint) -> ServedModel:

@@ -37,8 +37,9 @@ prefix / prompt cache (`RequestRecord.cached_tokens` not None) adds to `cached`:
 said, their cached tokens, their prompt tokens]. Requests that did not say count in none of the
 three (absent is not zero), so cached / prompt tokens is the share over the requests that said.
 
-Agents (swarm/load/agent.py): a record that offered tools adds to `tools`: [steps, tool calls,
-valid calls, steps with no call under `required`, tasks ended (the records with a `task_s`)], and
+Agents (swarm/load/agent.py): an agent step's record (any outcome) adds to `tools`: [steps, tool
+calls, valid calls, steps with no call under `required`, tasks ended well (the records with a
+`task_s`: their last step answered)], and
 its invalid calls' reason (or `none_when_required`) to `tool_errors` (reason -> count); all exact.
 The `task` latency is a finished task's duration, added from the record of its last step.
 
@@ -169,7 +170,7 @@ class Cell:
                 self.last_response_s = end
         elif outcome is Outcome.CONNECT_ERROR:
             self._connect_errors(end, end)
-        if r.tool_calls is not None:
+        if r.step is not None:
             self._count_tools(r)
         if r.warmup:
             self.warmup_requests += 1

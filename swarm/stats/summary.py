@@ -56,8 +56,8 @@ class LatencyBlock(TypedDict):
 class ToolsBlock(TypedDict):
     """Agent steps' tool calls (swarm/load/agent.py): every step that offered tools, each once."""
 
-    steps: int
-    tasks: int  # tasks ended (their last step recorded)
+    steps: int  # agent steps sent (any outcome)
+    tasks: int  # tasks ended with their last step answered (a failed or cut step ends its task unmeasured)
     calls: int
     valid: int
     invalid: int
