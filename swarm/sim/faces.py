@@ -100,6 +100,7 @@ class Face:
     one_model: ClassVar[str | None]  # why it serves one model only (None: several, LoRA adapters)
     resets_prefix_cache: ClassVar[bool]  # serves POST /reset_prefix_cache (vLLM's, dev mode)
     speaks_tools: ClassVar[bool] = False  # answers `tools` with streamed tool calls (swarm/sim/tool_calls.py)
+    tool_id_prefix: ClassVar[str] = "chatcmpl-tool-"  # a tool call's id before its 32 hex digits
     takes_cache_salt: ClassVar[bool] = (
         False  # mixes a body's `cache_salt` into the prefix-cache hashes (vLLM)
     )
@@ -269,6 +270,8 @@ class LlamaCppFace(Face):
     reasoning_field = "reasoning_content"
     one_model = "llama-server's one model"
     resets_prefix_cache = False  # llama-server has no such endpoint: its 404
+    speaks_tools = True  # as llama-server --jinja (swarm/sim/tool_calls.py)
+    tool_id_prefix = ""  # its ids: 32 characters, no prefix
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return llamacpp_metrics.LlamaMetrics(engine)
@@ -298,6 +301,8 @@ class LlamaCppFace(Face):
         )
 
     def renderer(self, tape: Tape, out: Output, model: str, req: GenRequest) -> Renderer:
+        if out.tool_plan is not None:
+            return llamacpp_render.LlamaToolStreamRenderer(tape, out, model, req.endpoint, req.include_usage)
         return llamacpp_render.LlamaStreamRenderer(tape, out, model, req.endpoint, req.include_usage)
 
     def full_body(
@@ -324,6 +329,7 @@ class SglangFace(VllmFace):
     one_model = "SGLang's one model (--served-model-name)"
     resets_prefix_cache = False  # SGLang's is /flush_cache
     takes_cache_salt = False
+    speaks_tools = False  # (its tool-call stream is not taken from its source here: text answers)
 
     def metrics(self, engine: Engine) -> FaceMetrics:
         return sglang_metrics.SglangMetrics(engine, self.served[0])

@@ -24,6 +24,7 @@ import orjson
 
 from swarm.core.tokens import chat_prompt_tokens, message_text, tokenize
 from swarm.sim.protocol import ApiError, GenRequest
+from swarm.sim.tool_calls import read_llamacpp_choice, read_tools
 
 SERVER = "llamacpp"
 SSE_HEADERS = {
@@ -109,9 +110,15 @@ def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def parse_request(body: dict[str, Any], endpoint: str, n_ctx: int) -> GenRequest:
     """A chat or completion body as llama-server reads it (its checks, its errors, its defaults)."""
+    tools, choice = None, "none"
     if endpoint == "chat":
         messages = messages_of(body)
-        pieces = chat_prompt_tokens(messages)
+        try:
+            tools = read_tools(body.get("tools"))
+            choice = read_llamacpp_choice(body.get("tool_choice"), tools)
+        except ValueError as e:
+            raise LlamaError(400, str(e)) from None
+        pieces = chat_prompt_tokens(messages, body.get("tools"))
     else:
         if "prompt" not in body:
             raise LlamaError(400, "[json.exception.out_of_range.403] key 'prompt' not found")
@@ -162,6 +169,8 @@ def parse_request(body: dict[str, Any], endpoint: str, n_ctx: int) -> GenRequest
         thinking=thinking,
         prompt_tokens=prompt_tokens,
         prompt_pieces=pieces,
+        tools=tools,
+        tool_choice=choice,
     )
 
 

@@ -21,6 +21,7 @@ import orjson
 from swarm.sim.engine import Sequence as EngineSequence
 from swarm.sim.llamacpp import FINGERPRINT, LlamaError
 from swarm.sim.render import TAPE_MASK, Output, Tape
+from swarm.sim.tool_calls import token_chunks
 
 
 def timings(seq: EngineSequence, prompt_tokens: int, predicted: int) -> dict[str, float | int]:
@@ -146,6 +147,23 @@ class LlamaStreamRenderer:
     @staticmethod
     def error_event(message: str, code: int = 500) -> bytes:
         return b"data: " + LlamaError(code, message, "server_error").body() + b"\n\n"
+
+
+class LlamaToolStreamRenderer(LlamaStreamRenderer):
+    """llama-server's events of an answer of tool calls (chat): one `tool_calls` diff a token, in
+    its key order (swarm/sim/tool_calls.py), then the finish event as any answer's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        assert self.out.tool_plan is not None
+        self.deltas = token_chunks(self.out.tool_plan, llamacpp=True)
+
+    def role_chunk(self) -> bytes:
+        return self.head + b'{"role":"assistant","content":null}' + self.tail
+
+    def tokens(self, start: int, end: int, parts: list[bytes]) -> None:
+        head, tail, deltas = self.head, self.tail, self.deltas
+        parts.extend(head + deltas[k] + tail for k in range(start, end))
 
 
 def full_body(

@@ -272,6 +272,7 @@ class SimServer:
                 p.tool_call_rate,
                 p.tool_arguments.sample(rng),
                 p.tool_calls.sample(rng),
+                self.face.tool_id_prefix,
             )
         if calls is not None:  # an answer of tool calls: its argument pieces are its tokens
             total, reasoning = min(calls.tokens, req.max_tokens), 0

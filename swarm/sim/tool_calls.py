@@ -15,6 +15,14 @@ A call's arguments are a JSON object holding the tool schema's required fields (
 with words to the profile's `[tools] arguments` size in tokens; other types one token), streamed
 one piece per token, so the answer's completion tokens are its argument pieces: the usage the
 client reads and the trace's `completion_tokens` agree.
+
+llama-server (`--jinja`; common/chat.cpp `common_chat_msg_diff_to_json_oaicompat` and
+`common_chat_tool_choice_parse_oaicompat`, read at ggml-org/llama.cpp 85c9a50) streams the same
+deltas with its own key order (`index`, then `id` and `type` on a call's first diff, then
+`function` with `name` on the first and `arguments` on every one) and the finish `tool_calls` on
+its own `delta: {}` event; its tool choice is a string (auto, none, required; anything else
+"Invalid tool_choice: ..."), and a named choice, an object, is read as `auto` (the server's
+`json_value` falls back to the default for a value of another type).
 """
 
 from __future__ import annotations
@@ -141,6 +149,7 @@ def plan(
     call_rate: float,
     size: int,
     calls: int,
+    id_prefix: str = "chatcmpl-tool-",
 ) -> ToolPlan | None:
     """This answer's calls (None: it answers with text). `size`: argument tokens per call drawn
     from the profile; `calls`: calls in the answer (only `auto` / `required` call several)."""
@@ -155,21 +164,26 @@ def plan(
         picked = [rng.choice(tools) for _ in range(max(1, calls))]
     return ToolPlan(
         tuple(
-            Call(f"chatcmpl-tool-{rng.getrandbits(128):032x}", t.name, arguments(t, size, rng))
-            for t in picked
+            Call(f"{id_prefix}{rng.getrandbits(128):032x}", t.name, arguments(t, size, rng)) for t in picked
         ),
         named,
     )
 
 
-def token_chunks(plan: ToolPlan) -> tuple[bytes, ...]:
-    """The `delta` JSON of each token of `plan`, in order (a call's first carries id, type, name)."""
+def token_chunks(plan: ToolPlan, llamacpp: bool = False) -> tuple[bytes, ...]:
+    """The `delta` JSON of each token of `plan`, in order (a call's first carries id, type, name),
+    in vLLM's key order or (`llamacpp`) llama-server's."""
     out: list[bytes] = []
     for i, c in enumerate(plan.calls):
         for k, piece in enumerate(c.pieces):
             args = orjson.dumps(piece)
             if k == 0:
-                head = b'{"id":"%s","type":"function","index":%d,"function":{"name":' % (c.id.encode(), i)
+                cid = c.id.encode()
+                head = (
+                    b'{"index":%d,"id":"%s","type":"function","function":{"name":' % (i, cid)
+                    if llamacpp
+                    else b'{"id":"%s","type":"function","index":%d,"function":{"name":' % (cid, i)
+                )
                 out.append(
                     b'{"tool_calls":[' + head + orjson.dumps(c.name) + b',"arguments":' + args + b"}}]}"
                 )
@@ -178,4 +192,24 @@ def token_chunks(plan: ToolPlan) -> tuple[bytes, ...]:
     return tuple(out)
 
 
-__all__ = ["Call", "ToolPlan", "ToolSpec", "arguments", "plan", "read_choice", "read_tools", "token_chunks"]
+def read_llamacpp_choice(choice: Any, tools: tuple[ToolSpec, ...] | None) -> str:
+    """llama-server's tool choice: a string of three (else ValueError "Invalid tool_choice: ..."),
+    any other value read as auto; none without tools."""
+    if isinstance(choice, str):
+        if choice not in ("auto", "none", "required"):
+            raise ValueError(f"Invalid tool_choice: {choice}")
+        return choice if tools else "none"
+    return "auto" if tools else "none"
+
+
+__all__ = [
+    "Call",
+    "ToolPlan",
+    "ToolSpec",
+    "arguments",
+    "plan",
+    "read_choice",
+    "read_llamacpp_choice",
+    "read_tools",
+    "token_chunks",
+]

@@ -20,11 +20,16 @@ TASKS_MIN = 200
 # test_prefix_cache_bust_sim's) and its neighbours' short runs would get no answer
 @pytest.mark.serial
 @pytest.mark.integration
-def test_a_200_task_run_reconciles_with_the_simulator(tmp_path):
+@pytest.mark.parametrize(
+    "server, choice, finish",
+    [("vllm", "run_sql", "stop"), ("llamacpp", "required", "tool_calls")],  # vLLM: stop under a named choice
+)
+def test_a_200_task_run_reconciles_with_the_simulator(tmp_path, server, choice, finish):
     out = tmp_path / "run"
     cmd = swarm_cmd("run", "--workers", "1", "-u", "8", "-t", "3s", "--out", str(out), "--sim-profile", "instant",
-                    "--slo", "task_p90<=30s", "--workload", "agent", "--", "--agent-steps", "1-4",
-                    "--tool-latency", "1ms-3ms", "--tool-result-tokens", "16-48", "--tool-choice", "required")  # fmt: skip
+                    f"--sim-arg=--server={server}", "--slo", "task_p90<=30s", "--workload", "agent", "--",
+                    "--agent-steps", "1-4", "--tool-latency", "1ms-3ms", "--tool-result-tokens", "16-48",
+                    "--tool-choice", choice)  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "SLO PASS: total.task_p90" in p.stdout and "agent: " in p.stdout
@@ -40,7 +45,9 @@ def test_a_200_task_run_reconciles_with_the_simulator(tmp_path):
     assert (ok.tool_calls_valid == ok.tool_calls).all() and ok.tool_error.isna().all()
     # required on every step but the last planned one (tool_choice none: the answer, no call)
     last = ok.step == ok.groupby("task_id").step.transform("max")
-    assert (ok[~last].tool_calls >= 1).all() and (ok[~last].finish_reason == "tool_calls").all()
+    assert (ok[~last].tool_calls >= 1).all() and (ok[~last].finish_reason == finish).all()
+    if choice != "required":
+        assert set(ok[~last].tool_calls) == {1}  # a named choice: that one function, once
 
     tasks = records.sort_values(["task_id", "step"]).groupby("task_id")
     ended = 0
@@ -70,11 +77,11 @@ def test_a_200_task_run_reconciles_with_the_simulator(tmp_path):
 @pytest.mark.serial
 @pytest.mark.integration
 def test_a_server_that_never_calls_under_required_is_recorded_with_the_reason(tmp_path):
-    """llama.cpp's face does not speak tools (it answers text): under `required` each task ends at
+    """SGLang's face does not speak tools (it answers text): under `required` each task ends at
     its first step, recorded as `none_when_required`, and the run ends as asked."""
     out = tmp_path / "run"
     cmd = swarm_cmd("run", "--workers", "1", "-u", "2", "-t", "2s", "--out", str(out), "--sim-profile", "instant",
-                    "--sim-arg=--server=llamacpp", "--workload", "agent", "--", "--agent-steps", "3",
+                    "--sim-arg=--server=sglang", "--workload", "agent", "--", "--agent-steps", "3",
                     "--max-tokens", "8")  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

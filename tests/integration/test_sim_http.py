@@ -53,6 +53,7 @@ TRACE_FIELDS = [
     "session",
     "user",
     "first_write_time",
+    "tool_calls",
 ]
 
 
@@ -480,6 +481,7 @@ def test_trace_lines_are_exact_and_prompt(sim):
         "session": None,
         "user": None,  # the request's OpenAI `user` field (the trace replay names its row there)
         "first_write_time": s["first_write_time"],  # no front-end cost or delay: as the bytes went
+        "tool_calls": None,  # no `tools` in the request
     }
     assert s["first_token_time"] <= s["first_write_time"] <= t1
     assert 0 <= s["cached_tokens"] < s["prompt_tokens"] and s["answer_tokens"] > 0

@@ -11,6 +11,7 @@ import pytest
 from swarm.client.tool_calls import ToolCallAssembler, judge
 from swarm.core.errors import UsageError
 from swarm.load.agent import BUILTIN_TOOLS, load_tools
+from swarm.sim.llamacpp import LlamaError, parse_request
 from swarm.sim.profile import parse_profile
 from swarm.sim.protocol import ApiError, parse_chat
 from swarm.sim.tool_calls import plan, read_choice, read_tools, token_chunks
@@ -99,3 +100,19 @@ def test_the_profiles_tools_table():
         parse_profile({"tools": {"rate": 1}}, "t")
     with pytest.raises(UsageError, match=r"\[tools\] call_rate must be in \[0, 1\]"):
         parse_profile({"tools": {"call_rate": 2}}, "t")
+
+
+def test_llama_server_reads_its_tool_choice_and_streams_in_its_key_order():
+    req = parse_request(
+        {"messages": MSG, "tools": BUILTIN_TOOLS, "tool_choice": {"type": "function"}}, "chat", 4096
+    )
+    assert req.tool_choice == "auto"  # an object is not a string: its default
+    assert (
+        parse_request({"messages": MSG, "tool_choice": "required"}, "chat", 4096).tool_choice == "none"
+    )  # no tools
+    with pytest.raises(LlamaError, match="Invalid tool_choice: any"):
+        parse_request({"messages": MSG, "tools": BUILTIN_TOOLS, "tool_choice": "any"}, "chat", 4096)
+    p = plan(random.Random(0), SPECS, "required", 1.0, 8, 1, "")
+    first, *rest = (orjson.loads(d)["tool_calls"][0] for d in token_chunks(p, llamacpp=True))
+    assert list(first) == ["index", "id", "type", "function"] and len(first["id"]) == 32
+    assert all(list(d) == ["index", "function"] for d in rest)
