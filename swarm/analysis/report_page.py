@@ -15,6 +15,7 @@ from swarm.analysis.finding import Finding
 from swarm.analysis.gpu_diagnosis import GPU_IDLE
 from swarm.analysis.report_cells import CSS, fmt, table_html
 from swarm.analysis.report_sections import (
+    agents_html,
     ci_html,
     client_server_html,
     conversations_html,
@@ -75,7 +76,7 @@ the client was the bottleneck and those latencies are not trusted.</p>
 {_error_messages(s)}
 <h2>Confidence intervals (95%)</h2>
 {ci_html(s)}
-{conversations_html(data)}{endpoints_section(data, found)}<h2>Client vs server</h2>
+{conversations_html(data)}{agents_html(s)}{endpoints_section(data, found)}<h2>Client vs server</h2>
 {_client_server(data)}
 {_gpu_section(data)}
 <h2>Plots</h2>

@@ -297,6 +297,53 @@ def conversations_html(data: RunData) -> str:
     )
 
 
+def agents_html(s: Mapping[str, Any]) -> str:
+    """Agent runs (--workload agent): per workload with agent steps, its tasks and steps, the task's
+    time and the time to the first tool-call token, the tool calls' validity, the task goodput
+    under a task SLO. Empty without agent steps."""
+    rows = []
+    for name in ("total", *(s.get("workloads") or [])):
+        b = s.get(name) or {}
+        t = b.get("tools")
+        if not t or (name == "total" and len(s.get("workloads") or []) == 1):
+            continue
+        task, ttftc = b.get("task_s") or {}, b.get("ttftc_s") or {}
+        reasons = ", ".join(f"{k}={v}" for k, v in (t.get("reasons") or {}).items()) or "-"
+        g = t.get("task_goodput") or {}
+        rows.append(
+            [
+                html.escape(name),
+                fmt(t.get("tasks"), "int"),
+                fmt(t.get("steps"), "int"),
+                fmt(t["steps"] / t["tasks"] if t.get("tasks") else None),
+                fmt(task.get("p50"), "ms"),
+                fmt(task.get("p90"), "ms"),
+                fmt(task.get("p99"), "ms"),
+                fmt(ttftc.get("p50"), "ms"),
+                fmt(ttftc.get("p99"), "ms"),
+                fmt(t.get("calls"), "int"),
+                fmt(t.get("valid"), "int"),
+                fmt(t.get("invalid"), "int"),
+                fmt(t.get("none_when_required"), "int"),
+                html.escape(reasons),
+                fmt(g.get("share"), "pct"),
+            ]
+        )
+    if not rows:
+        return ""
+    head = [
+        "workload", "tasks", "steps", "steps a task", "task p50 (ms)", "task p90 (ms)", "task p99 (ms)",
+        "first tool-call token p50 (ms)", "p99 (ms)", "tool calls", "valid", "invalid",
+        "no call under required", "reasons", "task goodput",
+    ]  # fmt: skip
+    return (
+        "<h2>Agents</h2>\n<p class='meta'>Tasks of tool-calling steps: a task's time runs from its first "
+        "step's send to its last step's end (its steps' E2E and the tools' time between them); a call is "
+        "valid when its arguments are a JSON object with the tool's required fields; task goodput: the "
+        "tasks within the task SLO's bound (--slo task_pNN&lt;=T).</p>\n" + table_html(head, rows) + "\n"
+    )
+
+
 def ci_html(s: Mapping[str, Any]) -> str:
     """The 95% interval table; "—" and a footnote with the reason where the data gives none."""
     head, rows, notes = table.ci_table(s)

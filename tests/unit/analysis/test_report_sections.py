@@ -4,7 +4,7 @@ the server reported it, GPUs with an idle one beside busy ones marked."""
 from __future__ import annotations
 
 from swarm.analysis.gpu_metrics import GpuWindow
-from swarm.analysis.report_sections import client_server_html, gpu_html
+from swarm.analysis.report_sections import agents_html, client_server_html, gpu_html
 from swarm.analysis.rundir import load_run
 from tests.helpers.sweep_run import SHORT_QA, make_run
 
@@ -53,3 +53,22 @@ def test_a_figure_the_family_lacks_is_shown_absent_never_0(tmp_path):
     row = client_server_html(data).split("<tr>")[2]
     # TTFT: the client's side not compared, the server's absent (mean, gap, p50, p99); ITL and finish reasons
     assert row.count("<td>absent</td>") == 6 and "<td>-</td><td>-</td><td>absent</td><td>absent</td>" in row
+
+
+def test_agents_section_reads_the_tools_block_and_is_empty_without_one():
+    tools = {"steps": 12, "tasks": 4, "calls": 9, "valid": 8, "invalid": 1, "none_when_required": 0,
+             "reasons": {"missing_required": 1}, "task_goodput": {"bound_s": 2.0, "met": 3, "tasks": 4, "share": 0.75}}  # fmt: skip
+    block = {
+        "tools": tools,
+        "task_s": {"p50": 1.5, "p90": 2.5, "p99": 3.0},
+        "ttftc_s": {"p50": 0.05, "p99": 0.2},
+    }
+    out = agents_html({"workloads": ["agent"], "total": block, "agent": block})
+    assert out.count("<td>agent</td>") == 1 and "<td>total</td>" not in out  # one workload: its row only
+    for cell in (
+        "<td>4</td><td>12</td><td>3.0</td><td>1500</td><td>2500</td>",
+        "missing_required=1",
+        "<td>75%</td>",
+    ):
+        assert cell in out, out
+    assert agents_html({"workloads": ["chat"], "total": {}, "chat": {}}) == ""
