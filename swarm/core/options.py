@@ -251,7 +251,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--dataset",
         "dataset workload: sharegpt:FILE.json (as vllm bench serve reads it), jsonl:FILE, csv:FILE, "
-        "parquet:FILE or hf:DIR (a Hugging Face dataset saved on disk, or its parquet files)",
+        "parquet:FILE or hf:DIR (a Hugging Face dataset saved on disk, or its parquet files); "
+        "chat_session: its conversations; agent: each task's first messages",
         "workload",
         metavar="KIND:PATH",
     ),

@@ -205,9 +205,9 @@ def _knobs(read: Parsed) -> Knobs:
 def _check_workload_fits(workload: str | None, knobs: Knobs, dialect: str) -> None:
     """Options that only some workloads read, refused where the workload would ignore them."""
     name = str(workload or "")
-    if knobs.dataset and "dataset" not in name and "chat_session" not in name:
+    if knobs.dataset and not any(w in name for w in ("dataset", "chat_session", "agent")):
         raise UsageError(
-            "--dataset is read by the dataset and chat_session workloads: add --workload dataset"
+            "--dataset is read by the dataset, chat_session and agent workloads: add --workload dataset"
         )
     if (
         "synthetic" in name

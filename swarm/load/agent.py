@@ -13,6 +13,8 @@ steps) is shared across steps, and the time that matters is the task's.
 - `--tools builtin|FILE`: the functions offered (a JSON list of OpenAI tools, each's `parameters`
   checked as the JSON Schema a function takes: an object schema whose `properties` are schemas
   and whose `required` names them). `--tool-choice auto|required|NAME` (NAME: one of them).
+- A task's first messages: a row of `--dataset` (users' own task files: any dataset kind with a
+  `prompt` or `messages` column, swarm/load/dataset.py), else a short synthetic instruction.
 - Each call gets one `tool` message of `--tool-result-tokens DIST` tokens (pseudo-tokens, exact:
   swarm/core/tokens.py), after `--tool-latency DIST` (durations): the tool's time, counted in the
   task, never in a request.
@@ -36,6 +38,7 @@ from typing import Any
 
 from swarm.core.errors import UsageError
 from swarm.core.tokenizer import Tokenizer
+from swarm.load.dataset import DatasetWorkload
 from swarm.load.dists import Dist
 from swarm.load.request import LLMRequest, Messages
 
@@ -167,11 +170,11 @@ class AgentTask:
         "workload",
     )
 
-    def __init__(self, workload: AgentWorkload, task_id: str, planned: int, first: str) -> None:
+    def __init__(self, workload: AgentWorkload, task_id: str, planned: int, first: Messages) -> None:
         self.workload = workload
         self.id = task_id
         self.planned = planned
-        self.messages: Messages = [{"role": "user", "content": first}]
+        self.messages: Messages = list(first)
         self.step = 0  # steps answered so far
         self.ended = False
         self.t_start: float | None = None  # perf_counter() of the first step's send (the user's)
@@ -232,6 +235,7 @@ class AgentWorkload:
         latency: Dist,
         *,
         max_tokens: int = 256,
+        source: DatasetWorkload | None = None,
     ) -> None:
         self.steps = steps
         self.tools = tools
@@ -240,6 +244,7 @@ class AgentWorkload:
         self.result_tokens = result_tokens
         self.latency = latency
         self.max_tokens = max_tokens
+        self.source = source  # --dataset: each task's first messages
         self._n = 0
 
     def __repr__(self) -> str:
@@ -247,10 +252,10 @@ class AgentWorkload:
 
     @property
     def needs_tokenizer(self) -> bool:
-        return False
+        return self.source is not None and self.source.needs_tokenizer
 
     def prepare(self, tok: Tokenizer, **kwargs: Any) -> object:
-        return None
+        return None if self.source is None else self.source.prepare(tok, **kwargs)
 
     def tool_latency(self, rng: random.Random) -> float:
         """Seconds the tools of one step take (a draw of --tool-latency)."""
@@ -258,7 +263,11 @@ class AgentWorkload:
 
     def start(self, rng: random.Random, task_id: str) -> AgentTask:
         """A new task for one user."""
-        first = f"Task {task_id}: find what is asked with the tools, then answer." + result_text(16, rng)
+        if self.source is not None:
+            first = self.source.next_row().messages
+        else:
+            text = f"Task {task_id}: find what is asked with the tools, then answer." + result_text(16, rng)
+            first = [{"role": "user", "content": text}]
         return AgentTask(self, task_id, self.steps.draw(rng), first)
 
     def next_request(self, rng: random.Random) -> LLMRequest:

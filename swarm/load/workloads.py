@@ -205,6 +205,7 @@ def _agent(k: Knobs) -> Workload:
         parse_dist(k.tool_result_tokens, "--tool-result-tokens"),
         parse_dist(k.tool_latency, "--tool-latency", real=True),
         max_tokens=k.max_tokens or 256,
+        source=_dataset(k) if k.dataset else None,
     )
 
 
@@ -226,7 +227,8 @@ WORKLOADS: dict[str, tuple[Callable[[Knobs], Workload], str]] = {
     "agent": (
         _agent,
         "tasks of tool-calling steps: --agent-steps DIST, --tools, --tool-choice, --tool-result-tokens "
-        "DIST, --tool-latency DIST; each step resends the calls and their results",
+        "DIST, --tool-latency DIST; each step resends the calls and their results (first messages from "
+        "--dataset, else synthetic)",
     ),
 }
 

@@ -128,3 +128,14 @@ def test_a_step_without_a_call_ends_the_task_early():
 def test_result_text_is_exactly_its_tokens():
     rng = random.Random(3)
     assert [count_tokens(result_text(n, rng)) for n in (1, 7, 300)] == [1, 7, 300]
+
+
+def test_a_task_file_gives_each_task_its_first_messages(tmp_path):
+    f = tmp_path / "tasks.jsonl"
+    rows = [{"messages": [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": f"task {i}"}]} for i in range(2)]  # fmt: skip
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w = build("agent", Knobs(dataset=f"jsonl:{f}", agent_steps="2"))
+    rng = random.Random(0)
+    firsts = [w.start(rng, f"t{i}").next_request().messages for i in range(4)]
+    assert {m[-1]["content"] for m in firsts} == {"task 0", "task 1"}
+    assert all(m[0]["role"] == "system" and len(m) == 2 for m in firsts)
