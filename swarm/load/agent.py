@@ -207,7 +207,9 @@ class AgentTask:
         if not calls or self.step >= self.planned:
             self.ended = True
             return
-        self.messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        self.messages.append(
+            {"role": "assistant", "content": "", "tool_calls": calls}
+        )  # "" not null: every template takes it
         tokens = self.workload.result_tokens
         for c in calls:
             self.messages.append(
