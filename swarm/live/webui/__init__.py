@@ -16,6 +16,9 @@ With --goodput the last three columns are the goodput (swarm/stats/goodput.py): 
 counted so far, their share of the ok + failed non-warm-up requests, and good requests per second
 over the last RATE_WINDOW_S seconds (rates key `good:<row key>`); "-" without --goodput.
 
+Agent runs fill the TTFTC (first tool-call token) and TASK columns and "Tool calls" (tasks ended,
+calls valid and invalid with their reasons); "-" elsewhere.
+
 Conversations (chat_session) add one row per turn (1, 2, 3, 4+): requests,
 not-ok requests, mean prompt tokens and TTFT by turn.
 """
@@ -45,6 +48,9 @@ _MS_COLUMNS = (
     ("e2e", "p99"),
     ("send_lag", "p50"),  # open loop and trace replay: how late requests left vs their schedule
     ("send_lag", "p99"),
+    ("ttftc", "p50"),  # agent steps: time to the first tool-call token
+    ("task", "p50"),  # agent tasks' duration
+    ("task", "p90"),
 )
 STRUCTURE: list[dict[str, str]] = [
     {"key": "name", "title": "Workload"},
@@ -54,6 +60,7 @@ STRUCTURE: list[dict[str, str]] = [
     {"key": "qps", "title": "QPS"},
     {"key": "output_tok_s", "title": "Output tok/s"},
     *({"key": f"{lat}_{stat}_ms", "title": f"{lat.upper()} {stat} (ms)"} for lat, stat in _MS_COLUMNS),
+    {"key": "tool_calls", "title": "Tool calls (agent)"},
     {"key": "errors", "title": "Errors by outcome"},
     {"key": "client", "title": "Client"},
     {"key": "goodput_met", "title": "# Good (goodput)"},
@@ -97,6 +104,7 @@ def row(
     }
     for lat, stat in _MS_COLUMNS:
         out[f"{lat}_{stat}_ms"] = _ms(cell, lat, stat)
+    out["tool_calls"] = tool_calls_text(cell)
     out["errors"] = ", ".join(f"{k}={n}" for k, n in cell.failures.items() if n) or "-"
     out["client"] = client
     judged = cell.goodput_counted
@@ -104,6 +112,15 @@ def row(
     out["goodput_share"] = round(100 * cell.goodput_met / judged, 1) if judged else "-"
     out["goodput_s"] = round(good_s, 2) if judged and good_s is not None else "-"
     return out
+
+
+def tool_calls_text(cell: Cell) -> str:
+    """Agent steps' tool calls: tasks, calls valid / invalid (with the reasons); "-" without steps."""
+    steps, calls, valid, _, tasks = cell.tools
+    if not steps:
+        return "-"
+    reasons = ", ".join(f"{k}={n}" for k, n in sorted(cell.tool_errors.items()))
+    return f"{tasks} tasks, {valid} valid, {calls - valid} invalid" + (f" ({reasons})" if reasons else "")
 
 
 def _good(rates: Mapping[str, tuple[float, float]], key: str) -> float | None:
