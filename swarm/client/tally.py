@@ -421,13 +421,12 @@ class ToolTally(StreamTally):
     stream with the plain tally, whose per-chunk path is unchanged. A dialect without a running
     usage counts a tool-call chunk as one token, as it counts a content chunk."""
 
-    __slots__ = ("assembler", "bad_tool_delta", "t_first_tool")
+    __slots__ = ("assembler", "t_first_tool")
 
     def __init__(self, dialect: Dialect, chat: bool = True) -> None:
         super().__init__(dialect, chat)
         self.assembler = ToolCallAssembler()
         self.t_first_tool: float | None = None
-        self.bad_tool_delta = False
 
     def feed(self, obj: Any, t: float) -> bool:
         try:
@@ -443,8 +442,8 @@ class ToolTally(StreamTally):
             self._token(t, 1, None, None)
         if self.t_first_tool is None:
             self.t_first_tool = t
-        if not self.assembler.feed(deltas):
-            self.bad_tool_delta = True
+        if not self.assembler.feed(deltas):  # not the protocol's shape: the request's outcome is bad_chunk
+            raise BadChunk(f"malformed delta.tool_calls: {str(deltas)[:120]}")
         return ok
 
     def fill(self, record: RequestRecord, t0: float, t_end: float) -> None:

@@ -6,8 +6,9 @@ The OpenAI streaming shape, as vLLM writes it (vllm/entrypoints/openai/serving_c
 `type: "function"` and `function.name` (with its first `arguments` piece, maybe ""); later deltas
 carry `index` and `function.arguments` pieces only; several calls in one answer have indexes 0,
 1, ...; the finish is `tool_calls` under `auto` / `required` and `stop` under a named tool choice.
-llama-server with `--jinja` is meant to stream the same OpenAI shape; not checked here against
-its source, and the simulator's llama.cpp face does not speak tools yet.
+llama-server with `--jinja` streams the same shape in its own key order (common/chat.cpp
+`common_chat_msg_diff_to_json_oaicompat` at ggml-org/llama.cpp 85c9a50: `index`, then `id` and
+`type` on a call's first diff, `function.name` on the first, `function.arguments` on each).
 
 A call is judged once the stream is over (`judge`): valid when its arguments parse as a JSON
 object, its name is one of the request's tools, and the tool's schema's required fields are all

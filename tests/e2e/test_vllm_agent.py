@@ -46,7 +46,7 @@ def test_every_named_tool_call_is_valid_and_tasks_have_their_steps(vllm_target, 
     tools.write_text(json.dumps(TOOLS))
     out = tmp_path / "agent"
     before = vllm_target.settled()
-    cmd = swarm_cmd("run", "--host", vllm_target.url, "--workers", "1", "-u", "2", "-t", "10s", "--out", str(out),
+    cmd = swarm_cmd("run", "--host", vllm_target.url, "--workers", "1", "-u", "2", "-t", "6s", "--out", str(out),
                     "--workload", "agent", "--", "--agent-steps", str(STEPS), "--tools", str(tools),
                     "--tool-choice", "pick", "--tool-result-tokens", "16", "--max-tokens", "24")  # fmt: skip
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -4,9 +4,12 @@ running usage."""
 
 from __future__ import annotations
 
+import pytest
+
 from swarm.client.dialects import DIALECTS
 from swarm.client.tally import StreamTally, ToolTally
 from swarm.client.tool_calls import ARGUMENT_CHARS_MAX, ToolCallAssembler, judge
+from swarm.core.errors import BadChunk
 from swarm.core.records import RequestRecord
 
 REQUIRED = {"get_weather": ("city",), "search_web": ("query",)}
@@ -119,3 +122,9 @@ def test_tool_tally_with_running_usage_reads_tokens_from_it():
 
 def test_a_plain_tally_never_reads_tool_calls():
     assert not hasattr(StreamTally(DIALECTS["vllm"]), "assembler")
+
+
+def test_a_malformed_tool_calls_delta_is_a_bad_chunk():
+    tally = ToolTally(DIALECTS["openai"])
+    with pytest.raises(BadChunk, match=r"malformed delta\.tool_calls"):
+        tally.feed(chunk({"tool_calls": [{"index": "0"}]}), 1.0)
