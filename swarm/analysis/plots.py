@@ -48,7 +48,7 @@ def png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _stage_axis(data: RunData) -> tuple[list[float], list[str], str]:
+def stage_axis(data: RunData) -> tuple[list[float], list[str], str]:
     users = [r.users for r in data.rows]
     if all(u is not None for u in users) and len(set(users)) == len(users):
         mark = "~" if data.users_estimated else ""
@@ -104,7 +104,7 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
         return figs
     if data.summary.get("search"):  # probes come in search order: draw the lines by load
         data = dataclasses.replace(data, rows=sorted(data.rows, key=lambda r: (r.users or 0, r.stage)))
-    axis = _Axis(*_stage_axis(data), bars=len(data.rows) == 1)
+    axis = _Axis(*stage_axis(data), bars=len(data.rows) == 1)
     ceiling = next((f.stage for f in found if f.kind == "saturation"), None)
     figs[QPS_PNG] = _qps_figure(data, axis, ceiling, plt)
     figs[LATENCY_PNG] = _latency_figure(data, axis, plt)
