@@ -126,7 +126,9 @@
         spanGaps: !s.points,
         value: (u, v) => fmt(v),
         paths: s.points ? () => null : undefined,
-        points: s.points ? { show: true, space: 0, size: 3, fill: color, width: 0 } : { show: true, size: 5 },
+        points: s.points
+          ? { show: true, space: 0, size: c.x.length > 500 ? 3 : 8, fill: color, width: 0 }
+          : { show: true, size: 5 },
       });
     });
     const axes = [

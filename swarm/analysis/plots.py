@@ -84,8 +84,24 @@ def _series(
         for label, y, style in ys:
             vals = [np.nan if v is None else v for v in y]
             ax.plot(x, vals, style, label=label, marker="o")
-        ax.set_xticks(x, labels)
+        ax.set_xticks(x, thinned_labels(x, labels))
     ax.grid(True, alpha=0.3)
+
+
+TICK_GAP = 0.05  # of the x range: closer tick labels would print over each other (a search's 213, 218, 221)
+
+
+def thinned_labels(x: Sequence[float], labels: Sequence[str], gap: float = TICK_GAP) -> list[str]:
+    """The tick labels with those too close to the last one kept blanked (the tick stays)."""
+    span = (max(x) - min(x)) if x else 0.0
+    out, last = [], None
+    for xi, label in zip(x, labels, strict=True):
+        if last is None or abs(xi - last) >= gap * span:
+            out.append(label)
+            last = xi
+        else:
+            out.append("")
+    return out
 
 
 def _ms_list(values: Sequence[float | None]) -> list[float | None]:
