@@ -1,5 +1,5 @@
-"""report.html and tune.html in real headless Chromium, offline: a 10,000-request run's report (with
-the simulator's trace) and a tune's page open from file://, every chart draws (its data points read
+"""report.html, tune.html and compare.html in real headless Chromium, offline: a 10,000-request run's report (with
+the simulator's trace), a tune's page and a comparison open from file://, every chart draws (its data points read
 back from the page's charts and held to the run), no console error, no request that is not file: or
 data:, and the report stays under 3 MB."""
 
@@ -9,11 +9,13 @@ import json
 
 import pytest
 
+from swarm.analysis import compare
 from swarm.analysis.report import write_report
 from swarm.analysis.rundir import load_run
 from swarm.tune.report import write_tune_report
 from tests.e2e.test_webui import _driver
 from tests.helpers.sweep_run import SHORT_QA, add_sim_trace, make_run
+from tests.unit.analysis.test_compare import args as compare_args
 from tests.unit.tune.test_report import result as tune_result
 
 pytestmark = pytest.mark.integration
@@ -66,12 +68,14 @@ def _errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def test_report_and_tune_pages_draw_every_chart_offline(tmp_path):
+def test_report_tune_and_compare_pages_draw_every_chart_offline(tmp_path):
     run = make_run(tmp_path / "run", stage_s=STAGE_S)
     assert add_sim_trace(run) >= REQUESTS
     page = write_report(run)
     assert page.stat().st_size < MAX_BYTES, page.stat().st_size
     tune_page = write_tune_report(tmp_path / "tune", tune_result())
+    other = make_run(tmp_path / "other", table=SHORT_QA[:4])
+    assert compare.main(compare_args(str(other), str(run))) == 0
     data = load_run(run)
     df = data.records
 
@@ -125,6 +129,11 @@ def test_report_and_tune_pages_draw_every_chart_offline(tmp_path):
         assert pareto["Pareto front"] >= 2 and min(_inked(driver)) > 1000
         driver.save_screenshot(str(tmp_path / "tune.png"))
         assert _errors(driver) == []
+
+        side = {c["id"]: c for c in _open(driver, run / "compare.html")}
+        qps = {s["label"]: s["points"] for s in side["chart-compare-qps"]["series"]}
+        assert qps == {"A sweep-test": 4, "B sweep-test": len(SHORT_QA)} and min(_inked(driver)) > 1000
+        assert not [c for c in side.values() if c.get("error")] and _errors(driver) == []
         assert _outside_requests(driver) == []
     finally:
         driver.quit()
