@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis import provenance
+from swarm.analysis.compare_charts import compare_charts
 from swarm.analysis.finding import Finding
+from swarm.analysis.interactive import LICENCE_NOTE, charts_html
 from swarm.analysis.plots import png
 from swarm.analysis.report_cells import CSS
 from swarm.analysis.rundir import RunData, findings, load_run
@@ -212,6 +214,11 @@ def _plots(table: Any, a: RunData, b: RunData) -> dict[str, bytes]:
     return {"compare.png": image}
 
 
+def _charts(table: Any, a: RunData, b: RunData) -> str:
+    charts = compare_charts(table, a.name, b.name, METRICS)
+    return f"<p class='meta'>{html.escape(LICENCE_NOTE)}</p>{charts_html(charts)}" if charts else ""
+
+
 def render_html(table: Any, a: RunData, b: RunData, lines: Sequence[str], pngs: dict[str, bytes]) -> str:
     key = table.columns[0]
     cols = [m for m in METRICS if table[f"{m[0]}_a"].notna().any() or table[f"{m[0]}_b"].notna().any()]
@@ -251,7 +258,8 @@ B = <b>{html.escape(b.name)}</b> ({html.escape(str(b.directory))}) &middot; &Del
 <h2>Ceilings and bottlenecks</h2><ul class="findings">{items or "<li>No findings.</li>"}</ul>
 <h2>Stage by stage</h2>
 <table>{head}{"".join(body)}</table>
-<h2>Plots</h2>{imgs}
+<h2>Charts</h2>{_charts(table, a, b)}
+<details><summary>Static figure (PNG, also written beside this file)</summary>{imgs}</details>
 </body></html>
 """
 

@@ -337,6 +337,7 @@ class SimServer:
             if sent == 0:
                 rec.first_token_time = now
                 rec.cached_tokens = call.seq.cached_tokens
+                rec.scheduled_time = call.seq.scheduled_time
             rec.last_token_time = now
             sent = rec.completion_tokens = upto
             rec.reasoning_tokens = min(sent, out.reasoning_tokens)
@@ -412,6 +413,7 @@ class SimServer:
         now = time.time()
         rec.first_token_time = rec.last_token_time = rec.end_time = rec.first_write_time = now
         rec.cached_tokens = call.seq.cached_tokens
+        rec.scheduled_time = call.seq.scheduled_time
         rec.completion_tokens = out.target_tokens
         rec.reasoning_tokens = out.reasoning_tokens
         rec.finish_reason = out.finish_reason

@@ -53,6 +53,7 @@ TRACE_FIELDS = [
     "session",
     "user",
     "first_write_time",
+    "scheduled_time",
 ]
 
 
@@ -480,8 +481,11 @@ def test_trace_lines_are_exact_and_prompt(sim):
         "session": None,
         "user": None,  # the request's OpenAI `user` field (the trace replay names its row there)
         "first_write_time": s["first_write_time"],  # no front-end cost or delay: as the bytes went
+        "scheduled_time": s["scheduled_time"],  # the engine's first step for it: its queue's end
     }
     assert s["first_token_time"] <= s["first_write_time"] <= t1
+    assert s["arrival_time"] <= s["scheduled_time"] <= s["first_token_time"]
+    assert b["scheduled_time"] is None  # refused before the engine saw it
     assert 0 <= s["cached_tokens"] < s["prompt_tokens"] and s["answer_tokens"] > 0
     assert stream.chunks()[-1]["usage"]["completion_tokens"] == s["completion_tokens"]
     assert (w["endpoint"], w["stream"], w["prompt_tokens"], w["completion_tokens"]) == (
