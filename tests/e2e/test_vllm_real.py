@@ -160,6 +160,8 @@ def test_swarm_totals_equal_vllm_counters(vllm_target, vllm_report, tmp_path, wo
         f"output tokens {got['output']} / {run.delta('generation_tokens'):.0f}"
     )
     check_ttft(run, workload, vllm_report)
+    if workload == "mixed":
+        check_provenance(run, vllm_target, vllm_report)
     hits, queries = run.delta("prefix_hits"), run.delta("prefix_queries")
     assert queries == run.delta("prompt_tokens")  # every prompt token is looked up in the prefix cache
     vllm_report.add(f"  prefix cache: {hits:.0f} hits / {queries:.0f} queried tokens ({hits / queries:.0%})")
@@ -170,6 +172,20 @@ def test_swarm_totals_equal_vllm_counters(vllm_target, vllm_report, tmp_path, wo
     if workload == "mixed":
         assert set(run.summary["workloads"]) == {"mixed"}
         assert run.summary["total"]["reasoning_tokens"] > 0  # its 20% thinking share
+
+
+def check_provenance(run: SwarmRun, target: RealTarget, report) -> None:
+    """summary.json's provenance and the report's header hold vLLM's version, model and context
+    length as vLLM's own /version and /v1/models answer them (issue 39)."""
+    version = json.loads(target.get("/version"))["version"]
+    card = next(m for m in json.loads(target.get("/v1/models"))["data"] if m["id"] == target.model)
+    (said,) = run.summary["provenance"]["targets"].values()
+    assert said["family"] == "vllm" and said["version"] == version, said
+    assert said["model"] == target.model and said["max_model_len"] == card["max_model_len"], said
+    assert said["root"] == card["root"], said
+    html = (run.out / "report.html").read_text()
+    assert f"vllm {version}" in html and f"max_model_len {card['max_model_len']}" in html
+    report.add(f"provenance: vllm {version}, model {target.model}, max_model_len {card['max_model_len']}")
 
 
 def check_cached_tokens(run: SwarmRun, report) -> None:
