@@ -416,6 +416,58 @@ def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, 
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+def test_client_hang_ups_are_the_requests_vllm_aborted(vllm_target, vllm_report, tmp_path):
+    """`--cancel 20%@first-token` (issue 38): vLLM counts a client's abort in no counter, but it
+    observes every first token in its TTFT histogram and every finished request in
+    `request_success_total`: first tokens less finished requests are the requests it aborted, and
+    they are exactly the records cut by their client."""
+    run = swarm_run(vllm_target, tmp_path / "cancel", "--workload", "synthetic", "--input-tokens", "64",
+                    "--output-tokens", str(MAX_TOKENS), "-u", "4", "-t", "8s", "--seed", "7",
+                    "--cancel", "20%@first-token")  # fmt: skip
+    df = run.records
+    cut, ok = df[df.outcome == "cancelled_by_client"], df[df.outcome == "ok"]
+    assert len(cut) > 0 and len(ok) > 0 and len(cut) + len(ok) == len(df), df.outcome.value_counts()
+    assert run.summary["total"]["cancelled_by_client"] == len(cut) and run.summary["total"]["requests"] == len(df)
+    first_tokens = run.after.histograms["ttft"].count - run.before.histograms["ttft"].count
+    finished = run.finished()
+    assert first_tokens == len(df)  # every request reached vLLM's engine and made its first token
+    assert finished == {"length": len(ok)}  # the rest ran to max_tokens; the cut ones counted nowhere
+    assert first_tokens - sum(finished.values()) == len(cut)
+    vllm_report.add(
+        f"--cancel 20%@first-token: {len(cut)} of {len(df)} records cut by the client; vLLM: "
+        f"{first_tokens:.0f} first tokens, {sum(finished.values()):.0f} finished, so "
+        f"{first_tokens - sum(finished.values()):.0f} aborted"
+    )
+
+
+@pytest.mark.serial
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_prefix_share_is_the_designs_and_bust_hits_nothing(vllm_target, vllm_report, tmp_path):
+    """4 groups of 512-token shared prefixes (issue 38): vLLM's own prefix-cache hit share is
+    within 5 points of the share summary.json says the design implies; the same run with
+    `--prefix-cache bust` (vLLM's per-request `cache_salt`) hits nothing."""
+    args = ("--workload", "synthetic", "--input-tokens", "640", "--shared-prefix-tokens", "512",
+            "--prefix-groups", "4", "--output-tokens", "4", "-u", "4", "-t", "8s", "--seed", "5")  # fmt: skip
+    kept = swarm_run(vllm_target, tmp_path / "kept", *args, locust=("--max-tokens", "4"))
+    hits, queries = kept.delta("prefix_hits"), kept.delta("prefix_queries")
+    implied = kept.summary["intended_prefix_share"]["synthetic"]
+    assert queries > 0 and abs(hits / queries - implied) <= 0.05, (hits, queries, implied)
+    bust = swarm_run(vllm_target, tmp_path / "bust", *args, "--prefix-cache", "bust", locust=("--max-tokens", "4"))
+    assert bust.delta("prefix_queries") > 0 and bust.delta("prefix_hits") == 0
+    assert bust.summary["intended_prefix_share"] == {"synthetic": 0.0}
+    vllm_report.add(
+        f"prefix cache, 4 groups x 512 shared tokens: vLLM hit {hits / queries:.1%} of "
+        f"{queries:.0f} queried tokens, the design implies {implied:.1%}; with --prefix-cache bust "
+        f"{bust.delta('prefix_hits'):.0f} hits of {bust.delta('prefix_queries'):.0f}"
+    )
+
+
+@pytest.mark.serial
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_sweep_report_has_server_columns(vllm_target, vllm_report, tmp_path):
     """A 3-stage sweep: report.html with the server's KV usage and running/waiting for every stage."""
     from swarm.analysis.report import stage_table
