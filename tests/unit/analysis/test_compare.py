@@ -117,3 +117,32 @@ def test_compare_several_runs_and_a_tunes_configurations(tmp_path, capsys):
     assert f"A = sweep-test ({runs[2]})" in capsys.readouterr().out
     with pytest.raises(UsageError, match="no configuration 'nope'"):
         compare.main(args(f"{tune}:nope", str(runs[0])))
+
+
+def _provenance(run, workload, version):
+    import json
+
+    path = run / "summary.json"
+    s = json.loads(path.read_text())
+    s["provenance"] = {
+        "options": {"workload": workload, "seed": 1},
+        "targets": {"t": {"family": "vllm", "version": version}},
+        "files": {"dataset": {"path": "d.jsonl", "sha256": "ab"}},
+    }
+    path.write_text(json.dumps(s))
+
+
+def test_another_workload_is_refused_and_the_server_difference_comes_first(tmp_path, capsys):
+    a = make_run(tmp_path / "a", table=SHORT_QA[:2], server=False)
+    b = make_run(tmp_path / "b", table=SHORT_QA[:2], server=False)
+    _provenance(a, "short_qa", "0.9.0")
+    _provenance(b, "long_qa", "0.9.0")
+    with pytest.raises(UsageError, match=r"another workload .*--workload short_qa vs long_qa"):
+        compare.main(args(str(a), str(b)))
+    _provenance(b, "short_qa", "0.10.1")  # the same workload on another server version
+    assert compare.main(args(str(a), str(b))) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "B vs A provenance differs:" and out[1] == "! targets.t.version: 0.9.0 -> 0.10.1", out[
+        :3
+    ]
+    assert out[2].startswith("A = ")  # before the table
