@@ -42,6 +42,7 @@ def report_charts(data: RunData, found: Sequence[Finding]) -> list[Chart | Timel
     t0 = run_start(data)
     marks = stage_marks(data, t0)
     if data.records is not None and len(data.records):
+        data = dataclasses.replace(data, records=_complete(data.records))
         charts.extend(_client_timeline(data, t0, marks))
     if data.snapshots:
         charts.extend(_server_timeline(data, t0, marks))
@@ -129,6 +130,24 @@ def _vs_concurrency(data: RunData, found: Sequence[Finding]) -> list[Chart]:
                   caption="The shaded band is the histogram bucket the server's p99 was interpolated in.")
         )  # fmt: skip
     return out
+
+
+# What the charts read of a record, and what a record file without the column says of it (an
+# older or hand-made file: the charts draw from what is there instead of failing the page)
+RECORD_DEFAULTS: dict[str, object] = {
+    "e2e_s": float("nan"),
+    "ttft_s": float("nan"),
+    "outcome": "ok",
+    "output_tokens": 0,
+    "stage": float("nan"),
+    "request_id": None,
+}
+
+
+def _complete(df: Any) -> Any:
+    """The records with every column the charts read (RECORD_DEFAULTS where a file lacks one)."""
+    missing = {k: v for k, v in RECORD_DEFAULTS.items() if k not in df.columns}
+    return df.assign(**missing) if missing else df
 
 
 def _client_timeline(data: RunData, t0: float, marks: list[Mark]) -> list[Chart]:

@@ -427,7 +427,9 @@ def test_client_hang_ups_are_the_requests_vllm_aborted(vllm_target, vllm_report,
     df = run.records
     cut, ok = df[df.outcome == "cancelled_by_client"], df[df.outcome == "ok"]
     assert len(cut) > 0 and len(ok) > 0 and len(cut) + len(ok) == len(df), df.outcome.value_counts()
-    assert run.summary["total"]["cancelled_by_client"] == len(cut) and run.summary["total"]["requests"] == len(df)
+    assert run.summary["total"]["cancelled_by_client"] == len(cut) and run.summary["total"][
+        "requests"
+    ] == len(df)
     first_tokens = run.after.histograms["ttft"].count - run.before.histograms["ttft"].count
     finished = run.finished()
     assert first_tokens == len(df)  # every request reached vLLM's engine and made its first token
@@ -454,7 +456,9 @@ def test_prefix_share_is_the_designs_and_bust_hits_nothing(vllm_target, vllm_rep
     hits, queries = kept.delta("prefix_hits"), kept.delta("prefix_queries")
     implied = kept.summary["intended_prefix_share"]["synthetic"]
     assert queries > 0 and abs(hits / queries - implied) <= 0.05, (hits, queries, implied)
-    bust = swarm_run(vllm_target, tmp_path / "bust", *args, "--prefix-cache", "bust", locust=("--max-tokens", "4"))
+    bust = swarm_run(
+        vllm_target, tmp_path / "bust", *args, "--prefix-cache", "bust", locust=("--max-tokens", "4")
+    )
     assert bust.delta("prefix_queries") > 0 and bust.delta("prefix_hits") == 0
     assert bust.summary["intended_prefix_share"] == {"synthetic": 0.0}
     vllm_report.add(

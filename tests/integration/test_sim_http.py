@@ -156,6 +156,22 @@ def test_non_streaming_bodies(sim):
     assert body["usage"]["completion_tokens"] == 4 and body["choices"][0]["finish_reason"] == "length"
 
 
+def test_the_clients_request_id_is_vllms_base_id_and_echoed(sim):
+    """As vLLM: the request's X-Request-Id is the base of the response id (`chatcmpl-<it>`, `cmpl-<it>`)
+    and comes back in x-request-id (--enable-request-id-headers); the trace line carries it."""
+    for path, body, prefix in (
+        ("/v1/chat/completions", chat_body(3, stream=False), "chatcmpl-"),
+        ("/v1/completions", {"prompt": [1, 2], "max_tokens": 2, "stream": True}, "cmpl-"),
+    ):
+        sent = f"run-1-0a1b2c3d-{len(path)}"
+        r = call(sim.url, path, body, headers={"X-Request-Id": sent})
+        rid = r.json()["id"] if not body.get("stream") else r.chunks()[0]["id"]
+        assert r.status == 200 and r.rid == sent and rid == prefix + sent
+        assert read_trace(sim.trace, [sent])[sent]["status"] == 200
+    bad = call(sim.url, "/v1/chat/completions", {"messages": []}, headers={"X-Request-Id": "run-1-x-9"})
+    assert bad.status == 400 and bad.rid == "run-1-x-9"  # errors echo it too
+
+
 def test_lengths_follow_a_distribution_with_stop_and_length(sim):
     finishes, counts = Counter(), []
     for _ in range(40):
