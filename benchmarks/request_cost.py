@@ -329,10 +329,18 @@ def send_runner(head: bytes, body: bytes, mode: str, tmp: Path) -> Any:
         u._cut = CutPoint()
     except ImportError:  # a tree from before --cancel
         pass
+    last_header = "Content-Length: "
+    try:  # the swarm's own X-Request-Id per request: the head ends before it
+        from swarm.client.request_ids import RequestIds
+
+        u._ids = RequestIds("bench")
+        last_header = "X-Request-Id: "
+    except ImportError:  # a tree from before swarm/client/request_ids.py
+        pass
     common = "Host: 127.0.0.1:1\r\nUser-Agent: llm-swarm\r\n"
     req_head = (
         f"POST /v1/chat/completions HTTP/1.1\r\n{common}Accept: text/event-stream\r\n"
-        "Content-Type: application/json\r\nContent-Length: "
+        f"Content-Type: application/json\r\n{last_header}"
     ).encode("latin-1")
     pool = FakePool(http_reads(head, body, mode))
     transport = Transport(pool, req_head, common, opts.request_timeout, opts.request_deadline or None)

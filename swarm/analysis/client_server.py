@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from swarm.analysis.server_metrics import Histogram, ServerSnapshot, StageServerStats, histogram_delta
 from swarm.stats.quantiles import PERCENTILES, quantile_bucket
 
@@ -177,4 +179,40 @@ def _aligned(stage: int, start: float, end: float, first: Any, ttft: Any, hist: 
             break
         shift = max(0.0, cmp.client.mean - cmp.server.mean)
     assert cmp is not None
-    return cmp
+    if cmp.same_requests or cmp.server.count <= 0:
+        return cmp
+    late = _count_matching_shift(first, start, end, shift, cmp.server.count)
+    if late is None or late == shift:
+        return cmp
+    inside = (first - late > start) & (first - late <= end)
+    matched = compare_window(stage, start, end, ttft[inside].tolist(), hist, late)
+    return matched if matched.same_requests else cmp
+
+
+# How far the server's observation of a first token may trail (or lead) the client's reading of it
+# beyond the mean TTFT gap: the histogram is observed when the server records its stats, which a
+# busy server does after it has streamed the token (vLLM's output handler yields to the streaming
+# tasks between output chunks and records the batch's stats after them), and a scrape's time is
+# when its answer was read, up to a starved poller's delay after the server rendered it.
+OBSERVATION_SKEW_MAX_S = 0.5
+
+
+def _count_matching_shift(first: Any, start: float, end: float, shift: float, want: float) -> float | None:
+    """The shift within OBSERVATION_SKEW_MAX_S of `shift` (the mean-gap one) whose window holds as
+    many client first tokens as the server counted, the nearest to `shift` among those that do
+    best; None when there are no first tokens. The count only changes where a first token crosses
+    a window edge, so those crossings (and just past them) are the only candidates."""
+    f = np.sort(np.asarray(first, dtype=float))
+    if not len(f):
+        return None
+    lo, hi = shift - OBSERVATION_SKEW_MAX_S, shift + OBSERVATION_SKEW_MAX_S
+    edges = np.concatenate((f - end, f - start))
+    edges = edges[(edges >= lo) & (edges <= hi)]
+    candidates = np.concatenate(([shift], edges, edges - 1e-6, edges + 1e-6))
+    candidates = candidates[(candidates >= lo) & (candidates <= hi)]
+    counts = np.searchsorted(f, end + candidates, side="right") - np.searchsorted(
+        f, start + candidates, side="right"
+    )
+    miss = np.abs(counts - want)
+    best = candidates[miss == miss.min()]
+    return float(best[np.argmin(np.abs(best - shift))])

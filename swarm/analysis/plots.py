@@ -48,7 +48,7 @@ def png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _stage_axis(data: RunData) -> tuple[list[float], list[str], str]:
+def stage_axis(data: RunData) -> tuple[list[float], list[str], str]:
     users = [r.users for r in data.rows]
     if all(u is not None for u in users) and len(set(users)) == len(users):
         mark = "~" if data.users_estimated else ""
@@ -84,8 +84,24 @@ def _series(
         for label, y, style in ys:
             vals = [np.nan if v is None else v for v in y]
             ax.plot(x, vals, style, label=label, marker="o")
-        ax.set_xticks(x, labels)
+        ax.set_xticks(x, thinned_labels(x, labels))
     ax.grid(True, alpha=0.3)
+
+
+TICK_GAP = 0.05  # of the x range: closer tick labels would print over each other (a search's 213, 218, 221)
+
+
+def thinned_labels(x: Sequence[float], labels: Sequence[str], gap: float = TICK_GAP) -> list[str]:
+    """The tick labels with those too close to the last one kept blanked (the tick stays)."""
+    span = (max(x) - min(x)) if x else 0.0
+    out, last = [], None
+    for xi, label in zip(x, labels, strict=True):
+        if last is None or abs(xi - last) >= gap * span:
+            out.append(label)
+            last = xi
+        else:
+            out.append("")
+    return out
 
 
 def _ms_list(values: Sequence[float | None]) -> list[float | None]:
@@ -104,7 +120,7 @@ def render_plots(data: RunData, found: Sequence[Finding]) -> dict[str, Any]:
         return figs
     if data.summary.get("search"):  # probes come in search order: draw the lines by load
         data = dataclasses.replace(data, rows=sorted(data.rows, key=lambda r: (r.users or 0, r.stage)))
-    axis = _Axis(*_stage_axis(data), bars=len(data.rows) == 1)
+    axis = _Axis(*stage_axis(data), bars=len(data.rows) == 1)
     ceiling = next((f.stage for f in found if f.kind == "saturation"), None)
     figs[QPS_PNG] = _qps_figure(data, axis, ceiling, plt)
     figs[LATENCY_PNG] = _latency_figure(data, axis, plt)

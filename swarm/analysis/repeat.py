@@ -91,33 +91,29 @@ def render(result: Mapping[str, Any]) -> str:
     return "\n".join([title, *align(head, rows)])
 
 
-def compare_text(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
-    """`swarm compare` of two --repeat directories (their repeat.json): per stage and metric, mean A ->
-    mean B, the change, and "(noise)" when it is within the two across-run intervals combined
-    (swarm/stats/confidence.py `beyond_noise`)."""
-    from swarm.stats.confidence import beyond_noise
+def compare_text(results: Sequence[Mapping[str, Any]], names: Sequence[str]) -> str:
+    """`swarm compare` of --repeat directories (their repeat.json), the first the baseline: per stage
+    and metric, each one's mean, and each change from the first with its 95% interval from the two
+    across-run intervals (MOVER, swarm/stats/difference.py), `*` when significant."""
+    from swarm.analysis.change_text import change_text, letter, note
+    from swarm.stats.difference import Estimate, change
 
-    sa, sb = a["stages"], b["stages"]
-    stages = [name for name in sa if name in sb]
-    keys = [k for k, _ in METRICS if any(k in sa[n] and k in sb[n] for n in stages)]
-    head = ["stage", *(f"{title} A -> B" for k, title in METRICS if k in keys)]
-    rows = []
+    base = results[0]["stages"]
+    stages = [name for name in base if all(name in r["stages"] for r in results[1:])]
+    head = ["stage", "metric", *(letter(i) for i in range(len(results)))]
+    head += [f"{letter(i)} vs A" for i in range(1, len(results))]
+    rows, changes = [], []
     for name in stages:
-        row = [_label(name)]
-        for k in keys:
-            ma, mb = sa[name].get(k), sb[name].get(k)
-            if ma is None or mb is None:
-                row.append("-")
+        for k, title in METRICS:
+            ms = [r["stages"][name].get(k) for r in results]
+            if ms[0] is None:
                 continue
-            x, y = ma["mean"], mb["mean"]
-            change = f" {(y / x - 1) * 100:+.0f}%" if x else ""
-            noise = " (noise)" if beyond_noise(x, ma["ci"], y, mb["ci"]) is False else ""
-            row.append(f"{_text(k, x)} -> {_text(k, y)}{change}{noise}")
-        rows.append(row)
-    return "\n".join(
-        [
-            f"A = {names[0]} ({a['runs']} runs), B = {names[1]} ({b['runs']} runs): means across runs",
-            *align(head, rows),
-            "(noise): the change is within the two across-run 95% intervals combined",
-        ]
+            es = [None if m is None else Estimate(m["mean"], *(m["ci"] or (None, None))) for m in ms]
+            cs = [None if e is None or es[0] is None else change(es[0], e) for e in es[1:]]
+            changes += cs
+            means = ["-" if e is None else _text(k, e.value) for e in es]
+            rows.append([_label(name), title, *means, *(change_text(c) for c in cs)])
+    runs = ", ".join(
+        f"{letter(i)} = {n} ({r['runs']} runs)" for i, (n, r) in enumerate(zip(names, results, strict=True))
     )
+    return "\n".join([f"{runs}: means across runs", *align(head, rows), note(changes)])

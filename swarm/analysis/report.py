@@ -2,8 +2,9 @@
 
 Rendered from the run's files only (loaded by swarm/analysis/rundir.py: summary.json, the request
 records, server_metrics.jsonl, client_cpu.jsonl), so it can be re-rendered at any time. Every
-piece may be missing: the report says what it lacks and shows the rest. The HTML embeds its PNGs
-(swarm/analysis/plots.py) as data URIs and inline CSS: no script, font or stylesheet from the network.
+piece may be missing: the report says what it lacks and shows the rest. The HTML inlines its
+interactive charts (swarm/analysis/report_charts.py; the chart library, uPlot, from the package) and
+embeds its PNGs (swarm/analysis/plots.py) as data URIs: no script, font or stylesheet from the network.
 This module writes the files (`write_report`) and is the command; the page is assembled in
 swarm/analysis/report_page.py from the sections of swarm/analysis/report_sections.py.
 """

@@ -53,6 +53,7 @@ from swarm.core.runfiles import (
     RECORDS_DIR,
     REQUESTS,
     SERVER_METRICS,
+    SIM_TRACE,
     SUMMARY,
     SUMMARY_PART,
 )
@@ -117,6 +118,36 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 out.append(json.loads(line))
             except ValueError:
                 continue  # a torn last line from a killed run
+    return out
+
+
+TraceTimes = tuple[float, float | None, float | None, float | None]  # arrival, scheduled, first token, end
+
+
+def read_trace_times(directory: Path, ids: set[str]) -> dict[str, TraceTimes]:
+    """The simulator's own times (sim-trace.jsonl, swarm/sim/trace.py) of the requests named in `ids`:
+    arrival, first scheduled (None in a trace written before it was traced), first token, end.
+    Empty when the run has no trace."""
+    import orjson
+
+    path = directory / SIM_TRACE
+    out: dict[str, TraceTimes] = {}
+    if not ids or not path.exists():
+        return out
+    with path.open("rb") as f:
+        for line in f:
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a torn last line from a killed run
+            rid = rec.get("id")
+            if rid in ids and isinstance(rec.get("arrival_time"), float | int):
+                out[rid] = (
+                    float(rec["arrival_time"]),
+                    rec.get("scheduled_time"),
+                    rec.get("first_token_time"),
+                    rec.get("end_time"),
+                )
     return out
 
 

@@ -147,8 +147,9 @@ class _BodyReads:
 class Transport:
     """One user's requests to the target over its FastHttpSession's connection pool.
 
-    `head`: the request line and headers up to "Content-Length: " (the body's length and the
-    body follow per request); `common_headers`: Host, User-Agent, Authorization lines.
+    `head`: the request line and headers up to "X-Request-Id: " (the request's id, its
+    Content-Length and the body follow per request, swarm/live/user.py); `common_headers`: Host,
+    User-Agent, Authorization lines.
     """
 
     def __init__(

@@ -16,12 +16,15 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from swarm.client.dialects import ENDPOINTS
+from swarm.client.request_ids import HEADER
 from swarm.client.transport import Transport
 from swarm.core.urls import endpoint_label
 from swarm.live.keyorigin import key_for
 from swarm.live.options import LLMOptions
 
-CONTENT_LENGTH = b"Content-Length: "  # the last header of every request head (its value follows)
+REQUEST_ID = HEADER  # the last header of every request head: the swarm's id follows (request_ids.py)
+CONTENT_LENGTH = b"Content-Length: "  # the last header of every request (its value follows)
+LENGTH = b"\r\n" + CONTENT_LENGTH  # ends the X-Request-Id line, opens the Content-Length one
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,6 @@ def make_endpoint(environment: Any, client: Any, opts: LLMOptions, host: str) ->
     head = (
         f"POST {path} HTTP/1.1\r\n{common_headers}Accept: text/event-stream\r\n"
         "Content-Type: application/json\r\n"
-    ).encode("latin-1") + CONTENT_LENGTH
+    ).encode("latin-1") + REQUEST_ID  # the request's own id, then Content-Length, follow per request
     transport = Transport(pool, head, common_headers, opts.request_timeout, opts.request_deadline or None)
     return Endpoint(endpoint_label(host), prefix, f"{parts.scheme}://{host_header}{path}", transport)

@@ -24,6 +24,7 @@ import gevent.lock
 from locust.event import EventHook
 
 from swarm.client.discovery import ServedModel
+from swarm.client.request_ids import RequestIds
 from swarm.core.events import llm_request
 from swarm.live.balance import Balancer
 from swarm.live.options import LLMOptions
@@ -74,6 +75,7 @@ class SwarmState:
     search: dict[str, Any] | None = None  # --search: the result (summary.json `search`), set when it ends
     # the origin(s) the API key is sent to, comma-separated (swarm/live/keyorigin.py)
     key_origin: str | None = None
+    _request_ids: RequestIds | None = None  # made on first use (`request_ids`)
 
     def settings(self, environment: Any) -> RunSettings:
         """This process's options, parsed (cached; `reset_options` before a new test)."""
@@ -81,6 +83,12 @@ class SwarmState:
             self.options = RunSettings.from_parsed(getattr(environment, "parsed_options", None))
             self.mixes = {}
         return self.options
+
+    def request_ids(self, environment: Any) -> RequestIds:
+        """This process's X-Request-Id source, one for all its users (swarm/client/request_ids.py)."""
+        if self._request_ids is None:
+            self._request_ids = RequestIds(self.settings(environment).run_id)
+        return self._request_ids
 
     def llm_options(self, environment: Any) -> LLMOptions:
         """What each request carries of the options (`settings(environment).llm`)."""

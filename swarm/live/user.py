@@ -50,7 +50,7 @@ from swarm.core.errors import LLMRequestFailure, SwarmError, UsageError
 from swarm.core.records import NONE_WHEN_REQUIRED, Outcome, RequestRecord
 from swarm.core.terminal import printable
 from swarm.core.urls import endpoint_label, split_hosts
-from swarm.live.endpoints import CONTENT_LENGTH, Endpoint, make_endpoint
+from swarm.live.endpoints import LENGTH, REQUEST_ID, Endpoint, make_endpoint
 from swarm.live.gc_tuning import relax_full_collections
 from swarm.live.keyorigin import bind
 from swarm.live.locust_fixes import mark_internal_error
@@ -200,6 +200,7 @@ class LLMUser(FastHttpUser):
         self._secret = self.opts.api_key or None  # scrubbed from the error messages a server sends
         self._chat = self.opts.endpoint == "chat"
         self.endpoints = tuple(make_endpoint(environment, self.client, self.opts, h) for h in hosts)
+        self._ids = self.state.request_ids(environment)  # this process's X-Request-Id per request
         self.balancer = self.state.balancer(tuple(e.label for e in self.endpoints), self.opts.balance)
         # conversations (chat_session, swarm/load/sessions.py): the one this user holds, if any
         self._sessions = any(getattr(w, "sessions", False) for w, _ in self.mix.items)
@@ -479,14 +480,14 @@ class LLMUser(FastHttpUser):
             head = transport.head
             if session is not None:
                 tally: StreamTally = TextTally(served.dialect, chat)
-                if self._session_header is not None:  # before the head's closing Content-Length
-                    head = head[: -len(CONTENT_LENGTH)] + self._session_header + session.id.encode() + b"\r\n"
-                    head += CONTENT_LENGTH
+                if self._session_header is not None:  # before the head's closing X-Request-Id
+                    head = head[: -len(REQUEST_ID)] + self._session_header + session.id.encode() + b"\r\n"
+                    head += REQUEST_ID
             elif req.tools is not None:  # an agent step: tool calls assembled (other requests never pay)
                 tally = self._tool_tally = ToolTally(served.dialect, chat)
             else:
                 tally = StreamTally(served.dialect, chat)
-            data = head + str(len(body)).encode() + b"\r\n\r\n" + body
+            data = head + self._ids.next() + LENGTH + str(len(body)).encode() + b"\r\n\r\n" + body
             t0 = self._t_send = time.perf_counter()
             record.start_wall_s = time.time()  # (after t0: start_wall_s + ttft_s errs late, never early)
             cut = self._cancel is not None and self._cancel.next()  # --cancel: this one hangs up

@@ -291,6 +291,7 @@ def _trace(seq: Sequence, finish: str) -> TraceRecord:
         finish_reason=finish,
         cached_tokens=seq.cached_tokens,
         first_write_time=wall(seq.first_token_time),  # no front-end lane, no network: written at once
+        scheduled_time=wall(seq.scheduled_time),
     )
 
 

@@ -173,6 +173,7 @@ class EngineCounters:
     steps: int = 0
     prompt_cached: int = 0  # prompt tokens of first-token sequences that came from the cache
     step_seqs: int = 0  # sequences scheduled, summed over steps (llama.cpp's busy slots per decode)
+    aborted: int = 0  # sequences dropped before their end (a client gone, an injected fault)
 
 
 class Engine:
@@ -231,6 +232,7 @@ class Engine:
         else:
             return
         seq.state = ABORTED
+        self.counters.aborted += 1
         _notify(seq)
 
     def _release(self, seq: Sequence) -> None:

@@ -99,6 +99,9 @@ class Face:
     reasoning_field: ClassVar[str | None]  # the delta field of reasoning unless the profile says
     one_model: ClassVar[str | None]  # why it serves one model only (None: several, LoRA adapters)
     resets_prefix_cache: ClassVar[bool]  # serves POST /reset_prefix_cache (vLLM's, dev mode)
+    # the request's X-Request-Id is the response id's base and echoed in x-request-id: vLLM (its
+    # `_base_request_id`; the echo with --enable-request-id-headers); the others: not verified, no
+    takes_request_id: ClassVar[bool] = False
     speaks_tools: ClassVar[bool] = False  # answers `tools` with streamed tool calls (swarm/sim/tool_calls.py)
     tool_id_prefix: ClassVar[str] = "chatcmpl-tool-"  # a tool call's id before its 32 hex digits
     takes_cache_salt: ClassVar[bool] = (
@@ -172,6 +175,7 @@ class VllmFace(Face):
     one_model = None
     resets_prefix_cache = True  # vLLM serves it with VLLM_SERVER_DEV_MODE=1: 200, empty body
     takes_cache_salt = True  # vLLM's per-request `cache_salt`: a salted prompt shares no cached block
+    takes_request_id = True
     speaks_tools = True
 
     def metrics(self, engine: Engine) -> FaceMetrics:
@@ -329,6 +333,7 @@ class SglangFace(VllmFace):
     one_model = "SGLang's one model (--served-model-name)"
     resets_prefix_cache = False  # SGLang's is /flush_cache
     takes_cache_salt = False
+    takes_request_id = False
     speaks_tools = False  # (its tool-call stream is not taken from its source here: text answers)
 
     def metrics(self, engine: Engine) -> FaceMetrics:

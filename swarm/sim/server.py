@@ -5,8 +5,11 @@ TensorRT-LLM or Ollama; the face names its /health, /metrics and extra GET paths
 A generation handler parses the request, draws its fault and lengths (one seeded RNG, in
 arrival order), hands a `Sequence` to the engine and then writes whatever tokens the engine
 has produced since its last write in ONE write, so chunks coalesce when the loop is busy.
-Every /v1 response carries `x-request-id` (the response `id`); every generation request
-leaves one trace line, written before its last bytes go out.
+Every /v1 response carries `x-request-id`: the request's own `X-Request-Id` when it sent one (as
+vLLM started with --enable-request-id-headers echoes it; the response `id` is then the face's
+prefix + that id, as vLLM builds it), else the response `id`; a generation request's trace line
+carries the same id, so records join the trace on it. Every generation request leaves one trace
+line, written before its last bytes go out.
 """
 
 from __future__ import annotations
@@ -198,13 +201,15 @@ class SimServer:
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
         arrival = time.time()
         rng = self.rng
-        rid = f"{self.face.id_prefixes[endpoint]}{rng.getrandbits(128):032x}"
-        rec = TraceRecord(id=rid, arrival_time=arrival, endpoint=endpoint)
+        drawn = f"{rng.getrandbits(128):032x}"  # (drawn either way: the seeded draws stay in step)
+        sent = request.headers.get("X-Request-Id") if self.face.takes_request_id else None  # vLLM: its base
+        rid = f"{self.face.id_prefixes[endpoint]}{sent or drawn}"
+        rec = TraceRecord(id=sent or rid, arrival_time=arrival, endpoint=endpoint)  # as x-request-id says
         rec.session = request.headers.get(SESSION_HEADER)
         if self._auth and request.headers.get("Authorization") != self._auth:
             rec.status = 401
             self._write_trace(rec)
-            return self._unauthorized(rid)
+            return self._unauthorized(rec.id)
         try:
             try:
                 raw = await request.read()
@@ -223,7 +228,7 @@ class SimServer:
         except ApiError as e:
             rec.status = e.status
             self._write_trace(rec)
-            return _json(e.body(), e.status, rid)
+            return _json(e.body(), e.status, rec.id)
         rec.prompt_tokens = req.prompt_tokens
         if req.tools:
             rec.tool_calls = 0
@@ -234,7 +239,7 @@ class SimServer:
             err = self.face.error(status, f"Simulated fault ({fault}).", err_type)
             rec.status = status
             self._write_trace(rec)
-            return _json(err.body(), status, rid)
+            return _json(err.body(), status, rec.id)
 
         out, thinking = self._plan(req, rid)
         fault_at = fault_position(rng, out.target_tokens) if fault else -1
@@ -304,7 +309,7 @@ class SimServer:
     async def _stream(self, request: web.Request, call: _Call) -> web.StreamResponse:
         out = call.out
         renderer = self.face.renderer(self.tape, out, call.model, call.req)
-        headers = {**self.face.sse_headers, "x-request-id": out.id}
+        headers = {**self.face.sse_headers, "x-request-id": call.rec.id}
         resp = web.StreamResponse(status=200, headers=headers)
         sink = delivery(resp, call.rec, self.frontend, self.cfg.network_delay_s)
         try:
@@ -356,6 +361,7 @@ class SimServer:
             if sent == 0:
                 rec.first_token_time = now
                 rec.cached_tokens = call.seq.cached_tokens
+                rec.scheduled_time = call.seq.scheduled_time
             rec.last_token_time = now
             sent = rec.completion_tokens = upto
             rec.reasoning_tokens = min(sent, out.reasoning_tokens)
@@ -422,7 +428,7 @@ class SimServer:
                 "Simulated fault (stream_error): the engine failed mid-generation.",
                 "InternalServerError",
             )
-            return _json(err.body(), 500, out.id)
+            return _json(err.body(), 500, rec.id)
         await self._until(seq, out.target_tokens)
         if seq.state == ABORTED:
             return web.Response(status=500)
@@ -434,6 +440,7 @@ class SimServer:
         now = time.time()
         rec.first_token_time = rec.last_token_time = rec.end_time = rec.first_write_time = now
         rec.cached_tokens = call.seq.cached_tokens
+        rec.scheduled_time = call.seq.scheduled_time
         rec.completion_tokens = out.target_tokens
         rec.reasoning_tokens = out.reasoning_tokens
         rec.finish_reason = out.finish_reason
@@ -441,7 +448,7 @@ class SimServer:
             self.metrics.observe_success(seq, out.finish_reason, call.model)
         self._trace_answer(rec, call)
         self._write_trace(rec)
-        return _json(body, 200, out.id)
+        return _json(body, 200, rec.id)
 
     def close(self) -> None:
         self.engine.close()

@@ -10,7 +10,9 @@ and request counters and the TTFT, ITL and E2E histograms.
 Fed from the engine: the gauges are its state at scrape time (SGLang sets them at each log
 interval); TTFT and ITL are observed per token by the engine (`Engine.ttft`/`Engine.itl`, one
 token per step per sequence, so SGLang's interval / new tokens is the step's interval); the token
-and request counters are added when a request finishes, as `observe_one_finished_request` does.
+and request counters are added when a request finishes, as `observe_one_finished_request` does;
+a request the engine dropped before its end (a client gone) counts in `num_aborted_requests_total`
+as the tokenizer manager's `abort_request` counts it.
 Not served: `cache_hit_rate` (the last prefill batch's ratio, zeroed on decode logs), the
 `num_retracted_reqs` gauge (retractions since the last log) and the PD, grammar, spec and
 LoRA families, which the simulator has nothing to feed.
@@ -117,6 +119,8 @@ class SglangMetrics:
             ("sglang:generation_tokens", "Number of generation tokens processed.", self.generation_tokens),
             ("sglang:cached_tokens", "Number of cached prompt tokens.", self.cached_tokens),
             ("sglang:num_requests", "Number of requests processed.", self.requests),
+            # the tokenizer manager's abort_request (a client gone) observes one aborted request
+            ("sglang:num_aborted_requests", "Number of requests aborted.", eng.counters.aborted),
         ):
             c = CounterMetricFamily(name, doc, labels=TOKENIZER_LABELS)
             c.add_metric(self.tokenizer, value)

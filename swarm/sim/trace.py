@@ -38,6 +38,7 @@ class TraceRecord:
     # first bytes actually written to the socket: later than first_token_time by the front-end lane's
     # queue (--frontend-cost) and the network delay (--network-delay), if any
     first_write_time: float | None = None
+    scheduled_time: float | None = None  # first scheduled by the engine: the end of its queueing
     tool_calls: int | None = None  # a request with `tools`: the calls its answer started (0: text)
 
 

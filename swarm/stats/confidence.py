@@ -29,9 +29,9 @@ and a footnote), never a degenerate interval:
   is widened to its bin's edge (value / (1 + a) below, value / (1 - a) above) and the interval
   always holds the estimate's own bin: never narrower than the sketch can resolve.
 - **Across runs (`swarm run --repeat N`):** the Student t interval of the runs' values.
-- **Is a difference noise (`swarm compare`)?** Two independent estimates with 95% half-widths
-  h_a and h_b differ beyond the noise when |a - b| > sqrt(h_a^2 + h_b^2) (the half-width of the
-  difference's interval, for roughly normal estimates).
+- **Is a difference significant (`swarm compare`)?** swarm/stats/difference.py (MOVER over the two
+  runs' intervals); from records, a percentile's interval counts correlated neighbours
+  (swarm/stats/batch_quantile.py).
 
 Pure: no I/O. The coverage of the QPS interval is tested against a long run of the simulator
 (tests/integration/test_confidence_coverage.py), both intervals' on seeded samples of known
@@ -145,6 +145,15 @@ def obm_df(n: int, b: int) -> float:
     return round(float(tr * tr / tr2), 9)  # exact n - 1 for b = 1, not 3.9999999999999996
 
 
+def obm_variance(series: np.ndarray, b: int) -> float:
+    """The overlapping-batch-means estimate of the variance of the mean of `series` (n values in
+    time order, batches of b < n; see the module's docstring)."""
+    n = len(series)
+    cum = np.concatenate(([0.0], np.cumsum(series)))
+    means = (cum[b:] - cum[:-b]) / b  # the n - b + 1 overlapping batches' means
+    return b * float(np.sum((means - cum[-1] / n) ** 2)) / ((n - b + 1) * (n - b))
+
+
 def qps_interval(
     per_bin: Mapping[int, int],
     bin_s: float,
@@ -165,9 +174,7 @@ def qps_interval(
     if df < MIN_DF:
         return NoInterval(TOO_FEW_DF)
     counts = np.fromiter((per_bin.get(first + i, 0) for i in range(n)), dtype=np.float64, count=n)
-    cum = np.concatenate(([0.0], np.cumsum(counts)))
-    means = (cum[b:] - cum[:-b]) / b  # the n - b + 1 overlapping batches' mean counts per bin
-    var = b * float(np.sum((means - cum[-1] / n) ** 2)) / ((n - b + 1) * (n - b))
+    var = obm_variance(counts, b)
     half = max(t975(int(df)) * math.sqrt(var) / bin_s, 1.0 / (end_s - start_s))
     if qps - half <= 0:
         return NoInterval(REACHES_ZERO)
@@ -240,17 +247,3 @@ def mean_interval(values: Sequence[float]) -> tuple[float, Interval | None]:
         return mean, None
     half = t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
     return mean, (mean - half, mean + half)
-
-
-def half_width(interval: Sequence[float] | None) -> float | None:
-    return None if interval is None else (interval[1] - interval[0]) / 2
-
-
-def beyond_noise(
-    a: float, a_interval: Sequence[float] | None, b: float, b_interval: Sequence[float] | None
-) -> bool | None:
-    """Whether a and b differ by more than their intervals' combined half-width; None without both."""
-    ha, hb = half_width(a_interval), half_width(b_interval)
-    if ha is None or hb is None:
-        return None
-    return abs(b - a) > math.hypot(ha, hb)

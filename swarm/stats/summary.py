@@ -204,6 +204,46 @@ class ErrorEntry(TypedDict):
     count: int
 
 
+class SearchProbe(TypedDict):
+    """summary.json `search.probes[i]` (swarm/stats/search_bracket.py `Probe`)."""
+
+    stage: int
+    load: float
+    ok: bool | None
+    qps: float | None
+    ttft_p99: float | None
+    ratio: float | None
+    duration_s: float
+    ended_by: str
+    values: dict[str, float | None]
+    bracket: list[float | None]
+    settle_s: NotRequired[float | None]
+    settled: NotRequired[bool | None]
+
+
+class SearchResult(TypedDict, total=False):
+    """summary.json `search` (swarm/stats/search_bracket.py `Bracket.answer`, with the stage figures
+    swarm/stats/summary_sections.py adds)."""
+
+    mode: str
+    criterion: str
+    precision: float | None
+    budget_s: float | None
+    status: str
+    converged: bool
+    unit: str
+    answer: float | None
+    bracket: list[float | None]
+    qps: float | None
+    ttft_p99_s: float | None
+    answer_stage: int | None
+    plateau_qps: float | None
+    probes: list[SearchProbe]
+    headline: str  # the one line (swarm/live/search.py)
+    why: str  # what held the server at the answer, and its finding's kind (orchestrate/collect.py)
+    why_kind: str
+
+
 class Summary(TypedDict):
     """summary.json. Besides these keys, one `Block` per workload name (`workload_block`)."""
 
@@ -238,7 +278,7 @@ class Summary(TypedDict):
     endpoints_unreachable_since: NotRequired[dict[str, str | None]]  # endpoint label -> ISO, likewise
     sessions: NotRequired[dict[str, Any]]  # chat_session: swarm/stats/turns.py `TurnStats.summary`
     # --search: probes, bracket, answer (swarm/stats/search_bracket.py `Bracket.answer`)
-    search: NotRequired[dict[str, Any]]
+    search: NotRequired[SearchResult]
     aborted: NotRequired[dict[str, Any]]  # --abort-on tripped: reason, condition, value (stats/abort.py)
     provenance: NotRequired[dict[str, Any]]  # what the run was: swarm/stats/provenance.py `Provenance`
 

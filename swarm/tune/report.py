@@ -1,5 +1,6 @@
-"""`swarm tune`'s page: DIR/tune.html (self-contained, like report.html: inline CSS, the figure embedded
-as a data URI) and DIR/pareto.png.
+"""`swarm tune`'s page: DIR/tune.html (self-contained, like report.html: inline CSS, the interactive
+Pareto chart drawn by the inlined uPlot (swarm/analysis/interactive.py), the PNG embedded as a data
+URI under it) and DIR/pareto.png.
 
 The page: the tune's line (base command, search, SLO, GPUs, cost), the best configuration for the SLO
 with the exact command that starts it, the configurations side by side (a failed one with its reason
@@ -16,6 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from swarm.analysis.interactive import LICENCE_NOTE, Chart, Series, charts_html
 from swarm.analysis.plots import png
 from swarm.analysis.report_cells import CSS, fmt, table_html
 from swarm.core.runfiles import PARETO_PNG, TUNE_HTML
@@ -94,16 +96,54 @@ def _pareto_figure(points: list[tuple[str, float, float]], plt: Any) -> Any:
     return fig
 
 
+def pareto_chart(result: TuneResult) -> Chart | None:
+    """The Pareto chart, interactive: a series of points per configuration, the front as a dashed line
+    (x: every probed point's tok/s per user, ascending; each series holds its own points' values)."""
+    points = pareto_points(result)
+    if not points:
+        return None
+    xs = sorted({x for _, x, _ in points})
+    at = {x: i for i, x in enumerate(xs)}
+    names = list(dict.fromkeys(name for name, _, _ in points))
+    series = []
+    for name in names:
+        values: list[float | None] = [None] * len(xs)
+        for n, x, y in points:
+            if n == name:
+                values[at[x]] = max(y, values[at[x]] or 0.0)
+        series.append(Series(name, values, points=True))
+    front: list[float | None] = [None] * len(xs)
+    for i in pareto_front([(x, y) for _, x, y in points]):
+        front[at[points[i][1]]] = points[i][2]
+    series.append(Series("Pareto front", front, color="#000000", dash=True))
+    return Chart(
+        "chart-pareto",
+        "Every probed point: per-user speed against per-GPU throughput.",
+        xs,
+        series,
+        "output tokens/s per user (1 / mean TPOT)",
+        "output tokens/s per GPU",
+        caption="The dashed line joins the Pareto front (no other point is better on both).",
+    )
+
+
 def render_html(result: TuneResult, chart: bytes | None) -> str:
-    """tune.html: the tune's line, the best configuration, the configurations, the journey, the chart."""
+    """tune.html: the tune's line, the best configuration, the configurations, the journey, the chart
+    (interactive, with the PNG folded under it)."""
+    interactive = pareto_chart(result)
     figure = (
-        f'<figure><img alt="Pareto chart" src="data:image/png;base64,{base64.b64encode(chart).decode()}">'
-        "<figcaption>Every probed point of every configuration: output tokens/s one user sees (1 / mean "
-        "TPOT) against output tokens/s per GPU; the dashed line joins the Pareto front (no other point "
-        "is better on both).</figcaption></figure>"
-        if chart is not None
+        f"<p class='meta'>{html.escape(LICENCE_NOTE)}</p>\n{charts_html([interactive])}"
+        if interactive is not None
         else "<p class='note'>No probed point to draw.</p>"
     )
+    if chart is not None:
+        figure += (
+            f"<details><summary>Static figure (PNG, also written beside this file: {PARETO_PNG})</summary>"
+            f'<figure><img alt="Pareto chart" src="data:image/png;base64,{base64.b64encode(chart).decode()}">'
+            "<figcaption>Every probed point of every configuration: output tokens/s one user sees (1 / mean "
+            "TPOT) against output tokens/s per GPU; the dashed line joins the Pareto front (no other point "
+            "is better on both).</figcaption></figure></details>"
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>swarm tune</title>
 <style>{CSS} pre{{font-size:12px;background:#f7f7f7;padding:6px;overflow-x:auto}}</style></head><body>

@@ -223,6 +223,19 @@ def test_swarm_totals_equal_llamacpp_counters(llamacpp_target, llamacpp_report, 
         f"swarm {total['output_tokens']} / llamacpp:tokens_predicted_total {run.delta('generation_tokens'):.0f}"
     )
     assert raw_after.source == raw_before.source == "llamacpp"
+    # provenance (issue 39): the build, model and context as llama-server's own /props says them
+    props = json.loads(llamacpp_target.get("/props"))
+    (said,) = run.summary["provenance"]["targets"].values()
+    n_ctx = props["default_generation_settings"]["n_ctx"]
+    assert said["family"] == "llamacpp" and said["version"] == props["build_info"], said
+    assert said["max_model_len"] == n_ctx and said["launch_flags"]["total_slots"] == props["total_slots"], (
+        said
+    )
+    html = (run.out / "report.html").read_text()
+    assert f"llamacpp {props['build_info']}" in html and f"max_model_len {n_ctx}" in html
+    llamacpp_report.add(
+        f"provenance: llamacpp {props['build_info']}, n_ctx {n_ctx}, slots {props['total_slots']}"
+    )
 
 
 def test_sweep_past_the_slots_pins_processing_and_defers(llamacpp_target, llamacpp_report, tmp_path):

@@ -160,6 +160,8 @@ def test_swarm_totals_equal_vllm_counters(vllm_target, vllm_report, tmp_path, wo
         f"output tokens {got['output']} / {run.delta('generation_tokens'):.0f}"
     )
     check_ttft(run, workload, vllm_report)
+    if workload == "mixed":
+        check_provenance(run, vllm_target, vllm_report)
     hits, queries = run.delta("prefix_hits"), run.delta("prefix_queries")
     assert queries == run.delta("prompt_tokens")  # every prompt token is looked up in the prefix cache
     vllm_report.add(f"  prefix cache: {hits:.0f} hits / {queries:.0f} queried tokens ({hits / queries:.0%})")
@@ -170,6 +172,20 @@ def test_swarm_totals_equal_vllm_counters(vllm_target, vllm_report, tmp_path, wo
     if workload == "mixed":
         assert set(run.summary["workloads"]) == {"mixed"}
         assert run.summary["total"]["reasoning_tokens"] > 0  # its 20% thinking share
+
+
+def check_provenance(run: SwarmRun, target: RealTarget, report) -> None:
+    """summary.json's provenance and the report's header hold vLLM's version, model and context
+    length as vLLM's own /version and /v1/models answer them (issue 39)."""
+    version = json.loads(target.get("/version"))["version"]
+    card = next(m for m in json.loads(target.get("/v1/models"))["data"] if m["id"] == target.model)
+    (said,) = run.summary["provenance"]["targets"].values()
+    assert said["family"] == "vllm" and said["version"] == version, said
+    assert said["model"] == target.model and said["max_model_len"] == card["max_model_len"], said
+    assert said["root"] == card["root"], said
+    html = (run.out / "report.html").read_text()
+    assert f"vllm {version}" in html and f"max_model_len {card['max_model_len']}" in html
+    report.add(f"provenance: vllm {version}, model {target.model}, max_model_len {card['max_model_len']}")
 
 
 def check_cached_tokens(run: SwarmRun, report) -> None:
@@ -393,6 +409,65 @@ def test_reasoning_split_matches_what_the_server_sent(vllm_target, vllm_report, 
     vllm_report.add(
         f"reasoning, swarm run: {len(think)} thinking-on records with reasoning_tokens == output_tokens "
         f"== {on_tokens} and no answer token; {len(plain)} thinking-off records with 0 reasoning tokens"
+    )
+
+
+@pytest.mark.serial
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_client_hang_ups_are_the_requests_vllm_aborted(vllm_target, vllm_report, tmp_path):
+    """`--cancel 20%@first-token` (issue 38): vLLM counts a client's abort in no counter, but it
+    observes every first token in its TTFT histogram and every finished request in
+    `request_success_total`: first tokens less finished requests are the requests it aborted, and
+    they are exactly the records cut by their client (and by the run's stop). Answers of 256
+    tokens: with 32, vLLM (on two busy cores) had finished every cut request before it read the
+    client's hang-up, and counted them all finished."""
+    run = swarm_run(vllm_target, tmp_path / "cancel", "--workload", "synthetic", "--input-tokens", "64",
+                    "--output-tokens", "256", "-u", "4", "-t", "8s", "--seed", "7",
+                    "--cancel", "20%@first-token")  # fmt: skip
+    df = run.records
+    cut, ok = df[df.outcome == "cancelled_by_client"], df[df.outcome == "ok"]
+    stopped = df[(df.outcome == "cancelled") & df.ttft_s.notna()]  # cut by the run's stop, after a token
+    assert len(cut) > 0 and len(ok) > 0, df.outcome.value_counts()
+    assert set(df.outcome) <= {"ok", "cancelled_by_client", "cancelled"}, df.outcome.value_counts()
+    total = run.summary["total"]
+    assert total["cancelled_by_client"] == len(cut) and total["requests"] == len(df)
+    first_tokens = run.after.histograms["ttft"].count - run.before.histograms["ttft"].count
+    finished = run.finished()
+    assert first_tokens == df.ttft_s.notna().sum()  # every request that made a first token, in vLLM's count
+    assert finished == {"length": len(ok)}  # the rest ran to max_tokens; the cut ones counted nowhere
+    assert first_tokens - len(ok) == len(cut) + len(stopped)
+    vllm_report.add(
+        f"--cancel 20%@first-token: {len(cut)} of {len(df)} records cut by the client, {len(stopped)} by "
+        f"the stop; vLLM: {first_tokens:.0f} first tokens, {len(ok)} finished, so "
+        f"{first_tokens - len(ok):.0f} aborted"
+    )
+
+
+@pytest.mark.serial
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_prefix_share_is_the_designs_and_bust_hits_nothing(vllm_target, vllm_report, tmp_path):
+    """4 groups of 512-token shared prefixes (issue 38): vLLM's own prefix-cache hit share is
+    within 5 points of the share summary.json says the design implies; the same run with
+    `--prefix-cache bust` (vLLM's per-request `cache_salt`) hits nothing."""
+    args = ("--workload", "synthetic", "--input-tokens", "640", "--shared-prefix-tokens", "512",
+            "--prefix-groups", "4", "--output-tokens", "4", "-u", "4", "-t", "8s", "--seed", "5")  # fmt: skip
+    kept = swarm_run(vllm_target, tmp_path / "kept", *args, locust=("--max-tokens", "4"))
+    hits, queries = kept.delta("prefix_hits"), kept.delta("prefix_queries")
+    implied = kept.summary["intended_prefix_share"]["synthetic"]
+    assert queries > 0 and abs(hits / queries - implied) <= 0.05, (hits, queries, implied)
+    bust = swarm_run(
+        vllm_target, tmp_path / "bust", *args, "--prefix-cache", "bust", locust=("--max-tokens", "4")
+    )
+    assert bust.delta("prefix_queries") > 0 and bust.delta("prefix_hits") == 0
+    assert bust.summary["intended_prefix_share"] == {"synthetic": 0.0}
+    vllm_report.add(
+        f"prefix cache, 4 groups x 512 shared tokens: vLLM hit {hits / queries:.1%} of "
+        f"{queries:.0f} queried tokens, the design implies {implied:.1%}; with --prefix-cache bust "
+        f"{bust.delta('prefix_hits'):.0f} hits of {bust.delta('prefix_queries'):.0f}"
     )
 
 

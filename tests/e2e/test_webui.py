@@ -32,7 +32,8 @@ CHROMIUM_FLAGS = (
 )
 
 
-def _driver(tmp_path):
+def _driver(tmp_path, logs: bool = False):
+    """Headless Chromium; with `logs`, its console and network logs kept (get_log("browser"), get_log("performance"))."""
     selenium = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.chrome.service import Service
 
@@ -42,6 +43,8 @@ def _driver(tmp_path):
     opts.binary_location = CHROMIUM
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         opts.add_argument(flag)
+    if logs:
+        opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     service = Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log"))
     return selenium.Chrome(service=service, options=opts)
 

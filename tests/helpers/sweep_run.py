@@ -154,3 +154,26 @@ def write_server_metrics(path: Path, recs, table, stage_s, kv_scale, cap) -> Non
 
 def images(text: str) -> list[bytes]:
     return [base64.b64decode(m) for m in re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", text)]
+
+
+def add_sim_trace(directory: Path, queue_share: float = 0.3) -> int:
+    """Name every record of a run (request_id r0, r1, ...) and write the simulator's trace of them
+    (sim-trace.jsonl): arrival at the send, first scheduled `queue_share` of the way to the first
+    token, first token and end as the client saw them. Returns the number of requests traced."""
+    import pandas as pd
+
+    df = pd.read_parquet(directory / "requests.parquet")
+    df["request_id"] = [f"r{i}" for i in range(len(df))]
+    df.to_parquet(directory / "requests.parquet")
+    with open(directory / "sim-trace.jsonl", "w") as out:
+        for r in df.itertuples(index=False):
+            first = r.start_wall_s + r.ttft_s
+            line = {
+                "id": r.request_id,
+                "arrival_time": r.start_wall_s,
+                "first_token_time": first,
+                "end_time": r.start_wall_s + r.e2e_s,
+                "scheduled_time": r.start_wall_s + queue_share * r.ttft_s,
+            }
+            out.write(json.dumps(line) + "\n")
+    return len(df)

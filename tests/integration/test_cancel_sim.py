@@ -47,3 +47,21 @@ def test_cancelled_by_client_records_are_the_simulators_aborted_requests(tmp_pat
     assert f"cancelled by the client (--cancel): {len(cut)} of {len(df)} requests" in p.stdout
     findings = [f["text"] for f in json.loads((out / "diagnosis.json").read_text())]
     assert any(t.startswith(f"The client hung up on {len(cut)} requests") for t in findings), findings
+
+
+def test_the_sglang_face_counts_the_hang_ups_as_its_aborted_requests(tmp_path):
+    """SGLang counts a client's disconnect in `sglang:num_aborted_requests_total` (vLLM in no
+    counter): the diagnosis sets the server's count beside the records cut by their client."""
+    out = tmp_path / "run"
+    cmd = swarm_cmd("run", "-u", "4", "-t", "3s", "--workers", "1", "--out", str(out),
+                    "--workload", "synthetic", "--input-tokens", "64", "--output-tokens", "48",
+                    "--seed", "7", "--cancel", "30%@first-token", "--sim-arg=--server", "--sim-arg=sglang")  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    df = pd.read_parquet(out / "requests.parquet")
+    cut = int((df.outcome == "cancelled_by_client").sum())
+    trace = [json.loads(line) for line in (out / "sim-trace.jsonl").read_text().splitlines()]
+    assert cut > 0 and cut == sum(t["finish_reason"] == "abort" for t in trace)
+    findings = [f["text"] for f in json.loads((out / "diagnosis.json").read_text())]
+    said = f"The client hung up on {cut} requests (--cancel, cancelled_by_client); the server counted {cut} aborted"
+    assert any(t.startswith(said) for t in findings), findings

@@ -53,6 +53,7 @@ TRACE_FIELDS = [
     "session",
     "user",
     "first_write_time",
+    "scheduled_time",
     "tool_calls",
 ]
 
@@ -154,6 +155,22 @@ def test_non_streaming_bodies(sim):
     body = r.json()
     assert body["object"] == "text_completion" and body["usage"]["prompt_tokens"] == 4
     assert body["usage"]["completion_tokens"] == 4 and body["choices"][0]["finish_reason"] == "length"
+
+
+def test_the_clients_request_id_is_vllms_base_id_and_echoed(sim):
+    """As vLLM: the request's X-Request-Id is the base of the response id (`chatcmpl-<it>`, `cmpl-<it>`)
+    and comes back in x-request-id (--enable-request-id-headers); the trace line carries it."""
+    for path, body, prefix in (
+        ("/v1/chat/completions", chat_body(3, stream=False), "chatcmpl-"),
+        ("/v1/completions", {"prompt": [1, 2], "max_tokens": 2, "stream": True}, "cmpl-"),
+    ):
+        sent = f"run-1-0a1b2c3d-{len(path)}"
+        r = call(sim.url, path, body, headers={"X-Request-Id": sent})
+        rid = r.json()["id"] if not body.get("stream") else r.chunks()[0]["id"]
+        assert r.status == 200 and r.rid == sent and rid == prefix + sent
+        assert read_trace(sim.trace, [sent])[sent]["status"] == 200
+    bad = call(sim.url, "/v1/chat/completions", {"messages": []}, headers={"X-Request-Id": "run-1-x-9"})
+    assert bad.status == 400 and bad.rid == "run-1-x-9"  # errors echo it too
 
 
 def test_lengths_follow_a_distribution_with_stop_and_length(sim):
@@ -481,9 +498,12 @@ def test_trace_lines_are_exact_and_prompt(sim):
         "session": None,
         "user": None,  # the request's OpenAI `user` field (the trace replay names its row there)
         "first_write_time": s["first_write_time"],  # no front-end cost or delay: as the bytes went
+        "scheduled_time": s["scheduled_time"],  # the engine's first step for it: its queue's end
         "tool_calls": None,  # no `tools` in the request
     }
     assert s["first_token_time"] <= s["first_write_time"] <= t1
+    assert s["arrival_time"] <= s["scheduled_time"] <= s["first_token_time"]
+    assert b["scheduled_time"] is None  # refused before the engine saw it
     assert 0 <= s["cached_tokens"] < s["prompt_tokens"] and s["answer_tokens"] > 0
     assert stream.chunks()[-1]["usage"]["completion_tokens"] == s["completion_tokens"]
     assert (w["endpoint"], w["stream"], w["prompt_tokens"], w["completion_tokens"]) == (

@@ -9,6 +9,7 @@ small. Its p50/p99 are printed (run with -s to see them).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -105,6 +106,8 @@ def test_ok_requests_match_the_trace(tmp_path: Path, sim_args: list[str], locust
         proc, records, counts = run_locust(tmp_path, sim.url, *locust_args)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         errors = check_against_trace(records, read_trace(sim.trace), counts, "--merge-reasoning" in sim_args)
+    # each record is the request the swarm named (its own X-Request-Id, echoed: run-process-n)
+    assert all(re.fullmatch(r"[\w.-]+-[0-9a-f]{8}-\d+", r["request_id"]) for r in records), records[0]
     assert counts["failures"] == 0 and all(r["outcome"] == "ok" for r in records)
     assert len(errors) > 50
     report("+".join(sim_args + locust_args) or "plain", errors)

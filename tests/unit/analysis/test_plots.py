@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from swarm.analysis.plots import render_plots
+from swarm.analysis.plots import render_plots, thinned_labels
 from swarm.analysis.rundir import load_run
 from tests.helpers.sweep_run import make_run
 
@@ -41,3 +41,9 @@ def test_stage_axis_and_lines_number_stages_from_one(run):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]
     marks = [t.get_text() for t in figs["requests_timeline.png"].axes[0].texts]
     assert marks == ["stage 1", "stage 2", "stage 3"]
+
+
+def test_close_loads_tick_labels_are_thinned_not_printed_over_each_other():
+    x = [10.0, 213.0, 218.0, 221.0, 224.0, 256.0]
+    assert thinned_labels(x, [str(int(v)) for v in x]) == ["10", "213", "", "", "", "256"]
+    assert thinned_labels([1.0, 2.0, 3.0], ["1", "2", "3"]) == ["1", "2", "3"]

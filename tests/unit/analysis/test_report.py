@@ -25,10 +25,11 @@ def test_report_holds_the_figures_and_is_self_contained(tmp_path):
     for name in PNGS:
         assert (run / name).read_bytes().startswith(b"\x89PNG"), name
         assert f"({name})" in text
-    # offline: no script, stylesheet, font or image from anywhere else
-    assert "<script" not in text and "<link" not in text and "@import" not in text
+    # offline: no script, stylesheet, font or image from anywhere else; the charts' scripts inline
+    assert "<link" not in text and "@import" not in text and "url(" not in text
+    assert not re.search(r"<script[^>]*\bsrc\b", text)
     assert not re.search(r"""(src|href)\s*=\s*['"]?(https?:)?//""", text)
-    assert "url(" not in text
+    assert "http://" not in text and "https://" not in text  # no host named anywhere (uPlot's banner dropped)
 
 
 def test_report_diagnosis_and_tables(tmp_path):

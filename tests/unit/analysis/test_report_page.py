@@ -4,6 +4,7 @@ error messages and figures are embedded, escaped."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 from swarm.analysis.finding import Finding
 from swarm.analysis.report_page import render_html
@@ -26,8 +27,11 @@ def test_the_page_says_an_early_end_and_the_error_messages(tmp_path):
 def test_no_findings_and_no_figures_are_said(tmp_path):
     data = load_run(make_run(tmp_path / "run", table=SHORT_QA[:1], server=False))
     text = render_html(data, [], {})
-    assert "<li>No findings.</li>" in text and "No stage data: nothing to plot." in text
+    assert "<li>No findings.</li>" in text and "Static figures" not in text  # no PNG: none folded in
     assert "No server metrics: nothing to compare." in text
+    assert "id='chart-throughput'" in text and "id='chart-pareto'" not in text  # the charts all the same
+    bare = render_html(dataclasses.replace(data, rows=[], records=None), [], {})
+    assert "nothing to chart" in bare and "<script" not in bare
 
 
 def test_the_model_the_target_named_is_one_bounded_line_on_the_page(tmp_path):

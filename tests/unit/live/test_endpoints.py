@@ -45,7 +45,7 @@ def test_each_endpoint_has_its_own_head_label_and_pool_and_locust_sees_the_first
     assert b.url == "http://127.0.0.2:18002/proxy/v1/chat/completions" and b.prefix == "/proxy"
     assert b"Host: 127.0.0.2:18002\r\n" in b.transport.head and b"u:p" not in b.transport.head
     assert b.transport.head.startswith(b"POST /proxy/v1/chat/completions HTTP/1.1\r\n")
-    assert b.transport.head.endswith(b"Content-Length: ")
+    assert b.transport.head.endswith(b"X-Request-Id: ")  # the request's own id, then Content-Length
     assert a.transport.pool is not b.transport.pool
     assert user.host == "http://127.0.0.1:18001" and user.balancer.labels == (a.label, b.label)
 

@@ -25,6 +25,7 @@ EXPECTED = {
     "sglang:generation_tokens": ("counter", "Number of generation tokens processed.", {"model_name"}),
     "sglang:cached_tokens": ("counter", "Number of cached prompt tokens.", {"model_name"}),
     "sglang:num_requests": ("counter", "Number of requests processed.", {"model_name"}),
+    "sglang:num_aborted_requests": ("counter", "Number of requests aborted.", {"model_name"}),
     "sglang:time_to_first_token_seconds": (
         "histogram",
         "Histogram of time to first token in seconds.",
@@ -91,3 +92,16 @@ def test_finished_requests_add_their_tokens_and_the_engine_feeds_ttft_and_itl():
     assert samples["sglang:e2e_request_latency_seconds_sum"] == 4.0
     assert samples["sglang:queue_time_seconds_sum"] == 1.0
     assert samples["sglang:max_total_num_tokens"] == 1024
+
+
+def test_a_request_the_engine_dropped_is_counted_aborted_not_processed():
+    """A client gone (`--cancel`): the engine drops the sequence and SGLang's tokenizer manager
+    counts it in `num_aborted_requests_total`, never in `num_requests_total`."""
+    eng = Engine(small_profile())
+    m = SglangMetrics(eng, "m")
+    seq = Sequence("gone", 10, 5, arrival_time=1.0)
+    eng.add(seq)
+    eng.abort(seq)
+    eng.abort(seq)  # (a second abort of the same request counts nothing)
+    samples = {s.name: s.value for f in text_string_to_metric_families(m.render().decode()) for s in f.samples}
+    assert samples["sglang:num_aborted_requests_total"] == 1 and samples["sglang:num_requests_total"] == 0

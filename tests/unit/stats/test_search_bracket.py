@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
 import pytest
 
+from swarm.stats import summary_shape
 from swarm.stats.search_bracket import KNEE_SHARE, Bracket, Probe, headline
 from swarm.stats.search_spec import SearchSpec
 
@@ -44,6 +46,7 @@ def test_converges_on_the_boundary_to_the_precision(boundary):
     b = Bracket(spec())
     loads = run_search(b, lambda x: ttft_p99(x, boundary))
     ans = b.answer()
+    assert summary_shape.problem({"search": json.loads(json.dumps(ans))}) is None  # summary.json's type
     lo, hi = ans["bracket"]
     assert b.status == "converged" and ans["converged"]
     assert lo <= boundary < hi  # the true boundary lies inside the final bracket

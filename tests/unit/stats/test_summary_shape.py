@@ -31,6 +31,9 @@ from tests.helpers.support import DATA
             "total.failures.http_500 is a boolean, not a whole number",
         ),
         ({"users": 1.5}, "users is a number, not a whole number"),
+        # the search's block is typed too: `swarm report` read probes as a list and raised
+        ({"search": {"probes": 5}}, "search.probes is a number, not a list"),
+        ({"search": {"probes": [{"stage": "a"}]}}, "search.probes[0].stage is a string, not a whole number"),
     ],
 )
 def test_a_summary_of_another_shape_is_named(data, said):
@@ -42,7 +45,7 @@ def test_what_the_writers_write_is_a_summary():
         assert problem(json.loads(path.read_text())) is None, path
     older = {"stages": [{"stage": 0, "total": {"qps": 3, "ttft_s": {"p99": None}}}], "notes": ["virtual"]}
     assert problem(older) is None  # keys lacking, an int for a float, a null where one may be
-    assert problem({"my_workload": {"anything": [1]}, "search": {"probes": "any"}}) is None
+    assert problem({"my_workload": {"anything": [1]}, "search": {"probes": [], "later_key": 1}}) is None
 
 
 @pytest.mark.parametrize("command", ["twin fit", "report"])

@@ -75,7 +75,8 @@ def test_the_page_holds_the_configurations_the_best_command_the_journey_and_the_
     page = path.read_text()
     assert (tmp_path / "tune" / "pareto.png").read_bytes().startswith(b"\x89PNG")
     assert re.search(r'src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', page)  # embedded
-    assert "http://" not in page and "https://" not in page and "<script" not in page  # self-contained
+    assert "http://" not in page and "https://" not in page  # self-contained: no host named
+    assert not re.search(r"<script[^>]*\bsrc\b", page) and "id='chart-pareto'" in page  # the chart inline
     best = page[page.index("Best configuration") : page.index("<h2>Configurations")]
     assert "max-num-seqs=256" in best and "212 (208-216)" in best
     assert "<pre>vllm serve M --max-num-seqs 256 --port 8002</pre>" in best
