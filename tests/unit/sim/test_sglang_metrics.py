@@ -103,5 +103,7 @@ def test_a_request_the_engine_dropped_is_counted_aborted_not_processed():
     eng.add(seq)
     eng.abort(seq)
     eng.abort(seq)  # (a second abort of the same request counts nothing)
-    samples = {s.name: s.value for f in text_string_to_metric_families(m.render().decode()) for s in f.samples}
+    samples = {
+        s.name: s.value for f in text_string_to_metric_families(m.render().decode()) for s in f.samples
+    }
     assert samples["sglang:num_aborted_requests_total"] == 1 and samples["sglang:num_requests_total"] == 0
