@@ -13,7 +13,8 @@ The swarm travels as the working tree; .gpu-bundle/ (git-ignored) holds the rest
   there (SWARM_LLAMACPP_SRC_TARBALL);
 - `wheels/`: a wheel for Python 3.12 on x86-64 Linux of every package the swarm needs (its
   dependencies and theirs, at the versions installed here) that the machine lacks, downloaded once
-  into ~/.cache/llm-swarm/gpu-wheels.
+  into ~/.cache/llm-swarm/gpu-wheels;
+- `commit.txt`: the commit it was made at, for the check's summary where the tree travels without .git.
 
 The size line counts the tracked and untracked-not-ignored files (what travels as the working tree)
 plus the bundle; over the limit it exits 1.
@@ -218,6 +219,17 @@ def travelling_tree(repo: Path = REPO) -> int:
     return total
 
 
+def commit(repo: Path = REPO) -> str:
+    """The commit the bundle was made at (a copy of the tree may travel without .git)."""
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
+
+
 def mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
@@ -242,6 +254,7 @@ def main(argv: list[str]) -> int:
     wheel_dir.mkdir()
     for path in wheels:
         shutil.copy2(path, wheel_dir / path.name)
+    (bundle / "commit.txt").write_text(commit() + "\n")
     wheel_bytes = sum(p.stat().st_size for p in wheel_dir.iterdir())
     tree = travelling_tree()
     total = tree + source.stat().st_size + wheel_bytes
