@@ -15,9 +15,10 @@
 #               (scripts/make_tiny_gguf.py --params; 1.5B on a GPU, 5M on the CPU);
 #   4. search   llama-server at -np NP_BASE on loopback (every layer on the GPU: -ngl 99), and
 #               `swarm run --search concurrency --slo SLO`: the most users meeting it, and why;
-#   5. tune     `swarm tune` over -np NP_GRID x --cache-type-k CTK_GRID (seed 004's -np and -ctk),
-#               each configuration started, measured by one sweep of SWEEP users under the same SLO
-#               (its answer: the highest stage meeting it), stopped;
+#   5. tune     `swarm tune` over -np NP_GRID x KV cache type CTK_GRID (K and V alike:
+#               --cache-type-k/-v, seed 004's -np, -ctk and -ctv; a --configs list, since a grid
+#               would cross K with V), each configuration started, measured by one sweep of SWEEP
+#               users under the same SLO (its answer: the highest stage meeting it), stopped;
 #   6. twin     `swarm twin fit` on the tune's run at the most slots (f16 cache), then
 #               `swarm twin predict` of every -np under the SLO, and the twin's QPS at the sweep's
 #               top stage for each other -np set beside what the tune measured there.
@@ -133,6 +134,10 @@ build() {
   else
     local tarball
     tarball="$(ls "$BUNDLE"/llama.cpp-*.tar.gz 2>/dev/null | head -n 1)" || true
+    if [ -z "$tarball" ]; then
+      echo "no $BUNDLE/llama.cpp-*.tar.gz (the machine cannot download it): run make gpu-bundle" >&2
+      return 1
+    fi
     out="$(SWARM_LLAMACPP_CUDA_ARCH=native SWARM_LLAMACPP_SRC_TARBALL="$tarball" \
       bash "$REPO/scripts/llama-server-build.sh")" || return
   fi
@@ -201,15 +206,20 @@ EOF
 
 tune() {
   serve_cmd
-  "$PY" -m swarm tune --serve-cmd "$(printf '%q ' "${SERVE[@]}")" --grid "np=$NP_GRID" \
-    --grid "cache-type-k=$CTK_GRID" --health-timeout 5m "${LOAD[@]}" --sweep "$SWEEP" --stage-time "$STAGE" \
-    --warmup "$WARMUP" --out "$WORK/tune"
+  "$PY" - "$NP_GRID" "$CTK_GRID" >"$WORK/tune-configs.json" <<'EOF' || return
+import json, sys
+nps, types = sys.argv[1].split(","), sys.argv[2].split(",")
+print(json.dumps([{"np": n, "cache-type-k": t, "cache-type-v": t} for n in nps for t in types]))
+EOF
+  "$PY" -m swarm tune --serve-cmd "$(printf '%q ' "${SERVE[@]}")" --configs "$WORK/tune-configs.json" \
+    --health-timeout 5m "${LOAD[@]}" --sweep "$SWEEP" --stage-time "$STAGE" --warmup "$WARMUP" --out "$WORK/tune"
 }
 
 twin() {
   local most
   most="$(tr , '\n' <<<"$NP_GRID" | sort -n | tail -n 1)"
-  "$PY" -m swarm twin fit "$WORK/tune/configs/np=${most}__cache-type-k=f16" -o "$WORK/twin.toml" || return
+  "$PY" -m swarm twin fit "$WORK/tune/configs/np=${most}__cache-type-k=f16__cache-type-v=f16" \
+    -o "$WORK/twin.toml" || return
   local rc=0
   "$PY" -m swarm twin predict "$WORK/twin.toml" --grid "np=$NP_GRID" --search concurrency --slo "$SLO" \
     --workload short_qa "${ASSUME[@]}" --out "$WORK/twin" || rc=$?

@@ -103,9 +103,10 @@ def tune_rows(result: TuneResult) -> list[str]:
 
 
 def f16_config(result: TuneResult, np: str) -> ConfigResult | None:
-    """The tune's configuration at -np NP with an f16 K cache (the twin maps no cache type)."""
+    """The tune's configuration at -np NP with an f16 KV cache (the twin maps no cache type)."""
     for c in result.configs:
-        if c.flags.get("-np") == np and c.flags.get("--cache-type-k", "f16") == "f16":
+        cache = (c.flags.get("--cache-type-k", "f16"), c.flags.get("--cache-type-v", "f16"))
+        if c.flags.get("-np") == np and cache == ("f16", "f16"):
             return c
     return None
 
@@ -181,7 +182,7 @@ def summary(work: Path, args: argparse.Namespace) -> tuple[str, str | None]:
         f"- llama-server: {first_line(work / 'llama-server-version.txt') or 'not built'}"
         + (f"; its build took {b} s" if (b := first_line(work / "build-seconds.txt")) else ""),
         f"- model: {first_line(work / 'model.txt') or f'not written (--params {args.params})'}",
-        f"- SLO: `{args.slo}`; the search at -np {args.np_base}; the tune over -np {args.np_grid} x -ctk, "
+        f"- SLO: `{args.slo}`; the search at -np {args.np_base}; the tune over -np {args.np_grid} x -ctk/-ctv, "
         f"each a sweep of {args.sweep} users",
         "",
         "## Steps",

@@ -102,7 +102,8 @@ def test_the_check_runs_end_to_end_on_the_cpu(tmp_path):
     table = (out / "tune-table.txt").read_text()
     for np in NP_GRID:
         for ctk in CTK_GRID:
-            assert re.search(rf"^np={np} cache-type-k={ctk}( \*)?\s+ok\s", table, re.M), table
+            row = rf"^np={np} cache-type-k={ctk} cache-type-v={ctk}( \*)?\s+ok\s"
+            assert re.search(row, table, re.M), table
     for np in NP_GRID:  # the twin's answer beside the tune's, and the error between them
         assert re.search(
             rf"^\| {np}( \(fitted\))? \| .+ \| [0-9.]+ \| [0-9.]+ \| [+-]\d+% \|$", summary, re.M
