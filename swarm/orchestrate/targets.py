@@ -115,6 +115,12 @@ def server_command(
         "0.3",
         "--enable-prefix-caching",
         "--enable-prompt-tokens-details",  # usage says each request's cached prompt tokens
+        # tool calls (the agent workload): vLLM answers a request with a tool choice other than
+        # none only with a parser set ("tool_choice=function ... requires --tool-call-parser");
+        # hermes is the Qwen family's
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
     ]
     if reasoning_parser:
         cmd += ["--reasoning-parser", reasoning_parser]
