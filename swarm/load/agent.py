@@ -167,13 +167,17 @@ class AgentTask:
         "planned",
         "step",
         "t_start",
+        "thinking",
         "workload",
     )
 
-    def __init__(self, workload: AgentWorkload, task_id: str, planned: int, first: Messages) -> None:
+    def __init__(
+        self, workload: AgentWorkload, task_id: str, planned: int, first: Messages, thinking: bool = False
+    ) -> None:
         self.workload = workload
         self.id = task_id
         self.planned = planned
+        self.thinking = thinking  # every step of the task with thinking on (--thinking-ratio), or off
         self.messages: Messages = list(first)
         self.step = 0  # steps answered so far
         self.ended = False
@@ -198,6 +202,7 @@ class AgentTask:
             max_tokens=w.max_tokens,
             tools=w.tools.tools,
             tool_choice="none" if self.last_step else w.sent_choice,
+            thinking=self.thinking,
         )
 
     def answered(self, calls: list[dict[str, Any]], rng: random.Random) -> None:
@@ -238,6 +243,7 @@ class AgentWorkload:
         *,
         max_tokens: int = 256,
         source: DatasetWorkload | None = None,
+        thinking_ratio: float = 0.0,
     ) -> None:
         self.steps = steps
         self.tools = tools
@@ -247,6 +253,10 @@ class AgentWorkload:
         self.latency = latency
         self.max_tokens = max_tokens
         self.source = source  # --dataset: each task's first messages
+        # the share of tasks run with thinking on (--thinking-ratio); the others say thinking off, as
+        # every workload but mixed does: a reasoning parser would otherwise take a thinking model's
+        # whole answer, its calls' arguments too, for reasoning (vLLM's qwen3 parser did)
+        self.thinking_ratio = thinking_ratio
         self._n = 0
 
     def __repr__(self) -> str:
@@ -270,7 +280,8 @@ class AgentWorkload:
         else:
             text = f"Task {task_id}: find what is asked with the tools, then answer." + result_text(16, rng)
             first = [{"role": "user", "content": text}]
-        return AgentTask(self, task_id, self.steps.draw(rng), first)
+        thinking = self.thinking_ratio > 0.0 and rng.random() < self.thinking_ratio
+        return AgentTask(self, task_id, self.steps.draw(rng), first, thinking)
 
     def next_request(self, rng: random.Random) -> LLMRequest:
         """A single step (the first of a fresh task), for callers without tasks."""

@@ -206,6 +206,7 @@ def _agent(k: Knobs) -> Workload:
         parse_dist(k.tool_latency, "--tool-latency", real=True),
         max_tokens=k.max_tokens or 256,
         source=_dataset(k) if k.dataset else None,
+        thinking_ratio=k.thinking_ratio or 0.0,
     )
 
 

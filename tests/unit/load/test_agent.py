@@ -118,6 +118,18 @@ def test_a_task_grows_by_its_calls_and_results_and_ends_with_the_answer():
     assert task.ended and task.step == 3
 
 
+def test_a_task_says_thinking_off_unless_the_ratio_draws_it_on():
+    """Thinking off is sent, not left to the server: vLLM's qwen3 reasoning parser took the whole
+    answer of a thinking-on step, its named call's arguments too, for reasoning (no tool call)."""
+    rng = random.Random(3)
+    off = build("agent", Knobs(agent_steps="3", tools="builtin", tool_choice="required"))
+    assert all(off.start(rng, f"t{i}").next_request().thinking is False for i in range(20))
+    on = build("agent", Knobs(agent_steps="3", tools="builtin", tool_choice="required", thinking_ratio=1.0))
+    task = on.start(rng, "t")
+    task.answered([call(1)], rng)
+    assert task.next_request().thinking is True  # every step of the task
+
+
 def test_a_step_without_a_call_ends_the_task_early():
     w, rng = workload("5", "auto"), random.Random(2)
     task = w.start(rng, "t")
