@@ -143,6 +143,13 @@ build() {
   fi
   BIN="$(tail -n 1 <<<"$out")"
   SRC="$(dirname "$(dirname "$(dirname "$BIN")")")/src"
+  # cuBLAS from PyTorch's packages, the toolkit's runtime (llama-server-build.sh wrote where):
+  # every llama-server started from here on (the search's, swarm tune's) finds them
+  local dirs_file
+  dirs_file="$(dirname "$(dirname "$BIN")")/ld-library-path"
+  if [ -f "$dirs_file" ]; then
+    export LD_LIBRARY_PATH="$(cat "$dirs_file")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
   echo "llama-server: $BIN"
   # the builder's own record of the binary's build time (beside its build folder)
   cp "$(dirname "$(dirname "$BIN")")-seconds" "$WORK/build-seconds.txt" 2>/dev/null || true
