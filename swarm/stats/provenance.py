@@ -162,8 +162,20 @@ def differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> lis
     return [(k, fa.get(k, "-"), fb.get(k, "-")) for k in sorted(keys, key=_rank)]
 
 
+# The run's own identity and plumbing: where it wrote and which free ports `swarm run` picked for
+# its master, web UI and exporter differ between any two runs, repeats of one plan included
+OWN_OPTIONS = frozenset(
+    f"options.{k}"
+    for k in (
+        "run_id", "swarm_out", "html_file", "csv_prefix", "summary_part", "logfile",
+        "master_bind_port", "master_port", "master_host", "master_bind_host",
+        "prometheus_port", "web_port", "web_host",
+    )
+)  # fmt: skip
+
+
 def _own(key: str) -> bool:
-    return key in ("options.run_id", "options.swarm_out", "options.html_file", "options.csv_prefix")
+    return key in OWN_OPTIONS
 
 
 def _rank(key: str) -> tuple[int, str]:

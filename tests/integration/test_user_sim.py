@@ -220,6 +220,9 @@ def _prefix_counters(text: str) -> tuple[float, float]:
     return hits, queries
 
 
+# serial: its first run (2 users, 2 s) recorded nothing in a fresh-clone CI's parallel tier (ci21),
+# beside the CPU-heavy neighbours; the verdict needs records from a short run
+@pytest.mark.serial
 def test_api_key_is_sent_and_never_printed(tmp_path: Path) -> None:
     key = "sk-test-5ecret-key-0123456789"
     with sim_server(tmp_path, "--api-key", key) as sim:

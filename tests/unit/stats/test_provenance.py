@@ -122,6 +122,9 @@ def test_differences_put_the_server_s_version_and_flags_first():
         machine={"cores": 4},
     )
     b["options"]["run_id"] = "other"  # the run's own id is no difference worth a line
+    b["options"]["master_bind_port"] = 25916  # nor the free ports swarm run picked (two repeats differ)
+    b["options"]["prometheus_port"] = 20447
+    b["options"]["users"] = 9  # but an option that changes the load is
     keys = [k for k, _, _ in provenance.differences(a, b)]
     assert keys[:2] == [
         "targets.http://gpu-1:8000.launch_flags.max_num_seqs",
@@ -129,5 +132,8 @@ def test_differences_put_the_server_s_version_and_flags_first():
     ]
     assert "targets.http://gpu-1:8000.model" in keys[2:] and "machine.cores" in keys
     assert keys.index("targets.http://gpu-1:8000.model") < keys.index("machine.cores")
-    assert not any(k.startswith("options.run_id") for k in keys)
+    assert not any(
+        k.startswith(("options.run_id", "options.master_bind_port", "options.prometheus_port")) for k in keys
+    )
+    assert "options.users" in keys
     assert provenance.differences(a, _block()) == []
