@@ -13,17 +13,22 @@ from swarm.core.buckets import VLLM_TTFT_BUCKETS
 BOUNDS = (*VLLM_TTFT_BUCKETS, float("inf"))
 
 
-def _run(delay_s: float, n: int = 400, span_s: float = 12.0):
+def _run(
+    delay_s: float, n: int = 400, span_s: float = 12.0, observed_after_s: float = 0.0, lost_every: int = 0
+):
     """Requests sent every span/n s; the engine's TTFT 10-50 ms, the client reads the first token
-    `delay_s` later. Scrapes at 0, 4, 8, 12 s; the server observes TTFT at the engine's first token."""
+    `delay_s` later. Scrapes at 0, 4, 8, 12 s; the server observes TTFT at the engine's first token,
+    or `observed_after_s` after it (a starved server recording its stats late), and loses every
+    `lost_every`-th observation (0: none)."""
     rng = np.random.default_rng(1)
     start = np.arange(n) * span_s / n
     engine = rng.uniform(0.01, 0.05, n)
     records = pd.DataFrame({"start_wall_s": start, "ttft_s": engine + delay_s})
     made = start + engine
+    kept = np.arange(n) % lost_every != 0 if lost_every else np.ones(n, dtype=bool)
     snaps = []
     for ts in (0.0, 4.0, 8.0, 12.0):
-        seen = engine[made <= ts]
+        seen = engine[(made + observed_after_s <= ts) & kept]
         cum = tuple(float((seen <= b).sum()) for b in BOUNDS)
         snap = ServerSnapshot(ts=ts, source="vllm")
         snap.histograms["ttft"] = Histogram(BOUNDS, cum, float(seen.sum()), float(len(seen)))
@@ -65,24 +70,9 @@ def test_a_server_that_counts_first_tokens_late_is_matched_by_count():
     """The server observes each TTFT 0.4 s after the client read the token (a starved vLLM records
     its stats after streaming, seen in a real CPU-build sweep: 58/60 client vs 52/66 server TTFTs
     in two stages, totals equal): the mean gap (durations) cannot see it, the window's count can."""
-    rng = np.random.default_rng(2)
-    n, span_s, lag_s = 400, 12.0, 0.4
-    start = np.arange(n) * span_s / n
-    engine = rng.uniform(0.01, 0.05, n)
-    records = pd.DataFrame({"start_wall_s": start, "ttft_s": engine + 0.003})
-    observed = start + engine + 0.003 + lag_s
-    snaps = []
-    for ts in (0.0, 4.0, 8.0, 12.0):
-        seen = engine[observed <= ts]
-        cum = tuple(float((seen <= b).sum()) for b in BOUNDS)
-        snap = ServerSnapshot(ts=ts, source="vllm")
-        snap.histograms["ttft"] = Histogram(BOUNDS, cum, float(seen.sum()), float(len(seen)))
-        snaps.append(snap)
-    server = {
-        i: StageServerStats(stage=i, first_ts=a, last_ts=b)
-        for i, (a, b) in enumerate(((0.0, 4.0), (4.0, 8.0)))
-    }
-    pairs = compare_ttft(records, server, snaps)
+    lag_s = 0.4
+    pairs, _engine, made = _run(0.003, observed_after_s=0.003 + lag_s)
+    observed = made + 0.003 + lag_s
     # the first window opens before any request: only its end moves, 13 first tokens past the
     # tolerance (5% + 2) at the mean-gap shift; the count finds the lag
     p = pairs[0]
@@ -101,21 +91,8 @@ def test_lost_observations_are_not_forced_into_a_match():
     """A server whose histogram lost a third of each window's observations (no shift within the
     bound explains them) is reported as not the same requests: the count match only moves the
     window's edges, it never drops requests."""
-    rng = np.random.default_rng(3)
-    n, span_s = 400, 12.0
-    start = np.arange(n) * span_s / n
-    engine = rng.uniform(0.01, 0.05, n)
-    records = pd.DataFrame({"start_wall_s": start, "ttft_s": engine + 0.003})
-    made = start + engine
-    kept = np.arange(n) % 3 != 0
-    snaps = []
-    for ts in (0.0, 4.0, 8.0, 12.0):
-        seen = engine[(made <= ts) & kept]
-        cum = tuple(float((seen <= b).sum()) for b in BOUNDS)
-        snap = ServerSnapshot(ts=ts, source="vllm")
-        snap.histograms["ttft"] = Histogram(BOUNDS, cum, float(seen.sum()), float(len(seen)))
-        snaps.append(snap)
-    server = {0: StageServerStats(stage=0, first_ts=4.0, last_ts=8.0)}
-    p = compare_ttft(records, server, snaps)[0]
+    pairs, _engine, made = _run(0.003, lost_every=3)
+    kept = np.arange(len(made)) % 3 != 0
+    p = pairs[1]  # the window (4, 8] s
     assert not p.same_requests and p.mean_gap is None
     assert p.server.count == ((made > 4.0) & (made <= 8.0) & kept).sum()
