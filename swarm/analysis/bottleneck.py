@@ -59,8 +59,8 @@ def _same_level(a: float, b: float) -> bool:
 
 def capped_stages(rows: Sequence[StageRow], server: Mapping[int, StageServerStats]) -> set[int]:
     """Stages `is_capped`, where the level holds: every stage with more users (and server
-    numbers) ran no more at once than it (within 2%, >= 1), and no stage with at most that many
-    users had a queue (a cap admits such a load whole: at most the arrivals between two steps wait,
+    numbers) ran no more at once than it (within 2%, >= 1), and no stage with fewer users than
+    that had a queue (a cap admits such a load whole: at most the arrivals between two steps wait,
     under 10% of its users; seed round 1's sweep: 0.85 of 32 and 1.8 of 60 under a cap of 64). A
     scheduler cap does not move with the load; a compute-bound server whose arrivals wait out long steps looks pinned at each
     load (3 running of 4 users with 1.5 waiting, 27 of 32 with 5.7) but at another level each
@@ -79,13 +79,16 @@ def capped_stages(rows: Sequence[StageRow], server: Mapping[int, StageServerStat
         ]
         # a cap at this level would have admitted a smaller load whole: a queue there (more than
         # the arrivals between two steps, most of the stage: not the spawn wave one scrape caught)
-        # was waiting out the engine's steps (compute), not a scheduler limit
+        # was waiting out the engine's steps (compute), not a scheduler limit. A load of exactly the
+        # level is not judged: its users fill every slot, so each arrival races the release of the
+        # slot it takes, and a small level's one racing request is half its users (a fresh-clone
+        # CI's llama-server with 2 slots queued at 2 users in most scrapes and the cap went unnamed)
         queued_below = [
             h.stage
             for h in rows
             if h.stage in server
             and h.users is not None
-            and h.users <= s.running_max
+            and h.users < s.running_max
             and (server[h.stage].waiting_median or 0.0) >= max(WAITING_MIN, ADMITTED_WAIT_SHARE * h.users)
         ]
         if all(v <= s.running_max or _same_level(v, s.running_max) for v in higher) and not queued_below:

@@ -191,3 +191,21 @@ def test_a_spawn_wave_one_scrape_caught_below_the_cap_is_no_queue():
     server[0].waiting_median = 2.0
     assert capped_stages(r, server) == {2}
     assert "max_num_seqs_cap" in {f.kind for f in diagnose(r, server)}
+
+
+def test_a_queue_at_exactly_the_cap_is_the_release_race_not_compute():
+    """llama-server with 2 slots, sweep 1,2,6 (tests/e2e/test_llamacpp_real.py): at 2 users every slot
+    is taken and an arrival can wait for the slot its own user's last request is releasing; one such
+    request is half the users. That queue is no evidence against the cap (the fresh-clone CI of stop
+    48 read it as compute and named no cap); a queue at 1 user, below the level, still is."""
+    r = rows([(1, 14.5, 0.03), (2, 18.5, 0.04), (6, 19.2, 0.39)])
+    server = {
+        0: stats(0, running_mean=0.6, running_max=1, running_pinned=1.0, waiting_mean=0.0, kv_max=None),
+        1: stats(1, running_mean=2.0, running_max=2, running_pinned=1.0, waiting_mean=0.6, kv_max=None),
+        2: stats(2, running_mean=2.0, running_max=2, running_pinned=1.0, waiting_mean=3.8, kv_max=None),
+    }
+    server[1].waiting_median = 1.0
+    assert capped_stages(r, server) == {2}
+    assert "max_num_seqs_cap" in {f.kind for f in diagnose(r, server)}
+    server[0].waiting_median = server[0].waiting_mean = 1.0
+    assert capped_stages(r, server) == set()
