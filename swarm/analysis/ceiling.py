@@ -44,7 +44,11 @@ def saturation(rows: Sequence[StageRow], untrusted: set[int] = frozenset()) -> F
     prev, cur = found
     qg, tg = _growth(cur.qps, prev.qps), _growth(cur.ttft_p99, prev.ttft_p99)
     doubt = prev.stage in untrusted or cur.stage in untrusted
-    tail = " (but the client was CPU-bound there: the plateau may be the swarm's own)" if doubt else ""
+    tail = (
+        " (but the swarm itself was the limit there, CPU-bound or sending late: the plateau may be its own)"
+        if doubt
+        else ""
+    )
     return Finding(
         "saturation",
         prev.stage,

@@ -223,6 +223,7 @@ def headline(fa: Sequence[Finding], fb: Sequence[Finding]) -> list[str]:
         "kv_bound",
         "compute_bound",
         "client_bound",
+        "late_sends",
         "slo_max_concurrency",
     )
     out = []

@@ -41,6 +41,7 @@ from swarm.analysis.client_bound import client_bound, client_bound_reported
 from swarm.analysis.client_server import TtftComparison
 from swarm.analysis.finding import Finding, StageRow
 from swarm.analysis.reconcile import reconcile_totals
+from swarm.analysis.send_lag import late_sends
 from swarm.analysis.server_metrics import StageServerStats
 from swarm.analysis.server_trust import (
     CAUSE_FIGURES,
@@ -83,6 +84,7 @@ def diagnose(
     rows = sorted(rows, key=lambda r: ((r.users or 0) if by_load else 0, r.stage))
     load = cpu if cpu is not None else ClientLoad()
     findings = client_bound(rows, load) if load else client_bound_reported(rows, bound_reported)
+    findings += late_sends(rows)
     untrusted = {f.stage for f in findings if f.stage is not None}
     sat = saturation(rows, untrusted)
     if sat:

@@ -35,17 +35,31 @@ class StageRow:
     e2e_p99: float | None = None
     tpot_p50: float | None = None
     itl_p99: float | None = None
+    rate: float | None = None  # open loop: the requests per second the stage asked for
+    send_lag_p50: float | None = None  # open loop: how late its requests left their schedule
+    send_lag_p99: float | None = None
+    send_lag_max: float | None = None
     # the raw stage entry ({"total": block, ...}) for SLOs; an older file's entry may differ
     entry: StageEntry | dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
+        """What the stage asked of the server: its rate in open loop (the users there only cap the
+        requests in flight), its users in closed loop."""
+        if self.rate is not None:
+            return f"{self.rate:g} req/s"
         return f"{self.users} users" if self.users is not None else stage_name(self.stage)
+
+    @property
+    def sent_rate(self) -> float | None:
+        """The requests per second the stage sent (its records over its window): beside `rate`, the
+        load the server got against the load asked for."""
+        return self.requests / self.duration_s if self.duration_s else None
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # saturation | no_saturation | max_num_seqs_cap | kv_bound | compute_bound | client_bound
+    kind: str  # saturation | no_saturation | max_num_seqs_cap | kv_bound | compute_bound | client_bound | late_sends
     #            | slo_max_concurrency | client_vs_server | no_server_metrics | server_check_failed
     #            | server_counter_reset
     stage: int | None

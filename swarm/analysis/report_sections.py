@@ -24,7 +24,7 @@ ABSENT = "absent"  # a server figure the target's family does not expose (never 
 
 
 def stage_html(data: RunData, found: Sequence[Finding]) -> str:
-    untrusted = {f.stage for f in found if not f.trusted and f.kind == "client_bound"}
+    untrusted = {f.stage for f in found if not f.trusted and f.kind in ("client_bound", "late_sends")}
     cpu = data.cpu.by_stage()
     header = [
         "stage",
@@ -48,16 +48,29 @@ def stage_html(data: RunData, found: Sequence[Finding]) -> str:
         "gen tok/s",
         "client CPU max",
     ]
+    open_loop = any(r.rate is not None for r in data.rows)
+    if open_loop:  # the load asked for beside the load sent, and how late it left (issue 40)
+        header[2:2] = ["rate asked req/s", "sent req/s", "send lag p99 ms", "send lag max ms"]
     rows, classes = [], []
     fam = family_of(data.source)
     for r in data.rows:
         s = data.server.get(r.stage)
         users = "-" if r.users is None else f"{'~' if data.users_estimated else ''}{r.users}"
-
+        offered = (
+            [
+                "-" if r.rate is None else f"{r.rate:g}",
+                fmt(r.sent_rate),
+                fmt(r.send_lag_p99, "ms"),
+                fmt(r.send_lag_max, "ms"),
+            ]
+            if open_loop
+            else []
+        )
         rows.append(
             [
                 str(stage_number(r.stage)),
                 users,
+                *offered,
                 fmt(r.requests, "int"),
                 fmt(r.failures, "int"),
                 fmt(r.cancelled, "int"),

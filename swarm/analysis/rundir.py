@@ -269,7 +269,8 @@ def _stage_row(
         block = block_from_records(sub, duration)
         e["total"] = block
     block = block or {}
-    lat = {k: block.get(f"{k}_s") or {} for k in ("ttft", "e2e", "tpot", "itl")}
+    lat = {k: block.get(f"{k}_s") or {} for k in ("ttft", "e2e", "tpot", "itl", "send_lag")}
+    rate = e.get("rate", t.get("rate"))
     row = StageRow(
         stage=idx,
         users=None if users is None else int(users),
@@ -291,6 +292,10 @@ def _stage_row(
         e2e_p99=lat["e2e"].get("p99"),
         tpot_p50=lat["tpot"].get("p50"),
         itl_p99=lat["itl"].get("p99"),
+        rate=None if rate is None else float(rate),
+        send_lag_p50=lat["send_lag"].get("p50"),
+        send_lag_p99=lat["send_lag"].get("p99"),
+        send_lag_max=lat["send_lag"].get("max"),
         entry=e,
     )
     return row, users_estimated, end_derived

@@ -86,3 +86,11 @@ def test_open_loop_lateness_is_measured(tmp_path):
     assert low["total"]["send_lag_s"]["p50"] < 0.05, low["total"]["send_lag_s"]
     assert high["total"]["send_lag_s"]["p99"] > 1.0, high["total"]["send_lag_s"]
     assert high["total"]["qps"] < 20  # 4 in flight at ~0.7 s each cannot serve 40 req/s
+    # the diagnosis names the late stage, untrusted, with what it sent against what it asked
+    late = [f for f in findings(out).get("late_sends", [])]
+    assert [f["stage"] for f in late] == [1] and not late[0]["trusted"], late
+    sent = high["total"]["requests"] / high["duration_s"]
+    assert f"it sent {sent:.1f} req/s of the 40 asked for" in late[0]["text"], late
+    assert "At 40 req/s requests left late" in late[0]["text"] and "raise -u (at most 4" in late[0]["text"]
+    report = (out / "report.html").read_text()
+    assert "rate asked req/s" in report and "send lag p99 ms" in report and "requests left late" in report
