@@ -182,6 +182,7 @@ def render(summary: Summary | Mapping[str, Any]) -> str:
     lines = align(header(summary), workload_rows(summary))
     if (g := (summary.get("total") or {}).get("goodput")) is not None:
         lines.append(f"goodput: requests meeting every one of {g['slo']} (good/s counts them as QPS does)")
+    lines.extend(open_loop_lines(summary))
     if drain := drain_line(summary):
         lines.append(drain)
     failures = (summary.get("total") or {}).get("failures") or {}
@@ -218,6 +219,23 @@ def render_ci(summary: Summary | Mapping[str, Any]) -> str | None:
 
 def _ci_blocks(summary: Summary | Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [st.get("total") or {} for st in summary.get("stages") or []] + [summary.get("total") or {}]
+
+
+def open_loop_lines(summary: Summary | Mapping[str, Any]) -> list[str]:
+    """Each open-loop stage's rate asked against the rate it sent, with how late its requests left
+    (send lag p50/p99/max): the load the server got, beside the one asked for (issue 40)."""
+    out = []
+    for st in summary.get("stages") or []:
+        rate, sent = st.get("rate"), st.get("sent_rate")
+        if rate is None or sent is None:
+            continue
+        lag = (st.get("total") or {}).get("send_lag_s") or {}
+        lags = "/".join("-" if lag.get(k) is None else f"{lag[k] * 1000:.1f}" for k in ("p50", "p99", "max"))
+        out.append(
+            f"open loop, {stage_name(st['stage'])}: asked {rate:g} req/s, sent {sent:.1f} req/s; "
+            f"send lag p50/p99/max {lags} ms"
+        )
+    return out
 
 
 def drain_line(summary: Summary | Mapping[str, Any]) -> str | None:

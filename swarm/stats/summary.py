@@ -150,6 +150,7 @@ class StageEntry(TypedDict):
     end_s: NotRequired[float | None]
     warmup_s: NotRequired[float]
     rate: NotRequired[float | None]
+    sent_rate: NotRequired[float]  # open loop: the requests per second it sent (requests / duration_s)
     ended_by: NotRequired[str]  # why the stage ended before its time (the search, the saturation guard)
     settled: NotRequired[bool]  # the search's stages: measured once steady (False: at the settling bound)
 

@@ -77,6 +77,8 @@ def with_stage_timeline(s: Summary, timeline: Sequence[StageTimelineEntry]) -> N
             warmup_s=t["warmup_s"],
             rate=t["rate"],
         )
+        if t["rate"] is not None and entry.get("duration_s"):  # the load sent beside the load asked
+            entry["sent_rate"] = entry["total"]["requests"] / entry["duration_s"]
         if t.get("ended_by"):
             entry["ended_by"] = t["ended_by"]  # type: ignore[typeddict-item]
         if t.get("settled") is not None:  # the search's stages: steady before measured?

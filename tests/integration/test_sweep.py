@@ -90,6 +90,8 @@ def test_open_loop_lateness_is_measured(tmp_path):
     late = [f for f in findings(out).get("late_sends", [])]
     assert [f["stage"] for f in late] == [1] and not late[0]["trusted"], late
     sent = high["total"]["requests"] / high["duration_s"]
+    assert high["sent_rate"] == sent and low["sent_rate"] == low["total"]["requests"] / low["duration_s"]
+    assert f"open loop, stage 2: asked 40 req/s, sent {sent:.1f} req/s; send lag p50/p99/max" in p.stdout
     assert f"it sent {sent:.1f} req/s of the 40 asked for" in late[0]["text"], late
     assert "At 40 req/s requests left late" in late[0]["text"] and "raise -u (at most 4" in late[0]["text"]
     report = (out / "report.html").read_text()

@@ -61,6 +61,9 @@ def test_every_section_in_summary_json_key_order():
     first, second = s["stages"]
     assert (first["users"], first["start_s"], first["end_s"], first["rate"]) == (4, 1.0, 2.0, None)
     assert "ended_by" not in first and "settled" not in first
+    assert "sent_rate" not in first  # closed loop: no rate asked, none sent to compare
+    # open loop: the rate it sent, beside the rate asked
+    assert second["sent_rate"] == second["total"]["requests"] / second["duration_s"] > 0
     assert (second["ended_by"], second["settled"]) == ("search", False)
     assert s["intended_prefix_share"] == {"a": 0.5, "trace": 0.25}
     assert s["client_bound"] == [
