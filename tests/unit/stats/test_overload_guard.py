@@ -21,3 +21,17 @@ def test_overload_guard():
         short.add(float(t), 5.0 * t, 0.1 + 0.05 * t)
     assert not short.tripped()  # not yet for the guard's whole time
     assert not OverloadGuard(guard_s=0).tripped()
+
+
+def test_a_backlog_levelling_off_is_no_overload():
+    """An open loop filling up to its level: in flight rises fast, then ever slower (the streams
+    5,000 slow ones reach), TTFT creeping up with the batch. Not without bound; a constant excess
+    rate is, however slowly it grows."""
+    import math
+
+    filling, excess = OverloadGuard(guard_s=20), OverloadGuard(guard_s=20)
+    for t in range(18, 40):
+        filling.add(float(t), 5700.0 * (1 - math.exp(-t / 6.0)), 0.5 + 0.001 * t)
+        excess.add(float(t), 5000.0 + 1.6 * t, 0.5 + 0.001 * t)
+    assert not filling.tripped()
+    assert excess.tripped()
