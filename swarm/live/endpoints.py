@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from swarm.client.addresses import pin_numeric_address
 from swarm.client.dialects import ENDPOINTS
 from swarm.client.request_ids import HEADER
 from swarm.client.transport import Transport
@@ -55,6 +56,7 @@ def make_endpoint(environment: Any, client: Any, opts: LLMOptions, host: str) ->
         prefix = prefix[:-3]
     host_header = parts.netloc.rpartition("@")[2]
     pool = client.client.clientpool.get_client(f"{parts.scheme}://{host_header}/")._connection_pool
+    pin_numeric_address(pool)  # an IP literal: resolved once, not through a thread per connection
     key = key_for(environment, host)  # None at an origin other than the key's
     basic = basic_auth(parts.netloc)
     auth = f"Authorization: Bearer {key}\r\n" if key else f"Authorization: {basic}\r\n" if basic else ""

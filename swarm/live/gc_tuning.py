@@ -6,23 +6,116 @@ there; with streams starting and ending all the time that is every 5-7 s, and ea
 0.3-0.6 s on these machines with the event loop stopped, so the requests due meanwhile leave late.
 The streams' objects die by reference counting (those full collections collected 0 objects), so
 on the processes that send requests full collections are made rare: the oldest generation waits
-for FULL_EVERY young (generation 1) collections instead of 10. Young collections are unchanged.
+for FULL_EVERY young (generation 1) collections instead of 10 (`relax_full_collections`).
 
-`benchmarks/streams_10k.py --open-loop --streams 5000` (384.6 req/s, ~5,000 streams open), send
-lag p99 / max: 426 / 534 ms with the default thresholds, 141 / 226 ms with these (RSS 428 vs 424
-MiB). What is left is young collections of 30-60k objects: CPython counts the death of an old
-object against the young generation's allocation count, so it grows past its threshold of 700
-while old streams end.
+That left young collections of 30-60k objects, 20-80 ms each: CPython counts the death of an old
+object against the young generation's allocation count, so with old streams ending it grows far
+past its threshold of 700 before a collection runs. `YoungCollector` keeps it small instead: every
+YOUNG_EVERY_S it collects the young generation (what was allocated since: a millisecond's work)
+and freezes what survived (`gc.freeze()`: moved where no collection scans it again; objects frozen
+still die by reference counting, as the streams' do). What freezing keeps from the collector is
+cyclic garbage among frozen objects, so it is bounded: every CHECK_EVERY_S the memory blocks the
+interpreter holds are counted (`sys.getallocatedblocks()`, under a millisecond; the frozen count,
+`gc.get_freeze_count()`, walks the frozen list: 100-175 ms at 5,000 streams, as long as the pauses
+this removes), and once they have grown by more than REFREEZE_GROWTH of what they were after the
+last clean-up (and by REFREEZE_MIN blocks), everything is unfrozen, collected in full and frozen
+again; and at each test's stop, when the users torn down leave their cycles (a SwarmUser, its HTTP
+session, its cookie jar), the same clean-up runs.
+
+`benchmarks/streams_10k.py --open-loop --streams 5000` (docs/performance.md has the table and the
+commit): see the send lag, GC pauses and CPU per chunk there, before and after.
 """
 
 from __future__ import annotations
 
 import gc
+import logging
+import sys
+import time
+from typing import Any
+
+import gevent
 
 FULL_EVERY = 1000
+YOUNG_EVERY_S = 0.02  # how often the young generation is collected and its survivors frozen
+CHECK_EVERY_S = 1.0  # how often the interpreter's allocated blocks are counted
+REFREEZE_GROWTH = 0.5  # blocks grown by this share since the last clean-up: clean up
+REFREEZE_MIN = 300_000  # ... and by at least this many (a small heap grows by shares fast)
+
+log = logging.getLogger(__name__)
 
 
 def relax_full_collections() -> None:
     """Full collections at most every FULL_EVERY young ones (a higher threshold already set is kept)."""
     young, middle, full = gc.get_threshold()
     gc.set_threshold(young, middle, max(full, FULL_EVERY))
+
+
+class YoungCollector:
+    """The young generation collected and its survivors frozen every `every_s`, in a greenlet of
+    the process's event loop; `clean_up()` unfreezes, collects in full and freezes again."""
+
+    def __init__(self, every_s: float = YOUNG_EVERY_S, check_s: float = CHECK_EVERY_S) -> None:
+        self.every_s, self.check_s = every_s, check_s
+        self.cleanups = 0
+        self.baseline = 0  # the interpreter's allocated blocks after the last clean-up
+        self._greenlet: Any = None
+
+    def start(self) -> None:
+        if self._greenlet is None:
+            self.clean_up()
+            self._greenlet = gevent.spawn(self._forever)
+
+    def stop(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+        gc.unfreeze()
+
+    def young(self) -> None:
+        gc.collect(0)
+        gc.freeze()
+
+    def needs_clean_up(self, blocks: int) -> bool:
+        grown = blocks - self.baseline
+        return grown > REFREEZE_MIN and grown > REFREEZE_GROWTH * self.baseline
+
+    def clean_up(self) -> int:
+        """Unfreeze, collect every generation, freeze again: the cyclic garbage frozen since the
+        last clean-up is freed. Returns the objects collected."""
+        gc.unfreeze()
+        found = gc.collect()
+        gc.freeze()
+        self.baseline = sys.getallocatedblocks()
+        self.cleanups += 1
+        return found
+
+    def _forever(self) -> None:
+        next_check = time.monotonic() + self.check_s
+        while True:
+            gevent.sleep(self.every_s)
+            self.young()
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + self.check_s
+                if self.needs_clean_up(sys.getallocatedblocks()):
+                    t0 = time.perf_counter()
+                    found = self.clean_up()
+                    log.debug(
+                        "gc clean-up: %d collected in %.0f ms", found, (time.perf_counter() - t0) * 1000
+                    )
+
+
+COLLECTOR = YoungCollector()
+
+
+def keep_young_collections_small() -> None:
+    """Start the process's `YoungCollector` (once; `relax_full_collections` too)."""
+    relax_full_collections()
+    COLLECTOR.start()
+
+
+def clean_up_after_test() -> None:
+    """At a test's stop: free the cycles the users torn down left (frozen while they ran)."""
+    if COLLECTOR._greenlet is not None:
+        COLLECTOR.clean_up()
