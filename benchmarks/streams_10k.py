@@ -82,13 +82,91 @@ def check_limits(streams: int) -> str | None:
     return None
 
 
+# The worker's locustfile: the swarm's, and a `gc.callbacks` probe that keeps each collection's
+# pause (wall clock at its end, milliseconds, generation) and writes them at the process's quit.
+GC_PROBE = """
+import gc, json, os, time
+from locust import events
+from swarm.locustfile import *  # noqa: F401,F403
+
+_PAUSES, _START = [], [0.0]
+
+def _probe(phase, info):
+    if phase == "start":
+        _START[0] = time.perf_counter()
+    else:
+        _PAUSES.append((time.time(), (time.perf_counter() - _START[0]) * 1000, info["generation"]))
+
+gc.callbacks.append(_probe)
+
+@events.quitting.add_listener
+def _write(**_):
+    with open(os.path.join(os.path.dirname(__file__), f"gc-{os.getpid()}.json"), "w") as f:
+        json.dump(_PAUSES, f)
+"""
+
+
 class StreamRun(harness.SwarmRun):
-    """`make bench`'s master + worker, with TOKENS-token answers."""
+    """`make bench`'s master + worker, with TOKENS-token answers; the worker's GC pauses probed."""
 
     def _common(self) -> list[str]:
         common = super()._common()
         common[common.index("--max-tokens") + 1] = str(TOKENS)
         return common
+
+    def _locustfile(self) -> str:
+        probe = self.out / "gc_probe_locustfile.py"
+        self.out.mkdir(parents=True, exist_ok=True)
+        probe.write_text(GC_PROBE)
+        return str(probe)
+
+
+BURST_BIN_S = 0.05  # the window cut in bins of this; a bin receiving more chunks than the mean is a burst
+BURST_AFTER_S = 0.1  # ... and the loop is still catching up this long after one
+
+
+def lag_in_bursts(
+    chunks_at: np.ndarray, rows: list[dict[str, Any]], start: float, end: float
+) -> dict[str, Any]:
+    """Send lag p99 (ms) of the requests scheduled in a burst of chunks (a BURST_BIN_S bin that
+    received more chunks than the window's mean bin: the simulator's steps write every stream's token
+    at once) or within BURST_AFTER_S after one, and of those scheduled clear of them: where the
+    event loop was busy reading, and where it was not."""
+    edges = np.arange(start, end + BURST_BIN_S, BURST_BIN_S)
+    counts, _ = np.histogram(chunks_at, bins=edges)
+    burst = counts > counts.mean()
+    busy = burst.copy()
+    for shift in range(1, round(BURST_AFTER_S / BURST_BIN_S) + 1):
+        busy[shift:] |= burst[:-shift]
+    inside, outside = [], []
+    for r in rows:
+        lag = r["send_lag_s"]
+        if lag is None or not start <= r["start_wall_s"] < end:
+            continue
+        at = int((r["start_wall_s"] - lag - start) // BURST_BIN_S)
+        if 0 <= at < len(busy):
+            (inside if busy[at] else outside).append(lag * 1000)
+    return {
+        "burst_share_of_time": float(busy.mean()),
+        "send_lag_ms_p99_in_bursts": harness.percentile(inside, 0.99),
+        "send_lag_ms_p99_between_bursts": harness.percentile(outside, 0.99),
+    }
+
+
+def gc_pauses(out: Path, start: float, end: float) -> dict[str, Any]:
+    """The worker's collections that ended in [start, end): count, total, p99 and max pause (ms)."""
+    pauses = [
+        ms
+        for f in out.glob("gc-*.json")
+        for t, ms, _gen in json.loads(f.read_text() or "[]")
+        if start <= t < end
+    ]
+    return {
+        "gc_collections": len(pauses),
+        "gc_ms_total": sum(pauses),
+        "gc_ms_p99": harness.percentile(pauses, 0.99),
+        "gc_ms_max": max(pauses, default=None),
+    }
 
 
 def chunk_times(out: Path) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -262,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ttft_pairs": len(errors),
         "sim_cpu_percent": sim_cpu,
         "outcomes": outcomes,
+        **gc_pauses(args.out / "swarm", start, end),
+        **lag_in_bursts(chunks_at, rows, start, end),
     }
     log(
         f"{streams:.0f} streams open (min {result['streams_open_min']}; the simulator's running median "
@@ -281,6 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{result['send_lag_ms_p50']:.2f} ms, p99 {result['send_lag_ms_p99']:.2f} ms, max "
             f"{result['send_lag_ms_max']:.1f} ms ({len(lags)} requests); in-flight cap {users} "
             + ("REACHED: the lag is the cap's, not the worker's" if capped else "never reached")
+        )
+    if lags and result["send_lag_ms_p99_in_bursts"] is not None:
+        log(
+            f"send lag p99 of requests due in a burst of chunks or {BURST_AFTER_S * 1000:.0f} ms after one "
+            f"({result['burst_share_of_time']:.0%} of the time): {result['send_lag_ms_p99_in_bursts']:.1f} ms; clear of them: "
+            f"{result['send_lag_ms_p99_between_bursts']:.1f} ms"
+        )
+    if result["gc_collections"]:
+        log(
+            f"worker GC in the window: {result['gc_collections']} collections, {result['gc_ms_total']:.0f} ms "
+            f"in all, pause p99 {result['gc_ms_p99']:.1f} ms, max {result['gc_ms_max']:.1f} ms"
         )
     log(f"simulator {sim_cpu:.0f}% CPU; outcomes {outcomes}")
     if args.results:
