@@ -97,15 +97,74 @@ class Sim:
         return self.get("/metrics", timeout=5).decode()
 
 
+def listening_inode(port: int) -> str | None:
+    """The socket inode listening on loopback TCP `port` (/proc/net/tcp, tcp6); None if none is."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in list(f)[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    return fields[9]
+    return None
+
+
+def owns_socket(pid: int, inode: str) -> bool:
+    """Whether process `pid` holds socket `inode` among its file descriptors."""
+    want = f"socket:[{inode}]"
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
+                    return True
+    return False
+
+
+def serves_on(pid: int, port: int) -> bool:
+    """Whether process `pid` is the one listening on loopback TCP `port` (True where /proc does not
+    say: then /health answering is all there is to go by)."""
+    if not os.path.exists("/proc/net/tcp"):
+        return True
+    inode = listening_inode(port)
+    return inode is not None and owns_socket(pid, inode)
+
+
+SIM_START_TRIES = 3
+
+
 @contextlib.contextmanager
 def sim_server(tmp_path: Path, *args: str, trace: bool = True, model: str = "sim-model") -> Iterator[Sim]:
-    """Start `swarm sim` on a free loopback port with extra CLI `args`; yields a `Sim`."""
-    port = free_port()
-    trace_path = tmp_path / f"sim-trace-{port}.jsonl" if trace else None
-    cmd = swarm_cmd("sim", "--host", "127.0.0.1", "--port", str(port), "--model", model, *args)
-    if trace_path:
-        cmd += ["--trace", str(trace_path)]
-    with start(cmd, tmp_path / f"sim-{port}.log") as proc:
-        url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/health", timeout=30, proc=proc.popen, log=proc.log)
-        yield Sim(url, proc, trace_path)
+    """Start `swarm sim` on a free loopback port with extra CLI `args`; yields a `Sim`.
+
+    Ready once /health answers AND the listening socket is the simulator's own: a free port can be
+    taken between the pick and the bind by another test's server, which then answers /health in the
+    simulator's place (ci24: the simulator exited "address already in use" and the run talked to a
+    server that said 405 to every POST). Then the simulator is started again on another port."""
+    for attempt in range(1, SIM_START_TRIES + 1):
+        port = free_port()
+        trace_path = tmp_path / f"sim-trace-{port}.jsonl" if trace else None
+        cmd = swarm_cmd("sim", "--host", "127.0.0.1", "--port", str(port), "--model", model, *args)
+        if trace_path:
+            cmd += ["--trace", str(trace_path)]
+        with start(cmd, tmp_path / f"sim-{port}.log") as proc:
+            url = f"http://127.0.0.1:{port}"
+
+            deadline = time.monotonic() + 30
+            while (
+                proc.popen.poll() is None
+                and time.monotonic() < deadline
+                and not serves_on(proc.popen.pid, port)
+            ):
+                time.sleep(0.05)
+            if (
+                proc.popen.poll() is not None
+                and attempt < SIM_START_TRIES
+                and "already in use" in proc.output()
+            ):
+                continue  # the port was taken between the pick and the bind: another one
+            wait_http(
+                url + "/health", timeout=max(1.0, deadline - time.monotonic()), proc=proc.popen, log=proc.log
+            )
+            if not serves_on(proc.popen.pid, port):
+                raise RuntimeError(f"{url}: answered, but not by the simulator (pid {proc.popen.pid})")
+            yield Sim(url, proc, trace_path)
+            return
