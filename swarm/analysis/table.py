@@ -99,8 +99,12 @@ def ci_table(
     head = ["stage", *(t for _, t in CI_COLUMNS), *(t for _, t in GOODPUT_COLUMNS if good)]
     entries: list[tuple[str, Mapping[str, Any]]] = []
     for st in summary.get("stages") or []:
-        users = f" ({st['users']} users)" if st.get("users") is not None else ""
-        entries.append((f"{stage_name(st['stage'])}{users}", st.get("total") or {}))
+        # open loop: the load is the rate (the users only cap what is in flight)
+        if st.get("rate") is not None:
+            load = f" ({st['rate']:g} req/s)"
+        else:
+            load = f" ({st['users']} users)" if st.get("users") is not None else ""
+        entries.append((f"{stage_name(st['stage'])}{load}", st.get("total") or {}))
     if (total := workload_block(summary, "total")) is not None:
         entries.append(("run", total))
     notes: dict[str, int] = {}

@@ -28,3 +28,11 @@ def test_closed_loop_stages_and_older_files_say_nothing():
     assert open_loop_lines(_summary([{"stage": 0, "users": 4, "total": {}}])) == []
     assert open_loop_lines(_summary([{"stage": 0, "rate": 5.0, "total": {}}])) == []  # no sent_rate: older
     assert open_loop_lines({}) == []
+
+
+def test_the_intervals_table_names_an_open_loop_stage_by_its_rate():
+    from swarm.analysis.table import ci_table
+
+    s = _summary([{"stage": 0, "rate": 40.0, "users": 4, "total": {}}, {"stage": 1, "users": 8, "total": {}}])
+    _head, rows, _notes = ci_table(s)
+    assert [r[0] for r in rows][:2] == ["stage 1 (40 req/s)", "stage 2 (8 users)"]
