@@ -19,8 +19,9 @@ interpreter holds are counted (`sys.getallocatedblocks()`, under a millisecond; 
 `gc.get_freeze_count()`, walks the frozen list: 100-175 ms at 5,000 streams, as long as the pauses
 this removes), and once they have grown by more than REFREEZE_GROWTH of what they were after the
 last clean-up (and by REFREEZE_MIN blocks), everything is unfrozen, collected in full and frozen
-again; and at each test's stop, when the users torn down leave their cycles (a SwarmUser, its HTTP
-session, its cookie jar), the same clean-up runs.
+again. (A clean-up at each test's stop, for the users torn down, was taken out before it landed:
+the run in which it was on lost 4 of 34 records from a `--stop-timeout 0` stop's summary, a race
+not yet explained; the stop path is left as it was.)
 
 `benchmarks/streams_10k.py --open-loop --streams 5000` (docs/performance.md has the table and the
 commit): see the send lag, GC pauses and CPU per chunk there, before and after.
@@ -113,9 +114,3 @@ def keep_young_collections_small() -> None:
     """Start the process's `YoungCollector` (once; `relax_full_collections` too)."""
     relax_full_collections()
     COLLECTOR.start()
-
-
-def clean_up_after_test() -> None:
-    """At a test's stop: free the cycles the users torn down left (frozen while they ran)."""
-    if COLLECTOR._greenlet is not None:
-        COLLECTOR.clean_up()

@@ -51,7 +51,7 @@ from swarm.core.records import NONE_WHEN_REQUIRED, Outcome, RequestRecord
 from swarm.core.terminal import printable
 from swarm.core.urls import endpoint_label, split_hosts
 from swarm.live.endpoints import LENGTH, REQUEST_ID, Endpoint, make_endpoint
-from swarm.live.gc_tuning import clean_up_after_test, keep_young_collections_small
+from swarm.live.gc_tuning import keep_young_collections_small
 from swarm.live.keyorigin import bind
 from swarm.live.locust_fixes import mark_internal_error
 from swarm.live.options import LLMOptions, exit_on_usage_error
@@ -125,12 +125,6 @@ def _on_init(environment: Any, web_ui: Any = None, **_kwargs: Any) -> None:
         exit_on_usage_error(e)
     if not getattr(environment.parsed_options, "master", False):  # this process sends the requests
         keep_young_collections_small()
-
-
-@events.test_stop.add_listener
-def _on_test_stop(environment: Any, **_kwargs: Any) -> None:
-    """The users are gone: free the cycles they left among the frozen objects (swarm/live/gc_tuning.py)."""
-    clean_up_after_test()
 
 
 @events.test_start.add_listener

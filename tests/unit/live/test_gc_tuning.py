@@ -17,7 +17,6 @@ from swarm.live.gc_tuning import (
     FULL_EVERY,
     REFREEZE_MIN,
     YoungCollector,
-    clean_up_after_test,
     relax_full_collections,
 )
 
@@ -95,7 +94,7 @@ def test_a_clean_up_is_due_once_the_blocks_grew_by_half_and_by_the_minimum():
     assert not c.needs_clean_up(20_000 + REFREEZE_MIN) and c.needs_clean_up(20_001 + REFREEZE_MIN)
 
 
-def test_the_greenlet_keeps_the_young_generation_small_and_a_test_stop_cleans_up():
+def test_the_greenlet_keeps_the_young_generation_small_and_a_clean_up_frees_what_it_froze():
     before = gc_tuning.COLLECTOR.cleanups
     gc_tuning.COLLECTOR.start()
     assert (
@@ -107,7 +106,7 @@ def test_the_greenlet_keeps_the_young_generation_small_and_a_test_stop_cleans_up
     del cycle
     gc.collect()
     assert gone() is not None
-    clean_up_after_test()
+    gc_tuning.COLLECTOR.clean_up()
     assert gone() is None and gc_tuning.COLLECTOR.cleanups == before + 2
     gc_tuning.COLLECTOR.stop()
     assert gc_tuning.COLLECTOR._greenlet is None and gc.get_freeze_count() == 0
