@@ -30,7 +30,7 @@ from swarm.analysis.report_sections import (
     stage_html,
 )
 from swarm.analysis.rundir import RunData
-from swarm.analysis.send_lag import send_lag_limit
+from swarm.analysis.send_lag import P99_MIN_REQUESTS, send_lag_limit
 from swarm.analysis.table import drain_line
 from swarm.core.runfiles import (
     LATENCY_PNG,
@@ -76,7 +76,7 @@ def render_html(data: RunData, found: Sequence[Finding], pngs: Mapping[str, byte
 <h2>Stages</h2>
 {stage_html(data, found)}
 <p class="meta">Failures by outcome (whole run): {html.escape(_failed_text(s))}.{html.escape(_drain_text(s))} Rows in red: a worker's CPU was over {cpu_limit():.0f}%,
-or (open loop) the requests left their schedule late (send lag p99 over {send_lag_limit() * 1000:.0f} ms): the client was the bottleneck
+or (open loop) the requests left their schedule late (send lag p99 over {send_lag_limit() * 1000:.0f} ms; its median under {P99_MIN_REQUESTS} requests): the client was the bottleneck
 and those latencies are not trusted.</p>
 {_error_messages(s)}
 <h2>Confidence intervals (95%)</h2>

@@ -36,8 +36,9 @@ def send_lag_limit() -> float:
 
 
 def late_sends(rows: Sequence[StageRow], limit_s: float | None = None) -> list[Finding]:
-    """One untrusted finding per open-loop stage whose send lag p99 exceeded `limit_s` (default
-    `send_lag_limit()`): how late, what it sent against what it asked, and what to change."""
+    """One untrusted finding per open-loop stage whose send lag p99 (its median under
+    P99_MIN_REQUESTS requests) exceeded `limit_s` (default `send_lag_limit()`): how late, what it
+    sent against what it asked, and what to change."""
     bar = send_lag_limit() if limit_s is None else limit_s
     out = []
     for r in rows:
