@@ -40,6 +40,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolRespon
 
 from swarm.client.clock import BLOCK_SIZE, Clock
 from swarm.client.dialects import error_message
+from swarm.client.on_time import SLOTS
 from swarm.client.sse import DONE_BYTES, SSEParser
 from swarm.client.tally import StreamTally
 from swarm.core.errors import BadChunk, ClientHangUp, RequestFailure
@@ -315,6 +316,8 @@ class Transport:
         head, t = b"", 0.0
         while b"\r\n\r\n" not in head and len(head) < HEAD_MAX:
             data, t = clock.recv(sock)
+            if time.perf_counter() >= SLOTS.due:  # an open-loop request is due (swarm/client/on_time.py)
+                SLOTS.send_due()
             if not data:
                 break
             head += data
@@ -330,9 +333,15 @@ class Transport:
         if self._cut_tokens is not None:  # --cancel after N tokens: this request's feed hangs up
             feed = _hanging_up(tally, self._cut_tokens, self._hang_up)
         pause_at = PAUSE_BYTES
+        slots = SLOTS
+        perf = time.perf_counter
         try:
             for buf in reads:
                 t = reads.t
+                # an open-loop request is due: it goes before this chunk's parse. (Now, not `t`: the
+                # kernel stamped a read that waited behind others with when it came, long before.)
+                if perf() >= slots.due:
+                    slots.send_due()
                 if reads.n_bytes >= pause_at:  # a long stream: bound what it keeps, let the loop run
                     tally.trim()
                     gevent.sleep(0)  # (see PAUSE_BYTES: the deadline's and the stop's turn)

@@ -42,6 +42,7 @@ from locust.runners import WorkerRunner
 import swarm.live.plugin  # noqa: F401  (registers the swarm's options, statistics listeners and shape messages)
 from swarm.client.clock import Clock
 from swarm.client.discovery import ServedModel, discover
+from swarm.client.on_time import SLOTS
 from swarm.client.tally import StreamTally, TextTally, ToolTally
 from swarm.client.tool_calls import judge
 from swarm.client.transport import MALFORMED, CutPoint, failure
@@ -248,18 +249,13 @@ class LLMUser(FastHttpUser):
                 self.send(self.mix.next_request(self.rng))
             self._back_off()  # ... unless it failed (closed loop only: open loop keeps its schedule)
             return
-        # Open loop (swarm/load/arrivals.py): one free user at a time holds the next arrival slot and
-        # sleeps until it, so a rate change never finds users parked on old slots; users that
-        # queue for the gate while every other user is busy make the measured lateness.
-        with state.arrival_gate:
-            # the schedule read again inside the gate: users that queued for it before a stage change
-            # (or a new share of the rate) would otherwise take the old schedule's slots, now in the
-            # past, and leave in one burst
-            schedule = state.arrivals or schedule
-            slot = schedule.next_slot()
-            delay = slot - time.perf_counter()
-            if delay > 0:
-                gevent.sleep(delay)
+        # Open loop (swarm/load/arrivals.py): free users wait in line (swarm/client/on_time.py), the
+        # one at its head sleeping until the next arrival slot, so a rate change never finds users
+        # parked on old slots; a slot that comes while every user is busy makes the measured lateness.
+        # The schedule is read when a user reaches the head: users that joined the line before a
+        # stage change (or a new share of the rate) would otherwise take the old schedule's slots,
+        # now in the past, and leave in one burst.
+        slot = SLOTS.wait_for_slot(lambda: (state.arrivals or schedule).next_slot())
         if state.stopping:  # the stop began while this user waited for its slot: Locust lets a task end
             return  # gracefully, and in open loop that wait is the task; sending now would add load
         if self._agents:  # open loop: each arrival starts a task (its steps follow one another)

@@ -1,0 +1,119 @@
+"""Open loop's arrival slots, handed to free users in order, and sent on time even mid read burst.
+
+The event loop runs every socket one poll found readable before it looks at its timers again. When
+a server writes a decode step's tokens to thousands of streams at once, the worker reads them one
+after another (~70 µs each), and a user sleeping until its arrival slot wakes only after the whole
+batch: at 5,000 open-loop streams that made requests leave up to ~180 ms late, and a lock's
+hand-off to the next free user cost another turn of the loop per request
+(docs/performance.md, issue 40).
+
+`SlotQueue` keeps the free users of an open loop in a line: the one at its head sleeps until its
+slot (`due`, a `time.perf_counter()` value), the others wait for their turn and take the next slot
+when they reach the head, so a rate change never finds users parked on old slots. Every stream's
+read compares the time now with `due` (a clock read, an attribute and a float compare: `SLOTS.due`
+is `inf` when nothing waits, as in a closed loop; not the read's own time, which the kernel stamped
+when the bytes came, long before when they waited behind a batch) and, when the slot has come,
+`send_due` switches straight to the head's user so that it sends now; the reader resumes on the
+loop's next turn, its chunk already timed by its read. Between reads (no stream in flight, or
+between two decode steps) the head's timer wakes it, as `gevent.sleep` would.
+
+Measured (`benchmarks/streams_10k.py --open-loop --streams 5000`, docs/performance.md): with the lock
+and `gevent.sleep`, send lag p99 134 ms; with the line and the reads' hand-off, requests woken by
+a read left 0.1 ms late at the median, and the lag outside the collector's full clean-up was p99
+16 ms, max 29 ms (the young collections' pauses).
+
+One `SlotQueue` per process (`SLOTS`): one event loop, one line of free users.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from gevent import get_hub, getcurrent
+
+
+class SlotQueue:
+    """Free users waiting for their arrival slots, in order; the head sleeps until `due`."""
+
+    __slots__ = ("_head", "_line", "_timer", "due")
+
+    def __init__(self) -> None:
+        self.due = math.inf  # the head's slot (perf_counter); inf: nobody waits for one
+        self._head: Any = None  # the greenlet sleeping until `due`
+        self._timer: Any = None  # ... and its timer
+        self._line: deque[tuple[Any, Callable[[], float]]] = deque()  # the others, in order
+
+    def __len__(self) -> int:
+        """Users waiting (the head included)."""
+        return len(self._line) + (self._head is not None)
+
+    def wait_for_slot(self, next_slot: Callable[[], float]) -> float:
+        """Block this greenlet until its arrival slot and return the slot. `next_slot` gives the
+        slot when this user reaches the head (the schedule is read then, not when it joined)."""
+        me = getcurrent()
+        if self._head is None and not self._line:
+            slot = next_slot()
+            if slot <= time.perf_counter():
+                return slot  # late already: no wait, no turn of the loop
+            self._make_head(me, slot)
+        else:
+            self._line.append((me, next_slot))
+        try:
+            slot = get_hub().switch()  # resumed with its slot by `_fire` or `send_due`
+        except BaseException:  # killed (a stop, fewer users) while waiting: its turn passes on
+            if self._head is me:
+                self._pop_head()
+            else:
+                try:
+                    self._line.remove((me, next_slot))
+                except ValueError:
+                    pass
+            raise
+        return slot
+
+    def send_due(self) -> None:
+        """Called by a reading greenlet once `due` has come: the head's user sends now, the caller
+        resumes on the loop's next turn (or raises what a stop or a deadline throws in meanwhile)."""
+        me = getcurrent()
+        hub = get_hub()
+        if me is hub or self._head is None:
+            return
+        head, slot = self._pop_head()
+        resume = hub.loop.run_callback(me.switch)
+        try:
+            head.switch(slot)
+        except BaseException:  # thrown in while the head ran (a kill, a deadline): no resumption left
+            resume.stop()
+            raise
+
+    def _make_head(self, g: Any, slot: float) -> None:
+        self._head = g
+        self.due = slot
+        timer = self._timer = get_hub().loop.timer(max(0.0, slot - time.perf_counter()))
+        timer.start(self._fire)
+
+    def _pop_head(self) -> tuple[Any, float]:
+        """The head leaves the line (woken, or killed); the next user in line becomes it."""
+        head, slot = self._head, self.due
+        self._timer.close()
+        self._head, self._timer, self.due = None, None, math.inf
+        while self._line:
+            g, next_slot = self._line.popleft()
+            if g.dead:
+                continue
+            self._make_head(g, next_slot())
+            break
+        return head, slot
+
+    def _fire(self) -> None:
+        """The head's timer (in the hub): no read found it due first."""
+        if self._head is not None:
+            head, slot = self._pop_head()
+            head.switch(slot)
+
+
+SLOTS = SlotQueue()
