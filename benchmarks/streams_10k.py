@@ -83,13 +83,24 @@ def check_limits(streams: int) -> str | None:
 
 
 # The worker's locustfile: the swarm's, and a `gc.callbacks` probe that keeps each collection's
-# pause (wall clock at its end, milliseconds, generation) and writes them at the process's quit.
+# pause (wall clock at its end, milliseconds, generation), and once a second the interpreter's
+# allocated blocks with the requests in flight; both written at the process's quit.
 GC_PROBE = """
-import gc, json, os, time
+import gc, json, os, sys, time
+import gevent
 from locust import events
 from swarm.locustfile import *  # noqa: F401,F403
+from swarm.live.state import swarm_state
 
-_PAUSES, _START = [], [0.0]
+_PAUSES, _START, _HEAP = [], [0.0], []
+
+@events.init.add_listener
+def _heap_sampler(environment, **_):
+    def sample():
+        while True:
+            gevent.sleep(1.0)
+            _HEAP.append((time.time(), sys.getallocatedblocks(), swarm_state(environment).in_flight))
+    gevent.spawn(sample)
 
 def _probe(phase, info):
     if phase == "start":
@@ -103,6 +114,8 @@ gc.callbacks.append(_probe)
 def _write(**_):
     with open(os.path.join(os.path.dirname(__file__), f"gc-{os.getpid()}.json"), "w") as f:
         json.dump(_PAUSES, f)
+    with open(os.path.join(os.path.dirname(__file__), f"heap-{os.getpid()}.json"), "w") as f:
+        json.dump(_HEAP, f)
 """
 
 
@@ -170,6 +183,18 @@ def gc_pauses(out: Path, start: float, end: float) -> dict[str, Any]:
         "gc_ms_p99": harness.percentile(pauses, 0.99),
         "gc_ms_max": max(pauses, default=None),
     }
+
+
+def heap_per_stream(out: Path) -> dict[str, Any]:
+    """The worker's allocated blocks against its requests in flight, sampled once a second through
+    the run: the slope of a least-squares line (blocks per open stream: what the collector's
+    clean-up allows the heap to grow by per stream, swarm/live/gc_tuning.py) and the peak."""
+    samples = [s for f in out.glob("heap-*.json") for s in json.loads(f.read_text() or "[]")]
+    busy = [(streams, blocks) for _t, blocks, streams in samples if streams > 0]
+    if len(busy) < 3 or len({s for s, _ in busy}) < 2:
+        return {"blocks_per_stream": None, "blocks_peak": None}
+    streams, blocks = np.array(busy, dtype=float).T
+    return {"blocks_per_stream": float(np.polyfit(streams, blocks, 1)[0]), "blocks_peak": int(blocks.max())}
 
 
 def chunk_times(out: Path) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -344,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sim_cpu_percent": sim_cpu,
         "outcomes": outcomes,
         **gc_pauses(args.out / "swarm", start, end),
+        **heap_per_stream(args.out / "swarm"),
         **lag_in_bursts(chunks_at, rows, start, end),
     }
     log(
@@ -375,6 +401,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(
             f"worker GC in the window: {result['gc_collections']} collections, {result['gc_ms_total']:.0f} ms "
             f"in all, pause p99 {result['gc_ms_p99']:.1f} ms, max {result['gc_ms_max']:.1f} ms"
+        )
+    if result["blocks_per_stream"] is not None:
+        log(
+            f"worker heap: {result['blocks_per_stream']:.0f} allocated blocks per request in flight, "
+            f"{result['blocks_peak']:,} at the peak"
         )
     log(f"simulator {sim_cpu:.0f}% CPU; outcomes {outcomes}")
     if args.results:

@@ -125,7 +125,7 @@ def _on_init(environment: Any, web_ui: Any = None, **_kwargs: Any) -> None:
     except UsageError as e:
         exit_on_usage_error(e)
     if not getattr(environment.parsed_options, "master", False):  # this process sends the requests
-        keep_young_collections_small()
+        keep_young_collections_small(lambda: swarm_state(environment).in_flight)
 
 
 @events.test_start.add_listener

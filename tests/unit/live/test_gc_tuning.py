@@ -1,6 +1,6 @@
 """The collector's policy on the processes that send requests (swarm/live/gc_tuning.py): full
 collections rare, the young generation collected and frozen every YOUNG_EVERY_S, the frozen
-objects' cyclic garbage freed by a clean-up (bounded, and at each test's stop); the send-lag
+objects' cyclic garbage freed by a clean-up once the heap grew past what the requests in flight explain; the send-lag
 figures before and after are in docs/performance.md (benchmarks/streams_10k.py)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 
 from swarm.live import gc_tuning
 from swarm.live.gc_tuning import (
+    BLOCKS_PER_STREAM,
     FULL_EVERY,
     REFREEZE_MIN,
     YoungCollector,
@@ -92,6 +93,27 @@ def test_a_clean_up_is_due_once_the_blocks_grew_by_half_and_by_the_minimum():
     assert not c.needs_clean_up(1_400_000) and c.needs_clean_up(1_500_001)
     c.baseline = 20_000  # a small heap: half of it is not enough
     assert not c.needs_clean_up(20_000 + REFREEZE_MIN) and c.needs_clean_up(20_001 + REFREEZE_MIN)
+
+
+def test_growth_the_requests_in_flight_explain_is_no_cue():
+    """An open loop filling to thousands of streams grows the heap by what each stream holds: no
+    clean-up (a full collection, 0.5 s at 5,000 streams) for that; growth beyond it still is one."""
+    c = YoungCollector()
+    c.baseline, c.baseline_streams = 1_000_000, 100
+    filled = 1_000_000 + 4_900 * BLOCKS_PER_STREAM  # 5,000 streams now, each holding its share
+    assert not c.needs_clean_up(filled, streams=5_000)
+    assert c.needs_clean_up(filled, streams=100)  # the same heap with the streams gone: garbage
+    explained = 1_000_000 + 4_900 * BLOCKS_PER_STREAM
+    assert not c.needs_clean_up(int(explained * 1.5), streams=5_000)
+    assert c.needs_clean_up(int(explained * 1.5) + 1, streams=5_000)
+    c.baseline_streams = 6_000  # fewer streams than at the last clean-up explain no less than it
+    assert not c.needs_clean_up(1_400_000, streams=10) and c.needs_clean_up(1_500_001, streams=10)
+
+
+def test_the_clean_up_takes_the_streams_in_flight_as_its_baseline():
+    c = YoungCollector(streams=lambda: 42)
+    c.clean_up()
+    assert c.baseline_streams == 42
 
 
 def test_the_greenlet_keeps_the_young_generation_small_and_a_clean_up_frees_what_it_froze():
