@@ -42,6 +42,8 @@ from typing import Any
 
 import gevent
 
+from swarm.client.on_time import SLOTS
+
 FULL_EVERY = 1000
 YOUNG_EVERY_S = 0.02  # how often the young generation is collected and its survivors frozen
 CHECK_EVERY_S = 1.0  # how often the interpreter's allocated blocks are counted
@@ -81,16 +83,19 @@ class YoungCollector:
         if self._greenlet is None:
             self.clean_up()
             self._greenlet = gevent.spawn(self._forever)
+            SLOTS.set_chore(self.young, self.every_s)  # mid read burst too (swarm/client/on_time.py)
 
     def stop(self) -> None:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+            SLOTS.set_chore(None)
         gc.unfreeze()
 
     def young(self) -> None:
         gc.collect(0)
         gc.freeze()
+        SLOTS.chore_done()
 
     def needs_clean_up(self, blocks: int, streams: int = 0) -> bool:
         """Whether `blocks` (with `streams` requests in flight) grew past what the streams explain."""

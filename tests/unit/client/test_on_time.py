@@ -161,3 +161,37 @@ def test_send_due_with_nobody_waiting_does_nothing() -> None:
     q = SlotQueue()
     q.send_due()
     assert len(q) == 0 and q.due == float("inf")
+
+
+def test_a_chore_runs_from_a_read_once_its_turn_came_and_not_before() -> None:
+    q = SlotQueue()
+    ran: list[float] = []
+
+    def chore() -> None:
+        ran.append(time.perf_counter())
+        q.chore_done()
+
+    q.set_chore(chore, 0.01)
+    assert q.due < float("inf")
+    q.send_due()  # a read before its turn
+    assert ran == []
+    _busy(0.011)
+    q.send_due()
+    assert len(ran) == 1 and q.due >= ran[0] + 0.01
+    q.send_due()  # its next turn has not come
+    assert len(ran) == 1
+    q.set_chore(None)
+    assert q.due == float("inf")
+
+
+def test_the_due_time_is_the_earlier_of_the_head_and_the_chore() -> None:
+    q = SlotQueue()
+    q.set_chore(q.chore_done, 10.0)
+    chore_at = q.due
+    slot = time.perf_counter() + 0.02
+    h = gevent.spawn(q.wait_for_slot, lambda: slot)
+    gevent.sleep(0)
+    assert q.due == slot < chore_at
+    h.join(timeout=5)
+    assert h.value == slot and q.due == chore_at
+    q.set_chore(None)
