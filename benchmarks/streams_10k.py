@@ -2,10 +2,12 @@
 
     .venv/bin/python benchmarks/streams_10k.py                    # `make bench-scale`, ~3 min
     .venv/bin/python benchmarks/streams_10k.py --streams 2000     # smaller
-    .venv/bin/python benchmarks/streams_10k.py --open-loop        # send lag at 10,000 streams, ~4 min
+    .venv/bin/python benchmarks/streams_10k.py --open-loop --streams 5000   # send lag, ~3 min
+    .venv/bin/python benchmarks/streams_10k.py --open-loop --sims 2         # at 10,000, ~4 min
 
-One `swarm sim` with benchmarks/profiles/slow-decode.toml (a token per second for every running
-sequence, up to 16,384 of them) on core 0 beside the master, and ONE Locust worker on core 1 with
+`--sims N` simulators (default one; the swarm spreads its users over them, `--host A,B`) with
+benchmarks/profiles/slow-decode.toml (a token per second for every running sequence, up to 16,384
+of them) on core 0 beside the master, and ONE Locust worker on core 1 with
 `--streams` users in closed loop, each streaming 12-token answers back to back: about `--streams`
 streams open at every moment. Measured over a steady window after the first burst (the run goes
 on until the window's streams have ended, so every one of them is recorded): streams open (from
@@ -57,11 +59,13 @@ def log(msg: str) -> None:
     print(f"[streams {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def check_limits(streams: int) -> str | None:
+def check_limits(streams: int, sockets: int | None = None) -> str | None:
     """Raise RLIMIT_NOFILE to the hard limit (children inherit it); None when the streams fit,
-    else the one-line reason they cannot."""
+    else the one-line reason they cannot. `sockets`: what the worker may hold open (default
+    `streams`): each user keeps a connection to each simulator it used, so an open loop's users
+    (its in-flight cap) times the simulators."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = streams + FD_MARGIN
+    need = (sockets or streams) + FD_MARGIN
     if soft < need:
         target = hard if hard == resource.RLIM_INFINITY else min(hard, max(need, soft))
         with contextlib.suppress(ValueError, OSError):
@@ -69,7 +73,7 @@ def check_limits(streams: int) -> str | None:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft != resource.RLIM_INFINITY and soft < need:
         return (
-            f"open-file limit {soft} < {need} ({streams} streams + {FD_MARGIN}); the hard limit is {hard}: "
+            f"open-file limit {soft} < {need} ({sockets or streams} sockets + {FD_MARGIN}); the hard limit is {hard}: "
             f"raise it (ulimit -Hn / limits.conf / systemd LimitNOFILE) or run fewer --streams"
         )
     with contextlib.suppress(OSError):
@@ -240,12 +244,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="Poisson arrivals that keep --streams open, to measure the send lag at that concurrency",
     )
+    ap.add_argument(
+        "--sims",
+        type=int,
+        default=1,
+        help="simulators behind --host A,B,... (default 1): one on its core does not keep up with 10,000 open-loop streams",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "runs/bench-scale/streams", help="run files")
     ap.add_argument("--results", type=Path, help="write the figures as JSON here")
     args = ap.parse_args(argv)
     if args.streams < 10:
         ap.error("--streams: at least 10")
-    why = check_limits(args.streams)
+    if args.sims < 1:
+        ap.error("--sims: at least 1")
+    users = int(args.streams * 1.3) if args.open_loop else args.streams
+    why = check_limits(args.streams, users * args.sims)
     if why:
         print(f"streams_10k: {why}", file=sys.stderr)
         return 2
@@ -258,32 +271,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     drain_s = 40  # streams begun in the window end (and are recorded) before the stop
     answer_s = TOKENS * STEP_S + STEP_S  # a stream's life: TOKENS steps and the wait for the first
     rate = args.streams / answer_s if args.open_loop else None
-    users = int(args.streams * 1.3) if args.open_loop else args.streams
     prompts = harness.write_prompts(args.out / "prompts.jsonl", n=2000)
     rows = [{**json.loads(line), "max_tokens": TOKENS} for line in prompts.read_text().splitlines()]
     prompts.write_text(
         "".join(json.dumps(r) + "\n" for r in rows)
     )  # a row's max_tokens wins over --max-tokens
-    port = harness.free_port()
-    trace = args.out / "sim-trace.jsonl"
-    trace.unlink(missing_ok=True)
-    sim_cmd = [*harness.pin(0), sys.executable, "-m", "swarm", "sim", "--profile", str(PROFILE)]
-    sim_cmd += [
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--model",
-        harness.SIM_MODEL,
-        "--trace",
-        str(trace),
-    ]
+    traces = [args.out / f"sim-trace-{i}.jsonl" for i in range(args.sims)]
     sampler = harness.Sampler(interval_s=1.0)
-    running: list[tuple[float, float]] = []
-    with sampler, harness.started("sim", sim_cmd, args.out / "sim.log") as sim:
-        url = f"http://127.0.0.1:{port}"
-        harness.wait_http(url + "/health", sim)
-        sampler.watch("sim", sim.pid)
+    running: list[list[tuple[float, float]]] = [[] for _ in traces]
+    with sampler, contextlib.ExitStack() as sims:
+        urls = []
+        for i, trace in enumerate(traces):
+            trace.unlink(missing_ok=True)
+            port = harness.free_port()
+            sim_cmd = [*harness.pin(0), sys.executable, "-m", "swarm", "sim", "--profile", str(PROFILE)]
+            sim_cmd += ["--host", "127.0.0.1", "--port", str(port), "--model", harness.SIM_MODEL]
+            sim_cmd += ["--trace", str(trace)]
+            sim = sims.enter_context(harness.started(f"sim{i}", sim_cmd, args.out / f"sim-{i}.log"))
+            urls.append(f"http://127.0.0.1:{port}")
+            harness.wait_http(urls[-1] + "/health", sim)
+            sampler.watch(f"sim{i}", sim.pid)
+        url = ",".join(urls)  # --host A,B: the swarm balances its users over them
         total_s = ramp_s + args.steady_s + drain_s
         if rate is None:
             run = StreamRun(args.out / "swarm", url, prompts, users=users, run_time_s=total_s)
@@ -297,12 +305,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stage_time_s=total_s,
                 warmup_s=0,
             )
-        poller = threading.Thread(
-            target=poll_running,
-            args=(url + "/metrics", time.time() + run.expected_s() + 30, running),
-            daemon=True,
-        )
-        poller.start()
+        for sim_url, polled in zip(urls, running, strict=True):
+            threading.Thread(
+                target=poll_running,
+                args=(sim_url + "/metrics", time.time() + run.expected_s() + 30, polled),
+                daemon=True,
+            ).start()
         loop = (
             f"open loop, {rate:.1f} req/s (Poisson) with at most {users} in flight"
             if rate is not None
@@ -319,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     end = start + args.steady_s
     chunks_at, rows = chunk_times(args.out / "swarm")
     records = [r for r in rows if r["e2e_s"] is not None]
-    server = harness.read_trace(trace)
+    server = {rid: t for trace in traces for rid, t in harness.read_trace(trace).items()}
     errors = []  # requests whose first token came in the window
     for r in records:
         s = server.get(r["request_id"])
@@ -328,10 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if start <= r["start_wall_s"] + r["ttft_s"] < end:
             errors.append((r["start_wall_s"] + r["ttft_s"] - s["first_token_time"]) * 1000)
     opened = open_streams(records, start, end)
-    server_open = [n for t, n in running if start <= t < end]
+    # requests running on the simulators together: each one's median in the window, summed
+    inside = [[n for t, n in polled if start <= t < end] for polled in running]
+    server_open = [statistics.median(n) if n else None for n in inside]
     chunks = int(np.sum((chunks_at >= start) & (chunks_at < end)))
     cpu = sampler.cpu_percent("worker-0", start, end)
-    sim_cpu = sampler.cpu_percent("sim", start, end)
+    sim_cpu = sum(sampler.cpu_percent(f"sim{i}", start, end) or 0.0 for i in range(args.sims))
     rss = sampler.rss("worker-0")
     base = ([b for t, b in rss if t < stage["start_wall_s"] and b > 0] or [rss[0][1]])[-1]  # before the users
     peak = max(b for t, b in rss if start <= t <= end)
@@ -355,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "streams_target": args.streams,
         "streams_open_median": streams,
         "streams_open_min": min(opened),
-        "server_running_median": statistics.median(server_open) if server_open else None,
+        "server_running_median": None if None in server_open else sum(server_open),
         "worker_rss_mib_idle": base / 2**20,
         "worker_rss_mib_peak": peak / 2**20,
         "rss_kib_per_stream": (peak - base) / 1024 / max(1, streams),
@@ -373,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **lag_in_bursts(chunks_at, rows, start, end),
     }
     log(
-        f"{streams:.0f} streams open (min {result['streams_open_min']}; the simulator's running median "
+        f"{streams:.0f} streams open (min {result['streams_open_min']}; the simulators' running requests, median "
         f"{result['server_running_median']}); worker RSS {result['worker_rss_mib_idle']:.0f} -> "
         f"{result['worker_rss_mib_peak']:.0f} MiB ({result['rss_kib_per_stream']:.1f} KiB per stream); "
         f"worker CPU {cpu:.0f}% for {result['chunks_per_s']:,.0f} chunks/s ({result['cpu_us_per_chunk']:.1f} us per chunk)"
@@ -407,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"worker heap: {result['blocks_per_stream']:.0f} allocated blocks per request in flight, "
             f"{result['blocks_peak']:,} at the peak"
         )
-    log(f"simulator {sim_cpu:.0f}% CPU; outcomes {outcomes}")
+    log(f"simulator{'s' if args.sims > 1 else ''} {sim_cpu:.0f}% CPU; outcomes {outcomes}")
     if args.results:
         args.results.write_text(json.dumps(result, indent=2))
     return 0
