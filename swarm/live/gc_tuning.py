@@ -6,7 +6,10 @@ there; with streams starting and ending all the time that is every 5-7 s, and ea
 0.3-0.6 s on these machines with the event loop stopped, so the requests due meanwhile leave late.
 The streams' objects die by reference counting (those full collections collected 0 objects), so
 on the processes that send requests full collections are made rare: the oldest generation waits
-for FULL_EVERY young (generation 1) collections instead of 10 (`relax_full_collections`).
+for FULL_EVERY young (generation 1) collections instead of 10 (`relax_full_collections`). The
+master too: at 1,000 workers (benchmarks/master_scale.py) its heap of 500 MiB took a full
+collection every ~2 s, 280 ms each, 23% of its CPU (a `gc.callbacks` probe); its young
+generations stay as CPython keeps them (no `YoungCollector`: it sends no requests on a schedule).
 
 That left young collections of 30-60k objects, 20-80 ms each: CPython counts the death of an old
 object against the young generation's allocation count, so with old streams ending it grows far

@@ -52,7 +52,7 @@ from swarm.core.records import NONE_WHEN_REQUIRED, Outcome, RequestRecord
 from swarm.core.terminal import printable
 from swarm.core.urls import endpoint_label, split_hosts
 from swarm.live.endpoints import LENGTH, REQUEST_ID, Endpoint, make_endpoint
-from swarm.live.gc_tuning import keep_young_collections_small
+from swarm.live.gc_tuning import keep_young_collections_small, relax_full_collections
 from swarm.live.keyorigin import bind
 from swarm.live.locust_fixes import mark_internal_error
 from swarm.live.options import LLMOptions, exit_on_usage_error
@@ -126,6 +126,8 @@ def _on_init(environment: Any, web_ui: Any = None, **_kwargs: Any) -> None:
         exit_on_usage_error(e)
     if not getattr(environment.parsed_options, "master", False):  # this process sends the requests
         keep_young_collections_small(lambda: swarm_state(environment).in_flight)
+    else:  # the master: its heap grows with its workers (swarm/live/gc_tuning.py)
+        relax_full_collections()
 
 
 @events.test_start.add_listener
