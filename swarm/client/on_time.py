@@ -22,9 +22,12 @@ and `gevent.sleep`, send lag p99 134 ms; with the line and the reads' hand-off, 
 a read left 0.1 ms late at the median, and the lag outside the collector's full clean-up was p99
 16 ms, max 29 ms (the young collections' pauses).
 
-The same check runs one chore on time (`set_chore`: the worker's young-generation collection every
-20 ms, swarm/live/gc_tuning.py): its own timer cannot fire mid-batch either, and a collection that
-waited out a 100 ms read burst scans all that the burst left alive (pauses p99 14 ms, max 29 ms).
+The same check runs one chore on time while a user waits (`set_chore`: the worker's young-generation
+collection every 20 ms, swarm/live/gc_tuning.py): its own timer cannot fire mid-batch either, and a
+collection that waited out a 100 ms read burst scans all that the burst left alive (pauses p99
+14 ms, max 29 ms), a send due meanwhile waiting as long. With nobody waiting (a closed loop, or an
+open loop at its in-flight cap) `due` is inf, the reads skip the clock, and the collector keeps to
+its timer: nothing is scheduled for a pause to delay.
 
 One `SlotQueue` per process (`SLOTS`): one event loop, one line of free users.
 """
@@ -46,7 +49,9 @@ class SlotQueue:
     __slots__ = ("_chore", "_chore_at", "_chore_every", "_head", "_head_at", "_line", "_timer", "due")
 
     def __init__(self) -> None:
-        self.due = math.inf  # the earlier of the head's slot and the chore's turn (perf_counter)
+        # while a user waits for its slot: the earlier of that slot and the chore's turn
+        # (perf_counter); else inf, and the reads do not look at the clock (a closed loop's)
+        self.due = math.inf
         self._head: Any = None  # the greenlet sleeping until its slot
         self._head_at = math.inf  # ... its slot (inf: nobody waits for one)
         self._timer: Any = None  # ... and its timer
@@ -64,7 +69,10 @@ class SlotQueue:
     def chore_done(self) -> None:
         """The chore ran (from a read, or its own timer): its next turn is `every_s` from now."""
         self._chore_at = time.perf_counter() + self._chore_every if self._chore is not None else math.inf
-        self.due = min(self._head_at, self._chore_at)
+        self._set_due()
+
+    def _set_due(self) -> None:
+        self.due = min(self._head_at, self._chore_at) if self._head is not None else math.inf
 
     def __len__(self) -> int:
         """Users waiting (the head included)."""
@@ -118,7 +126,7 @@ class SlotQueue:
     def _make_head(self, g: Any, slot: float) -> None:
         self._head = g
         self._head_at = slot
-        self.due = min(slot, self._chore_at)
+        self._set_due()
         timer = self._timer = get_hub().loop.timer(max(0.0, slot - time.perf_counter()))
         timer.start(self._fire)
 
@@ -126,7 +134,7 @@ class SlotQueue:
         """The head leaves the line (woken, or killed); the next user in line becomes it."""
         head, slot = self._head, self._head_at
         self._timer.close()
-        self._head, self._timer, self._head_at, self.due = None, None, math.inf, self._chore_at
+        self._head, self._timer, self._head_at, self.due = None, None, math.inf, math.inf
         while self._line:
             g, next_slot = self._line.popleft()
             if g.dead:

@@ -54,6 +54,7 @@ a 5 s deadline for as long as it was watched). 256 KiB is ~1,000 chunks; a 64-to
 At each pause the tally also drops the ITL gaps past its cap (swarm/client/tally.py ITL_KEEP)."""
 DRAIN_S = 1.0  # after [DONE]: wait at most this long for the end of the HTTP body (keep-alive)
 ERROR_BODY_MAX = 64 * 1024  # bytes of an HTTP error body read for its message
+INF = float("inf")
 HEAD_MAX = 64 * 1024  # bytes read by hand while looking for the end of the headers
 MALFORMED = (AttributeError, TypeError, KeyError, IndexError, ValueError)  # JSON of another shape
 CANCELLED_MESSAGE = "cut by the swarm's stop while in flight ({phase})"
@@ -316,7 +317,9 @@ class Transport:
         head, t = b"", 0.0
         while b"\r\n\r\n" not in head and len(head) < HEAD_MAX:
             data, t = clock.recv(sock)
-            if time.perf_counter() >= SLOTS.due:  # an open-loop request is due (swarm/client/on_time.py)
+            if (
+                SLOTS.due < INF and time.perf_counter() >= SLOTS.due
+            ):  # an open-loop request is due (on_time.py)
                 SLOTS.send_due()
             if not data:
                 break
@@ -340,7 +343,7 @@ class Transport:
                 t = reads.t
                 # an open-loop request is due: it goes before this chunk's parse. (Now, not `t`: the
                 # kernel stamped a read that waited behind others with when it came, long before.)
-                if perf() >= slots.due:
+                if slots.due < INF and perf() >= slots.due:  # (nobody waits: no clock read)
                     slots.send_due()
                 if reads.n_bytes >= pause_at:  # a long stream: bound what it keeps, let the loop run
                     tally.trim()

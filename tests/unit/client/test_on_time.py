@@ -172,12 +172,12 @@ def test_a_chore_runs_from_a_read_once_its_turn_came_and_not_before() -> None:
         q.chore_done()
 
     q.set_chore(chore, 0.01)
-    assert q.due < float("inf")
+    assert q.due == float("inf")  # nobody waits for a slot: the reads leave the clock alone
     q.send_due()  # a read before its turn
     assert ran == []
     _busy(0.011)
     q.send_due()
-    assert len(ran) == 1 and q.due >= ran[0] + 0.01
+    assert len(ran) == 1 and q._chore_at >= ran[0] + 0.01
     q.send_due()  # its next turn has not come
     assert len(ran) == 1
     q.set_chore(None)
@@ -187,11 +187,17 @@ def test_a_chore_runs_from_a_read_once_its_turn_came_and_not_before() -> None:
 def test_the_due_time_is_the_earlier_of_the_head_and_the_chore() -> None:
     q = SlotQueue()
     q.set_chore(q.chore_done, 10.0)
-    chore_at = q.due
+    chore_at = q._chore_at
     slot = time.perf_counter() + 0.02
     h = gevent.spawn(q.wait_for_slot, lambda: slot)
     gevent.sleep(0)
     assert q.due == slot < chore_at
     h.join(timeout=5)
-    assert h.value == slot and q.due == chore_at
+    assert h.value == slot and q.due == float("inf")  # nobody waits any more
+    slot2 = time.perf_counter() + 20.0
+    h2 = gevent.spawn(q.wait_for_slot, lambda: slot2)
+    gevent.sleep(0)
+    assert q.due == chore_at < slot2
+    h2.kill()
+    assert q.due == float("inf")
     q.set_chore(None)
