@@ -341,7 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     server_open = [statistics.median(n) if n else None for n in inside]
     chunks = int(np.sum((chunks_at >= start) & (chunks_at < end)))
     cpu = sampler.cpu_percent("worker-0", start, end)
-    sim_cpu = sum(sampler.cpu_percent(f"sim{i}", start, end) or 0.0 for i in range(args.sims))
+    sim_cpus = [sampler.cpu_percent(f"sim{i}", start, end) for i in range(args.sims)]
+    sim_cpu = None if None in sim_cpus else sum(sim_cpus)  # (a simulator unsampled: not 0%)
     rss = sampler.rss("worker-0")
     base = ([b for t, b in rss if t < stage["start_wall_s"] and b > 0] or [rss[0][1]])[-1]  # before the users
     peak = max(b for t, b in rss if start <= t <= end)
@@ -417,7 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"worker heap: {result['blocks_per_stream']:.0f} allocated blocks per request in flight, "
             f"{result['blocks_peak']:,} at the peak"
         )
-    log(f"simulator{'s' if args.sims > 1 else ''} {sim_cpu:.0f}% CPU; outcomes {outcomes}")
+    sims_cpu = "not sampled" if sim_cpu is None else f"{sim_cpu:.0f}%"
+    log(f"simulator{'s' if args.sims > 1 else ''} {sims_cpu} CPU; outcomes {outcomes}")
     if args.results:
         args.results.write_text(json.dumps(result, indent=2))
     return 0

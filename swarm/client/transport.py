@@ -317,9 +317,8 @@ class Transport:
         head, t = b"", 0.0
         while b"\r\n\r\n" not in head and len(head) < HEAD_MAX:
             data, t = clock.recv(sock)
-            if (
-                SLOTS.due < INF and time.perf_counter() >= SLOTS.due
-            ):  # an open-loop request is due (on_time.py)
+            # an open-loop request is due (swarm/client/on_time.py; as in `_stream`)
+            if SLOTS.due < INF and time.perf_counter() >= SLOTS.due:
                 SLOTS.send_due()
             if not data:
                 break

@@ -53,9 +53,9 @@ class StatsHandles:
 class SwarmState:
     stage: StageState = field(default_factory=StageState)
     arrivals: ArrivalSchedule | None = None  # open loop: this process's share of the rate
-    arrival_gate: gevent.lock.Semaphore = field(
-        default_factory=gevent.lock.Semaphore
-    )  # see LLMUser.llm_request
+    # trace replay's rows, one user at a time (swarm/live/replay.py); open loop's users wait in
+    # swarm/client/on_time.py's line instead
+    arrival_gate: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     options: RunSettings | None = None  # parsed at init and at each test start (swarm/live/settings.py)
     mixes: dict[str, Mix] = field(default_factory=dict)  # workload spec -> its mix
     # model and dialect of each endpoint (its label -> what the options or its /v1/models say)
