@@ -2,10 +2,10 @@
 
 FastHttpSession fires its `request` event at the headers (REFERENCE.md §4) and
 `FastResponse.read(n)` blocks until n bytes are buffered, so neither sees individual chunks
-arrive. The transport takes a pooled socket from the user's FastHttpSession, sends the request
-itself, reads the socket itself (timing each read with swarm/client/clock.py) and lets
-geventhttpclient's parser take the status and headers and de-chunk the body; SSE payloads go
-to the stream tally (swarm/client/tally.py) as they come.
+arrive. The transport takes a socket from the process's pool for the origin
+(swarm/client/shared_pool.py), sends the request itself, reads the socket itself (timing each read
+with swarm/client/clock.py) and lets geventhttpclient's parser take the status and headers and
+de-chunk the body; SSE payloads go to the stream tally (swarm/client/tally.py) as they come.
 
 `exchange` never raises for anything the server or the network does: every failure becomes one
 `Outcome` with a message, through `failure`, the one mapping from what went wrong to how the
@@ -28,7 +28,6 @@ aborts the request and frees its KV blocks). A request without a cut point pays 
 from __future__ import annotations
 
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +40,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolRespon
 from swarm.client.clock import BLOCK_SIZE, Clock
 from swarm.client.dialects import error_message
 from swarm.client.on_time import SLOTS
+from swarm.client.shared_pool import carried
 from swarm.client.sse import DONE_BYTES, SSEParser
 from swarm.client.tally import StreamTally
 from swarm.core.errors import BadChunk, ClientHangUp, RequestFailure
@@ -147,7 +147,7 @@ class _BodyReads:
 
 
 class Transport:
-    """One user's requests to the target over its FastHttpSession's connection pool.
+    """One user's requests to one endpoint, over the process's connection pool for its origin.
 
     `head`: the request line and headers up to "X-Request-Id: " (the request's id, its
     Content-Length and the body follow per request, swarm/live/user.py); `common_headers`: Host,
@@ -164,7 +164,7 @@ class Transport:
         self.deadline_s = deadline_s  # seconds for a whole request (--request-deadline); None: none
         self._deadline: gevent.Timeout | None = None  # the request in flight's (one timer per request)
         self.cut: BaseException | None = None  # the stop that cancelled the last exchange, to raise again
-        self._used: weakref.WeakSet[Any] = weakref.WeakSet()  # sockets that carried a request already
+        self._used = carried(pool)  # the pool's sockets that carried a request already (by any user)
         self._cut_tokens: int | None = None  # the request in flight's --cancel point in tokens, if any
         self._hang_up: ClientHangUp | None = None  # ... and what its hang-up raises
 

@@ -2,10 +2,10 @@
 
 `make_endpoint` builds, for one base URL: its label (swarm/core/urls.py `endpoint_label`, the name
 records, tables and /metrics show), its path prefix, the request head, and a `Transport` on the
-user's connection pool for that origin (Locust's client pool keeps one per origin). The
-Authorization header is the API key when swarm/live/keyorigin.py `key_for` allows it at that
-origin (with several endpoints each is allowed or refused on its own: the key never goes to an
-origin it is not bound to), else the URL's own `user:password@` as Basic, else none.
+process's connection pool for that origin (swarm/client/shared_pool.py: one per origin, shared by
+the users). The Authorization header is the API key when swarm/live/keyorigin.py `key_for` allows
+it at that origin (with several endpoints each is allowed or refused on its own: the key never goes
+to an origin it is not bound to), else the URL's own `user:password@` as Basic, else none.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from swarm.client.addresses import pin_numeric_address
 from swarm.client.dialects import ENDPOINTS
 from swarm.client.request_ids import HEADER
+from swarm.client.shared_pool import origin_pool
 from swarm.client.transport import Transport
 from swarm.core.urls import endpoint_label
 from swarm.live.keyorigin import key_for
@@ -55,8 +55,7 @@ def make_endpoint(environment: Any, client: Any, opts: LLMOptions, host: str) ->
     if prefix.endswith("/v1"):
         prefix = prefix[:-3]
     host_header = parts.netloc.rpartition("@")[2]
-    pool = client.client.clientpool.get_client(f"{parts.scheme}://{host_header}/")._connection_pool
-    pin_numeric_address(pool)  # an IP literal: resolved once, not through a thread per connection
+    pool = origin_pool(client, f"{parts.scheme}://{host_header}/")  # the process's, shared by its users
     key = key_for(environment, host)  # None at an origin other than the key's
     basic = basic_auth(parts.netloc)
     auth = f"Authorization: Bearer {key}\r\n" if key else f"Authorization: {basic}\r\n" if basic else ""

@@ -17,8 +17,9 @@ as a failure they would fail the run's exit code), and they did not complete; so
 whose client hung up on purpose (`--cancel`: `cancelled_by_client`, swarm/load/cancel.py).
 
 Several endpoints (`--host URL1,URL2,...`): each user holds one transport per endpoint (its own
-connection pool per origin, its own Host and Authorization headers: the API key only where
-swarm/live/keyorigin.py allows it), and each request goes where the process's balancer says
+Host and Authorization headers, the API key only where swarm/live/keyorigin.py allows it, on the
+process's connection pool for that origin, shared by the users: swarm/client/shared_pool.py), and
+each request goes where the process's balancer says
 (`--balance`, swarm/live/balance.py); its record names the endpoint (`endpoint_label`, on every
 record, one endpoint too). Locust itself sees the first endpoint as the user's host. Model and
 dialect are discovered per endpoint (replicas or different engines side by side).
