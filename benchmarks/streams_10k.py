@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/streams_10k.py                    # `make bench-scale`, ~3 min
     .venv/bin/python benchmarks/streams_10k.py --streams 2000     # smaller
     .venv/bin/python benchmarks/streams_10k.py --open-loop --streams 5000   # send lag, ~3 min
-    .venv/bin/python benchmarks/streams_10k.py --open-loop --sims 2         # at 10,000, ~4 min
+    .venv/bin/python benchmarks/streams_10k.py --open-loop --sims 2 --step-s 2   # at 10,000, ~3 min
 
 `--sims N` simulators (default one; the swarm spreads its users over them, `--host A,B`) with
 benchmarks/profiles/slow-decode.toml (a token per second for every running sequence, up to 16,384
-of them) on core 0 beside the master, and ONE Locust worker on core 1 with
+of them; `--step-s 2`: a token every 2 s) on core 0 beside the master, and ONE Locust worker on
+core 1 with
 `--streams` users in closed loop, each streaming 12-token answers back to back: about `--streams`
 streams open at every moment. Measured over a steady window after the first burst (the run goes
 on until the window's streams have ended, so every one of them is recorded): streams open (from
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import resource
 import statistics
 import sys
@@ -51,7 +53,7 @@ import harness
 REPO = harness.REPO
 PROFILE = REPO / "benchmarks/profiles/slow-decode.toml"
 TOKENS = 12  # output tokens per stream (--max-tokens, --ignore-eos)
-STEP_S = 1.0  # the profile's step: one token per stream per second
+STEP_S = 1.0  # the profile's step: one token per stream per second (--step-s changes it)
 FD_MARGIN = 1024  # files, pipes and sockets beside the streams
 
 
@@ -62,8 +64,8 @@ def log(msg: str) -> None:
 def check_limits(streams: int, sockets: int | None = None) -> str | None:
     """Raise RLIMIT_NOFILE to the hard limit (children inherit it); None when the streams fit,
     else the one-line reason they cannot. `sockets`: what the worker may hold open (default
-    `streams`): each user keeps a connection to each simulator it used, so an open loop's users
-    (its in-flight cap) times the simulators."""
+    `streams`): its requests in flight at most, an open loop's users (its in-flight cap), however
+    many simulators they go to (one pool per origin, shared by the users: swarm/client/shared_pool.py)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = (sockets or streams) + FD_MARGIN
     if soft < need:
@@ -250,6 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=1,
         help="simulators behind --host A,B,... (default 1): one on its core does not keep up with 10,000 open-loop streams",
     )
+    ap.add_argument(
+        "--step-s",
+        type=float,
+        default=STEP_S,
+        help=f"the simulators' decode step: a token per stream every STEP seconds (default {STEP_S:g})",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "runs/bench-scale/streams", help="run files")
     ap.add_argument("--results", type=Path, help="write the figures as JSON here")
     args = ap.parse_args(argv)
@@ -257,8 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--streams: at least 10")
     if args.sims < 1:
         ap.error("--sims: at least 1")
+    if not 0.1 <= args.step_s <= 10:
+        ap.error("--step-s: from 0.1 to 10 seconds")
     users = int(args.streams * 1.3) if args.open_loop else args.streams
-    why = check_limits(args.streams, users * args.sims)
+    why = check_limits(args.streams, users)
     if why:
         print(f"streams_10k: {why}", file=sys.stderr)
         return 2
@@ -267,10 +277,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}; {args.streams} streams"
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    ramp_s = 30  # all users spawned, their first streams (begun in one burst) ended
-    drain_s = 40  # streams begun in the window end (and are recorded) before the stop
-    answer_s = TOKENS * STEP_S + STEP_S  # a stream's life: TOKENS steps and the wait for the first
+    answer_s = (TOKENS + 1) * args.step_s  # a stream's life: TOKENS steps and the wait for the first
+    ramp_s = max(30, math.ceil(answer_s + 4))  # all users spawned, their first streams ended (filled)
+    drain_s = max(40, math.ceil(answer_s * 1.5))  # streams begun in the window end (and are recorded)
     rate = args.streams / answer_s if args.open_loop else None
+    profile = PROFILE
+    if args.step_s != STEP_S:
+        profile = args.out / "slow-decode.toml"
+        text = PROFILE.read_text()
+        assert f"\nbase_s = {STEP_S}\n" in text, "the profile's step is not STEP_S"
+        profile.write_text(text.replace(f"\nbase_s = {STEP_S}\n", f"\nbase_s = {args.step_s}\n", 1))
     prompts = harness.write_prompts(args.out / "prompts.jsonl", n=2000)
     rows = [{**json.loads(line), "max_tokens": TOKENS} for line in prompts.read_text().splitlines()]
     prompts.write_text(
@@ -284,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i, trace in enumerate(traces):
             trace.unlink(missing_ok=True)
             port = harness.free_port()
-            sim_cmd = [*harness.pin(0), sys.executable, "-m", "swarm", "sim", "--profile", str(PROFILE)]
+            sim_cmd = [*harness.pin(0), sys.executable, "-m", "swarm", "sim", "--profile", str(profile)]
             sim_cmd += ["--host", "127.0.0.1", "--port", str(port), "--model", harness.SIM_MODEL]
             sim_cmd += ["--trace", str(trace)]
             sim = sims.enter_context(harness.started(f"sim{i}", sim_cmd, args.out / f"sim-{i}.log"))
