@@ -13,7 +13,7 @@
    the recorded reports in turn: Locust's own stats plus the swarm's `WorkerReport`.
 
 Printed per worker count: the master's CPU (% of one core) and CPU per report, the time to merge
-one report (`Aggregate.from_wire` + `merge`, timed in this process on the recorded reports), the
+one report (`Aggregate.read_wire` + `merge_read`, timed in this process on the recorded reports), the
 time from a worker's report to /metrics showing it (a probe worker adds one request of workload
 `bench_probe` to a report and polls /metrics until the counter moves), the /metrics scrape time,
 and the master's RSS. Goal: 256 workers under 50% of one core.
@@ -239,7 +239,7 @@ class ProbeWorker:
 
 
 def merge_times_ms(reports: Sequence[dict[str, Any]], rounds: int = 3) -> list[float]:
-    """Time to merge one report into the run's aggregate, as the master does (from_wire + merge)."""
+    """Time to merge one report into the run's aggregate, as the master does (read_wire + merge_read)."""
     from swarm.stats.aggregate import Aggregate
 
     total = Aggregate()
@@ -247,7 +247,7 @@ def merge_times_ms(reports: Sequence[dict[str, Any]], rounds: int = 3) -> list[f
     for _ in range(rounds):
         for r in reports:
             t0 = time.perf_counter()
-            total.merge(Aggregate.from_wire(r["swarm"]))
+            total.merge_read(Aggregate.read_wire(r["swarm"]))
             out.append(1000 * (time.perf_counter() - t0))
     return out
 

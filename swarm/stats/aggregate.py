@@ -1,9 +1,11 @@
 """Mergeable per-(workload, stage, class, model, endpoint) aggregates: exact counters + latency sketches, and their wire form.
 
 A worker adds every `RequestRecord` it produces to an `Aggregate`, hands the delta to Locust's
-`report_to_master` every interval (`take_delta().to_wire()`), and the master merges the deltas
-(`Aggregate.from_wire(...)` then `merge`). Merging is associative and commutative, so one process
-and the same records split over N workers give the same aggregate:
+`report_to_master` every interval (`take_delta().to_wire()`), and the master adds each delta's wire
+form to its own (`read_wire`, every part checked before anything is added, then `merge_read`:
+no cell or sketch is built for a report; `from_wire` then `merge` gives the same). Merging is
+associative and commutative, so one process and the same records split over N workers give the
+same aggregate:
 
 - counters (requests, outcome counts, token sums, latency counts, Prometheus bucket counts) are
   integers and merge exactly;
@@ -51,10 +53,11 @@ window's QPS from the bins inside it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from swarm.core.records import LATENCIES, NONE_WHEN_REQUIRED, OUTCOMES, Outcome, RequestRecord
 from swarm.stats.goodput import GoodputSpec
-from swarm.stats.sketch import REL_ACCURACY, LatencyStats
+from swarm.stats.sketch import REL_ACCURACY, LatencyRead, LatencyStats, read_latency
 from swarm.stats.turns import TurnStats
 from swarm.stats.wire import AggregateWire, CellWire
 
@@ -106,7 +109,6 @@ class Cell:
         klass: str = "direct",
         model: str = "",
         endpoint: str = "",
-        latencies: dict[str, LatencyStats] | None = None,
     ) -> None:
         self.workload = workload
         self.klass = klass  # the request class (swarm/core/records.py `request_class`)
@@ -126,11 +128,7 @@ class Cell:
         self.last_response_s: float | None = None  # latest end of a request that got a status line
         self.first_connect_error_s: float | None = None  # earliest / latest end of a connect_error
         self.last_connect_error_s: float | None = None
-        # every name of LATENCIES (`latencies`: a wire's, built by from_wire, which spares the master
-        # an empty sketch per name the report then replaces: 28% of its CPU at 1,000 workers, py-spy)
-        self.latencies: dict[str, LatencyStats] = (
-            latencies if latencies is not None else {name: LatencyStats() for name in LATENCIES}
-        )
+        self.latencies: dict[str, LatencyStats] = {name: LatencyStats() for name in LATENCIES}
         self.completed: dict[int, list[int]] = {}  # completion window -> [requests, output tokens, good]
         self.goodput_met = 0  # good requests (--goodput), of the `goodput_counted` ones
         self.goodput_counted = 0  # non-warm-up, non-cancelled requests, counted only with a spec
@@ -358,38 +356,130 @@ class Cell:
 
     @classmethod
     def from_wire(cls, d: CellWire) -> Cell:
-        lat = d["lat"]  # the non-empty ones; a name of another version's is not read
-        c = cls(
-            str(d["workload"]),
-            int(d["stage"]),
-            str(d.get("klass", "direct")),
-            str(d["model"]),
-            str(d["endpoint"]),
-            {
-                name: LatencyStats.from_wire(lat[name]) if name in lat else LatencyStats()
-                for name in LATENCIES
-            },
-        )
-        c.requests, c.warmup_requests = int(d["requests"]), int(d["warmup"])
-        n, total = d.get("warmup_ttft") or (0, 0.0)
-        c.warmup_ttft = [int(n), float(total)]
-        for k, n in d["outcomes"].items():
-            c.outcomes[Outcome(k).value] += int(n)
-        c.prompt_tokens, c.output_tokens = int(d["prompt_tokens"]), int(d["output_tokens"])
-        c.reasoning_tokens = int(d["reasoning_tokens"])
-        c.completed = {int(w): [int(k), int(t), int(g)] for w, k, t, g in d["done"]}
-        c.goodput_met, c.goodput_counted = (int(n) for n in d["goodput"])
-        c.per_bin = {int(b): int(n) for b, n in d["per_bin"]}
-        c.cached = [int(n) for n in d["cached"]]
-        c.tools = [int(n) for n in d["tools"]]
-        c.tool_errors = {str(k): int(n) for k, n in d["tool_errors"].items()}
-        c.first_start_s, c.last_end_s = d["first_start_s"], d["last_end_s"]
-        for outcome, msgs in (d.get("errors") or {}).items():
-            for message, n in msgs.items():
-                c._count_error(Outcome(outcome).value, str(message), int(n))
-        c.last_response_s = d.get("last_response_s")
-        c._connect_errors(d.get("first_connect_error_s"), d.get("last_connect_error_s"))
+        key, read = read_cell(d)
+        c = cls(*key)
+        c.merge_read(read)
         return c
+
+    def merge_read(self, r: CellRead) -> None:
+        """Add a read wire form in, as `merge(Cell.from_wire(...))` would, without building its cell."""
+        self.requests += r.requests
+        self.warmup_requests += r.warmup
+        self.warmup_ttft[0] += r.warmup_ttft[0]
+        self.warmup_ttft[1] += r.warmup_ttft[1]
+        outcomes = self.outcomes
+        for k, n in r.outcomes:
+            outcomes[k] = outcomes.get(k, 0) + n
+        self.prompt_tokens += r.prompt_tokens
+        self.output_tokens += r.output_tokens
+        self.reasoning_tokens += r.reasoning_tokens
+        self.cached = [a + b for a, b in zip(self.cached, r.cached, strict=True)]
+        self.tools = [a + b for a, b in zip(self.tools, r.tools, strict=True)]
+        for reason, n in r.tool_errors:
+            self.tool_errors[reason] = self.tool_errors.get(reason, 0) + n
+        completed = self.completed
+        for w, k, t, g in r.done:
+            done = completed.get(w)
+            if done is None:
+                completed[w] = [k, t, g]
+            else:
+                done[0] += k
+                done[1] += t
+                done[2] += g
+        self.goodput_met += r.goodput[0]
+        self.goodput_counted += r.goodput[1]
+        per_bin = self.per_bin
+        for b, n in r.per_bin:
+            per_bin[b] = per_bin.get(b, 0) + n
+        if r.first_start_s is not None and (
+            self.first_start_s is None or r.first_start_s < self.first_start_s
+        ):
+            self.first_start_s = r.first_start_s
+        if r.last_end_s is not None and (self.last_end_s is None or r.last_end_s > self.last_end_s):
+            self.last_end_s = r.last_end_s
+        for outcome, message, n in r.errors:
+            self._count_error(outcome, message, n)
+        if r.last_response_s is not None and (
+            self.last_response_s is None or r.last_response_s > self.last_response_s
+        ):
+            self.last_response_s = r.last_response_s
+        self._connect_errors(*r.connect_errors)
+        lat = self.latencies
+        for name, w in r.lat:
+            lat[name].merge_read(w)
+
+
+CellKey = tuple[str, int, str, str, str]  # (workload, stage, class, model, endpoint)
+
+
+class CellRead(NamedTuple):
+    """A cell's wire form (swarm/stats/wire.py `CellWire`) read and checked: what `Cell.merge_read` adds."""
+
+    requests: int
+    warmup: int
+    warmup_ttft: tuple[int, float]
+    outcomes: list[tuple[str, int]]
+    prompt_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cached: list[int]
+    tools: list[int]
+    tool_errors: list[tuple[str, int]]
+    done: list[tuple[int, int, int, int]]
+    goodput: tuple[int, int]
+    per_bin: list[tuple[int, int]]
+    first_start_s: float | None
+    last_end_s: float | None
+    errors: list[tuple[str, str, int]]
+    last_response_s: float | None
+    connect_errors: tuple[float | None, float | None]
+    lat: list[tuple[str, LatencyRead]]  # the non-empty ones; a name of another version's is not read
+
+
+def _time(v: object) -> float | None:
+    return None if v is None else float(v)  # type: ignore[arg-type]
+
+
+def read_cell(d: CellWire) -> tuple[CellKey, CellRead]:
+    """Read one cell of a report; raises ValueError / KeyError / TypeError for one of another shape."""
+    key = (
+        str(d["workload"]),
+        int(d["stage"]),
+        str(d.get("klass", "direct")),
+        str(d["model"]),
+        str(d["endpoint"]),
+    )
+    n, total = d.get("warmup_ttft") or (0, 0.0)
+    cached, tools = [int(n) for n in d["cached"]], [int(n) for n in d["tools"]]
+    if len(cached) != 3 or len(tools) != 5:
+        raise ValueError(f"cached {len(cached)} / tools {len(tools)} numbers, expected 3 / 5")
+    lat = d["lat"]
+    good, judged = d["goodput"]
+    return key, CellRead(
+        requests=int(d["requests"]),
+        warmup=int(d["warmup"]),
+        warmup_ttft=(int(n), float(total)),
+        outcomes=[(Outcome(k).value, int(n)) for k, n in d["outcomes"].items()],
+        prompt_tokens=int(d["prompt_tokens"]),
+        output_tokens=int(d["output_tokens"]),
+        reasoning_tokens=int(d["reasoning_tokens"]),
+        cached=cached,
+        tools=tools,
+        tool_errors=[(str(k), int(n)) for k, n in d["tool_errors"].items()],
+        done=[(int(w), int(k), int(t), int(g)) for w, k, t, g in d["done"]],
+        goodput=(int(good), int(judged)),
+        per_bin=[(int(b), int(n)) for b, n in d["per_bin"]],
+        first_start_s=_time(d["first_start_s"]),
+        last_end_s=_time(d["last_end_s"]),
+        errors=[
+            (Outcome(outcome).value, str(message), int(n))
+            for outcome, msgs in (d.get("errors") or {}).items()
+            for message, n in msgs.items()
+        ],
+        last_response_s=_time(d.get("last_response_s")),
+        connect_errors=(_time(d.get("first_connect_error_s")), _time(d.get("last_connect_error_s"))),
+        lat=[(name, read_latency(lat[name])) for name in LATENCIES if name in lat],
+    )
 
 
 class Aggregate:
@@ -507,16 +597,40 @@ class Aggregate:
 
     @classmethod
     def from_wire(cls, d: AggregateWire) -> Aggregate:
+        agg = cls()
+        agg.merge_read(cls.read_wire(d))
+        return agg
+
+    @staticmethod
+    def read_wire(d: AggregateWire) -> ReportRead:
+        """Read a report's aggregate, every part checked; raises ValueError / KeyError / TypeError
+        for one of another version or shape, before anything is added anywhere."""
         if d.get("v") != WIRE_VERSION or d.get("rel_acc") != REL_ACCURACY:
             raise ValueError(
                 f"aggregate wire format v{d.get('v')} rel_acc {d.get('rel_acc')} does not match "
                 f"v{WIRE_VERSION} rel_acc {REL_ACCURACY} (mixed swarm versions?)"
             )
-        agg = cls()
-        for cd in d["cells"]:
-            c = Cell.from_wire(cd)
-            agg.cell(c.workload, c.stage, c.klass, c.model, c.endpoint).merge(c)
         turns = d.get("turns")
-        if turns is not None:
-            agg.turns = TurnStats.from_wire(turns)
-        return agg
+        return ReportRead(
+            [read_cell(cd) for cd in d["cells"]], None if turns is None else TurnStats.from_wire(turns)
+        )
+
+    def merge_read(self, r: ReportRead) -> None:
+        """Add a read report in, as `merge(from_wire(...))` would, without building its cells (the
+        master merges each report so: benchmarks/master_scale.py). `r` is not kept: it can be added
+        to several aggregates."""
+        cells = self.cells
+        for key, read in r.cells:
+            c = cells.get(key)
+            if c is None:
+                c = cells[key] = Cell(*key)
+            c.merge_read(read)
+        if r.turns:
+            self.turns.merge(r.turns)
+
+
+class ReportRead(NamedTuple):
+    """A report's aggregate read and checked (`Aggregate.read_wire`), ready to add (`merge_read`)."""
+
+    cells: list[tuple[CellKey, CellRead]]
+    turns: TurnStats | None

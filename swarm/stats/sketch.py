@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 from ddsketch.mapping import LogarithmicMapping
@@ -46,20 +47,55 @@ def bucket_keys(values: np.ndarray) -> np.ndarray:
     return np.ceil(np.log2(values) * _MULTIPLIER).astype(np.int64)
 
 
-def _merge_store(into: DenseStore, other: DenseStore) -> None:
-    """`DenseStore.merge`, its per-key loop as one slice sum (the master merges a report's
-    thousands of bins 85 times a second with 256 workers: benchmarks/master_scale.py)."""
-    if other.count == 0:
-        return
+def _add_bins(into: DenseStore, k0: int, bins: list[int]) -> None:
+    """Add `bins` (counts for keys k0, k0 + 1, ...; non-zero at both ends) to `into`: `DenseStore.add`
+    per key, as one slice sum (the master merges a report's thousands of bins 333 times a second with
+    1,000 workers: benchmarks/master_scale.py). `bins` itself is never kept."""
+    hi = k0 + len(bins) - 1
     if into.count == 0:
-        into.copy(other)
+        into.bins, into.offset, into.min_key, into.max_key = list(bins), k0, k0, hi
+        into.count = sum(bins)
         return
-    if other.min_key < into.min_key or other.max_key > into.max_key:
-        into._extend_range(other.min_key, other.max_key)
-    lo, hi = other.min_key - into.offset, other.max_key + 1 - into.offset
-    theirs = other.bins[other.min_key - other.offset : other.max_key + 1 - other.offset]
-    into.bins[lo:hi] = [a + b for a, b in zip(into.bins[lo:hi], theirs, strict=True)]
-    into.count += other.count
+    if k0 < into.min_key or hi > into.max_key:
+        into._extend_range(k0, hi)
+    lo = k0 - into.offset
+    into.bins[lo : lo + len(bins)] = [
+        a + b for a, b in zip(into.bins[lo : lo + len(bins)], bins, strict=True)
+    ]
+    into.count += sum(bins)
+
+
+class LatencyRead(NamedTuple):
+    """A latency's wire form (swarm/stats/wire.py `LatencyWire`) read and checked, ready to add
+    (`LatencyStats.merge_read`): `bins` trimmed of empty ends, `k0` the key of its first."""
+
+    count: int
+    sum: float
+    zero: int
+    min: float
+    max: float
+    buckets: list[int]
+    k0: int
+    bins: list[int]
+
+
+def read_latency(d: LatencyWire) -> LatencyRead:
+    """Read `d`; raises ValueError / KeyError / TypeError for a wire of another shape."""
+    buckets = [int(n) for n in d["le"]]
+    if len(buckets) != len(BUCKETS) + 1:
+        raise ValueError(f"bucket layout differs: {len(buckets)} buckets, expected {len(BUCKETS) + 1}")
+    bins = [int(n) for n in d["bins"]]
+    k0 = int(d["k0"])
+    if any(bins):
+        first = next(i for i, n in enumerate(bins) if n)
+        last = len(bins) - next(i for i, n in enumerate(reversed(bins)) if n)
+        if first or last < len(bins):
+            bins, k0 = bins[first:last], k0 + first
+    else:
+        bins = []
+    return LatencyRead(
+        int(d["n"]), float(d["sum"]), int(d["zero"]), float(d["min"]), float(d["max"]), buckets, k0, bins
+    )
 
 
 class LatencyStats:
@@ -187,16 +223,21 @@ class LatencyStats:
 
     def merge(self, other: LatencyStats) -> None:
         other.flush()
-        self.flush()
-        if other._count == 0:
-            return
-        _merge_store(self._store, other._store)
-        self._zero_count += other._zero_count
-        self._count += other._count
-        self._sum += other._sum
-        self._min = min(self._min, other._min)
-        self._max = max(self._max, other._max)
-        self._buckets = [a + b for a, b in zip(self._buckets, other._buckets, strict=True)]
+        if other._count:
+            self.merge_read(other._read())
+
+    def _read(self) -> LatencyRead:
+        """This distribution as `merge_read` adds it (its bins a copy of the store's span)."""
+        store = self._store
+        k0, bins = 0, []
+        if store.count:
+            k0, bins = (
+                store.min_key,
+                store.bins[store.min_key - store.offset : store.max_key + 1 - store.offset],
+            )
+        return LatencyRead(
+            self._count, self._sum, self._zero_count, self._min, self._max, self._buckets, k0, bins
+        )
 
     def to_wire(self) -> LatencyWire:
         self.flush()
@@ -220,17 +261,19 @@ class LatencyStats:
     @classmethod
     def from_wire(cls, d: LatencyWire) -> LatencyStats:
         s = cls()
-        if len(d["le"]) != len(s._buckets):
-            raise ValueError(f"bucket layout differs: {len(d['le'])} buckets, expected {len(s._buckets)}")
-        s._count, s._sum, s._zero_count = int(d["n"]), float(d["sum"]), int(d["zero"])
-        s._min, s._max = float(d["min"]), float(d["max"])
-        s._buckets = [int(n) for n in d["le"]]
-        bins = [int(n) for n in d["bins"]]
-        if any(bins):  # the store as DenseStore.copy sets it: one list, not an add (and a range step) per key
-            first = next(i for i, n in enumerate(bins) if n)
-            last = len(bins) - next(i for i, n in enumerate(reversed(bins)) if n)
-            store, k0 = s._store, int(d["k0"])
-            store.bins, store.offset = bins[first:last], k0 + first
-            store.min_key, store.max_key = k0 + first, k0 + last - 1
-            store.count = sum(bins)
+        s.merge_read(read_latency(d))
         return s
+
+    def merge_read(self, w: LatencyRead) -> None:
+        """Add a read wire form in, as `merge(from_wire(...))` would, without building its sketch."""
+        if w.count == 0:
+            return
+        self.flush()
+        if w.bins:
+            _add_bins(self._store, w.k0, w.bins)
+        self._zero_count += w.zero
+        self._count += w.count
+        self._sum += w.sum
+        self._min = min(self._min, w.min)
+        self._max = max(self._max, w.max)
+        self._buckets = [a + b for a, b in zip(self._buckets, w.buckets, strict=True)]

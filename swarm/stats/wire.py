@@ -2,7 +2,7 @@
 
 Locust's `report_to_master` carries a msgpack-able dict; the swarm's part sits under
 `data["swarm"]` (`WIRE_KEY`) as a `WorkerReport`: the worker's unsent `Aggregate` delta
-(swarm/stats/aggregate.py: `to_wire` / `from_wire`) plus what the master needs to know of the
+(swarm/stats/aggregate.py: `to_wire` / `read_wire`) plus what the master needs to know of the
 worker. `WIRE_VERSION` and `rel_acc` must match on both sides (mixed swarm versions are refused
 per report, never merged wrongly). Only dicts, lists, str, int, float, bool and None.
 """

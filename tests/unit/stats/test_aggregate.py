@@ -116,13 +116,21 @@ def test_take_delta_empties_the_worker_side():
     assert delta.combined().requests == 1 and not agg and agg.combined().requests == 0
 
 
-def _ship(agg: Aggregate) -> Aggregate:
+def _ship(agg: Aggregate) -> dict:
     """What the master gets: wire form through msgpack, as Locust's RPC sends it."""
-    return Aggregate.from_wire(msgpack.unpackb(msgpack.packb(agg.take_delta().to_wire()), raw=False))
+    return msgpack.unpackb(msgpack.packb(agg.take_delta().to_wire()), raw=False)
 
 
+def _merge(master: Aggregate, wire: dict, path: str) -> None:
+    if path == "from_wire":  # a delta built, then merged
+        master.merge(Aggregate.from_wire(wire))
+    else:  # the master's own: read and checked, then added without building cells
+        master.merge_read(Aggregate.read_wire(wire))
+
+
+@pytest.mark.parametrize("path", ["from_wire", "merge_read"])
 @pytest.mark.parametrize("n_workers", [2, 5])
-def test_one_process_and_n_workers_agree(n_workers):
+def test_one_process_and_n_workers_agree(n_workers, path):
     records = synthetic_records(3000, seed=11)
     single = Aggregate()
     for r in records:
@@ -134,9 +142,9 @@ def test_one_process_and_n_workers_agree(n_workers):
     for i, r in enumerate(records):
         workers[rng.randrange(n_workers)].add(r)
         if i % 137 == 0:  # report intervals at arbitrary points
-            master.merge(_ship(workers[rng.randrange(n_workers)]))
+            _merge(master, _ship(workers[rng.randrange(n_workers)]), path)
     for w in workers:
-        master.merge(_ship(w))
+        _merge(master, _ship(w), path)
 
     assert sorted(master.cells) == sorted(single.cells)
     for key, a in single.cells.items():
@@ -182,6 +190,47 @@ def test_one_process_and_n_workers_agree(n_workers):
                     assert_close(
                         cell.latencies[name].quantile(q), float(np.percentile(exact, q * 100, method="lower"))
                     )
+
+
+def test_a_read_report_is_added_as_its_merged_delta_would_be_and_never_shared():
+    base, wire = Aggregate(), Aggregate()
+    for r in synthetic_records(300, seed=3):
+        base.add(r)
+    for r in synthetic_records(200, seed=4):
+        wire.add(r)
+    report = msgpack.unpackb(msgpack.packb(wire.to_wire()), raw=False)
+    merged = Aggregate.from_wire(base.to_wire())
+    merged.merge(Aggregate.from_wire(report))
+    read = Aggregate.read_wire(report)
+    into_base, into_empty = Aggregate.from_wire(base.to_wire()), Aggregate()
+    into_base.merge_read(read)
+    into_empty.merge_read(read)  # the same read, added to a second aggregate (the charts' slot)
+    assert into_base.to_wire() == merged.to_wire()
+    assert into_empty.to_wire() == Aggregate.from_wire(report).to_wire()
+    into_empty.merge_read(read)  # adding again changes neither the read nor the first aggregate
+    assert into_base.to_wire() == merged.to_wire()
+    assert Aggregate.read_wire(report) == read
+
+
+def test_a_malformed_report_adds_nothing():
+    agg = Aggregate()
+    for r in synthetic_records(50, seed=5):
+        agg.add(r)
+    before = agg.to_wire()
+    wire = Aggregate()
+    for r in synthetic_records(50, seed=6):
+        wire.add(r)
+    bad = wire.to_wire()
+    last = bad["cells"][-1]
+    name = next(iter(last["lat"]))
+    last["lat"][name] = {**last["lat"][name], "le": [1, 2]}  # the last part read is of another layout
+    with pytest.raises(ValueError, match="bucket layout"):
+        agg.merge_read(Aggregate.read_wire(bad))
+    bad = wire.to_wire()
+    bad["cells"][-1]["outcomes"] = {"no_such_outcome": 1}
+    with pytest.raises(ValueError):
+        Aggregate.read_wire(bad)
+    assert agg.to_wire() == before
 
 
 def test_add_cost_is_small():

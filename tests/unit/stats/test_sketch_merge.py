@@ -1,5 +1,5 @@
 """The master's fast paths into ddsketch's DenseStore (swarm/stats/sketch.py: `from_wire` sets the
-store in one go, `_merge_store` sums slices) keep exactly what the library's own per-key `add`
+store in one go, merges sum slices: `_add_bins`) keep exactly what the library's own per-key `add`
 and `merge` keep, whatever the key ranges: overlapping, disjoint, growing either way, and values
 added after a merge."""
 
