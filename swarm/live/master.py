@@ -110,15 +110,15 @@ class MasterStats:
     def merge_report(self, client_id: str, payload: WorkerReport) -> None:
         """One worker's delta (or a local runner's own) into the run's statistics."""
         try:
-            delta = Aggregate.from_wire(payload)
-            self.aggregate.merge(delta)
+            read = Aggregate.read_wire(payload)  # every part checked before anything is added
         except (ValueError, KeyError, TypeError) as e:
             logger.error("swarm: ignoring a report from worker %s: %s", client_id, e)
             return
-        if self._charts:
-            self.series.add(delta)
+        self.aggregate.merge_read(read)
+        if self._charts and self.start_s is not None and self.end_s is None:  # (what LiveSeries samples)
+            self.series.add(read)
         if self.breaker is not None:
-            self.breaker.add(time.time(), delta)
+            self.breaker.add(time.time(), read)
         self.health.note(client_id, payload)
         self.client_cpu.add(client_id, payload.get("cpu"))
         if not self.model_name and payload.get("model_name"):

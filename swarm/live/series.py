@@ -21,12 +21,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from swarm.core.units import stage_name
-from swarm.stats.aggregate import Aggregate, Cell
+from swarm.stats.aggregate import Aggregate, Cell, ReportRead
 from swarm.stats.quantiles import PERCENTILES
+from swarm.stats.sliding import SlidingWindow
 
 SAMPLE_S = 2.0
 WINDOW_S = 10.0
-SLOT_S = 1.0  # deltas are merged as they come into the slot of their arrival second
 MAX_POINTS = 1800  # one hour at SAMPLE_S; older points are dropped
 LATENCIES = (
     ("ttft", "p50"),
@@ -78,17 +78,11 @@ def rate_key(key: str) -> str:
 
 
 class LiveSeries:
-    """Worker deltas in a sliding window, sampled into points; bounded memory.
-
-    Each delta is merged once, as it comes, into the aggregate of its arrival's `SLOT_S` slot; a
-    point merges the slots that began within the last `WINDOW_S` (so the window is 9-10 s of
-    deltas, not exactly 10), and the slots before the window are dropped as new ones begin. Keeping
-    every delta of the window merged each report again at every point (five times), and kept them
-    all while no point was sampled (no test started in the web UI): at 1,000 workers, 333 reports
-    a second piled up in the master (benchmarks/master_scale.py: 500 MiB)."""
+    """Worker reports in a sliding window (swarm/stats/sliding.py: each merged once, into its
+    arrival second's slot), sampled into points; bounded memory."""
 
     def __init__(self) -> None:
-        self._slots: deque[tuple[float, Aggregate]] = deque()  # (slot start, its deltas merged)
+        self._window = SlidingWindow(WINDOW_S)
         self.time: deque[str] = deque(maxlen=MAX_POINTS)
         self.in_flight: deque[int | None] = deque(maxlen=MAX_POINTS)
         self.users: deque[int] = deque(maxlen=MAX_POINTS)
@@ -96,17 +90,12 @@ class LiveSeries:
         self._last_sample = 0.0
         self._first_add: float | None = None  # a window is shorter than WINDOW_S at the start
 
-    def add(self, delta: Aggregate, now: float | None = None) -> None:
+    def add(self, report: ReportRead, now: float | None = None) -> None:
+        """One worker report (`Aggregate.read_wire`), arrived `now` (time.time())."""
         now = time.time() if now is None else now
         if self._first_add is None:
             self._first_add = now
-        start = math.floor(now / SLOT_S) * SLOT_S
-        slots = self._slots
-        if not slots or slots[-1][0] != start:
-            while slots and slots[0][0] < now - WINDOW_S:  # (no point sampled: none out of the UI's test)
-                slots.popleft()
-            slots.append((start, Aggregate()))
-        slots[-1][1].merge(delta)
+        self._window.add(now, report)
 
     def clear(self) -> None:
         self.__init__()
@@ -122,11 +111,7 @@ class LiveSeries:
         users: int,
     ) -> None:
         self._last_sample = now
-        while self._slots and self._slots[0][0] < now - WINDOW_S:
-            self._slots.popleft()
-        window = Aggregate()
-        for _, slot in self._slots:
-            window.merge(slot)
+        window = self._window.window(now, WINDOW_S)
         span = min(WINDOW_S, max(SAMPLE_S, now - (self._first_add or now)))
         n = len(self.time)
         self.time.append(iso(now))

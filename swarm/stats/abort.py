@@ -18,7 +18,6 @@ failed request of one is not a rate).
 from __future__ import annotations
 
 import operator
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,8 @@ from swarm.core.errors import UsageError
 from swarm.core.terminal import printable
 from swarm.core.units import parse_duration, seconds_text
 from swarm.stats import slo, summary
-from swarm.stats.aggregate import Aggregate, Cell
+from swarm.stats.aggregate import Cell, ReportRead
+from swarm.stats.sliding import SlidingWindow
 
 DEFAULT_WINDOW_S = 10.0
 MIN_WINDOW_S = 3.0  # Locust workers report every 3 s: a shorter window would hold one report or none
@@ -146,33 +146,30 @@ def top_error(cell: Cell) -> str | None:
 
 
 class Breaker:
-    """The conditions and the deltas of the longest window; `check` says whether one holds now."""
+    """The conditions and the reports of the longest window (swarm/stats/sliding.py); `check` says
+    whether one holds now."""
 
     def __init__(self, conditions: list[Condition]) -> None:
         self.conditions = conditions
         self.span_s = max(c.window_s for c in conditions)
-        self._deltas: deque[tuple[float, Aggregate]] = deque()
+        self._reports = SlidingWindow(self.span_s)
 
-    def add(self, t: float, delta: Aggregate) -> None:
-        """One report's delta, arrived at `t` (time.time())."""
-        if delta:
-            self._deltas.append((t, delta))
+    def add(self, t: float, report: ReportRead) -> None:
+        """One report (`Aggregate.read_wire`), arrived at `t` (time.time())."""
+        if report.cells or report.turns:
+            self._reports.add(t, report)
 
     def clear(self) -> None:
-        self._deltas.clear()
+        self._reports.clear()
 
     def check(self, now: float, started_s: float) -> Trip | None:
-        """The first condition that holds over its window ending `now`, or None. `started_s`: when the
-        run started (a window is judged only once the run is that long)."""
-        while self._deltas and self._deltas[0][0] <= now - self.span_s:
-            self._deltas.popleft()
+        """The first condition that holds over its window ending `now` (the reports of the slots
+        begun in it), or None. `started_s`: when the run started (a window is judged only once the
+        run is that long)."""
         for c in self.conditions:
             if now - started_s < c.window_s:
                 continue
-            window = Aggregate()
-            for t, d in self._deltas:
-                if t > now - c.window_s:
-                    window.merge(d)
+            window = self._reports.window(now, c.window_s)
             o = c.objective
             cell = window.combined(None if o.workload == "total" else o.workload)
             ended = cell.requests - cell.cancelled - cell.cancelled_by_client

@@ -12,16 +12,17 @@ from locust.event import Events
 from locust.html import DEFAULT_BUILD_PATH
 
 from swarm.core.records import RequestRecord
-from swarm.live.series import SLOT_S, TOTAL, WINDOW_S, LiveSeries, stage_markers
+from swarm.live.series import TOTAL, WINDOW_S, LiveSeries, stage_markers
 from swarm.live.webui import BUNDLE, SERIES_PATH, install_charts
-from swarm.stats.aggregate import Aggregate
+from swarm.stats.aggregate import Aggregate, ReportRead
 
 
-def _delta(workload: str, ttfts: list[float], klass: str = "direct") -> Aggregate:
+def _delta(workload: str, ttfts: list[float], klass: str = "direct") -> ReportRead:
+    """A worker's report of these requests, as the master reads it."""
     agg = Aggregate()
     for t in ttfts:
         agg.add(RequestRecord(workload, 1.0, ttft_s=t, e2e_s=t + 1.0, output_tokens=4, request_class=klass))
-    return agg
+    return Aggregate.read_wire(agg.to_wire())
 
 
 def test_points_are_percentiles_of_the_window_and_new_keys_start_with_gaps():
@@ -45,24 +46,15 @@ def test_points_are_percentiles_of_the_window_and_new_keys_start_with_gaps():
     assert d["markers"] == [] and d["window_s"] == WINDOW_S
 
 
-def test_deltas_are_kept_merged_per_slot_and_a_point_covers_the_slots_begun_in_the_window():
+def test_a_point_covers_the_reports_of_the_slots_begun_in_the_window():
     s = LiveSeries()
-    for i in range(600):  # 200 reports a second for 3 s: three slots, not 600 deltas
+    for i in range(600):  # 200 reports a second for 3 s (swarm/stats/sliding.py: three slots)
         s.add(_delta("chat", [0.1 if i < 400 else 0.4]), now=1000.0 + i / 200)
-    assert len(s._slots) == 3 and sum(a.combined().requests for _, a in s._slots) == 600
     s.sample(1010.5, {}, in_flight=0, users=1)  # the slot begun at 1000.0 is out, 1001.0's in
-    assert [start for start, _ in s._slots] == [1001.0, 1002.0] and SLOT_S == 1.0
     p50 = s.to_json()["series"][TOTAL]["ttft_p50_ms"][0]
     assert p50 == pytest.approx(100.0, rel=0.01)  # 200 of 0.1 s (1001.0) and 200 of 0.4 s (1002.0)
     s.sample(1012.0, {}, in_flight=0, users=1)  # only 1002.0's: all 0.4 s
     assert s.to_json()["series"][TOTAL]["ttft_p50_ms"][1] == pytest.approx(400.0, rel=0.01)
-
-
-def test_without_points_sampled_only_the_window_s_slots_are_kept():
-    s = LiveSeries()  # (a master whose web UI has not started a test: nothing samples)
-    for i in range(60):
-        s.add(_delta("chat", [0.1]), now=2000.0 + i)
-    assert [start for start, _ in s._slots] == [2049.0 + i for i in range(11)]
 
 
 def test_a_key_without_requests_in_the_window_is_a_gap():

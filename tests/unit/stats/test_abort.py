@@ -7,12 +7,13 @@ import pytest
 from swarm.core.errors import UsageError
 from swarm.core.records import Outcome, RequestRecord
 from swarm.stats import abort
-from swarm.stats.aggregate import Aggregate
+from swarm.stats.aggregate import Aggregate, ReportRead
 
 
 def delta(
     ok: int = 0, failed: int = 0, cancelled: int = 0, ttft_s: float = 0.1, workload: str = "a"
-) -> Aggregate:
+) -> ReportRead:
+    """A worker's report of these requests, as the master reads it."""
     agg = Aggregate()
     for _ in range(ok):
         agg.add(RequestRecord(workload, 100.0, ttft_s=ttft_s, e2e_s=1.0, output_tokens=3))
@@ -24,7 +25,7 @@ def delta(
         )
     for _ in range(cancelled):
         agg.add(RequestRecord(workload, 100.0, outcome=Outcome.CANCELLED))
-    return agg
+    return Aggregate.read_wire(agg.to_wire())
 
 
 def test_conditions_parse_with_the_slo_grammar_and_a_window():
@@ -112,6 +113,6 @@ def test_the_reason_never_carries_a_targets_control_characters():
             )
         )
     breaker = abort.Breaker(abort.parse("error_rate>50%/5s"))
-    breaker.add(1000.0, agg)
+    breaker.add(1000.0, Aggregate.read_wire(agg.to_wire()))
     trip = breaker.check(1001.0, 900.0)
     assert trip is not None and "\x1b" not in trip.reason and trip.reason.endswith("500 \\x1b]0;pwned\\x07)")
