@@ -46,7 +46,17 @@ from gevent import get_hub, getcurrent
 class SlotQueue:
     """Free users waiting for their arrival slots, in order; the head sleeps until `due`."""
 
-    __slots__ = ("_chore", "_chore_at", "_chore_every", "_head", "_head_at", "_line", "_timer", "due")
+    __slots__ = (
+        "_chore",
+        "_chore_at",
+        "_chore_every",
+        "_head",
+        "_head_at",
+        "_head_next",
+        "_line",
+        "_timer",
+        "due",
+    )
 
     def __init__(self) -> None:
         # while a user waits for its slot: the earlier of that slot and the chore's turn
@@ -54,6 +64,7 @@ class SlotQueue:
         self.due = math.inf
         self._head: Any = None  # the greenlet sleeping until its slot
         self._head_at = math.inf  # ... its slot (inf: nobody waits for one)
+        self._head_next: Callable[[], float] | None = None  # ... and where it took it from
         self._timer: Any = None  # ... and its timer
         self._line: deque[tuple[Any, Callable[[], float]]] = deque()  # the others, in order
         self._chore: Callable[[], None] | None = None
@@ -86,7 +97,7 @@ class SlotQueue:
             slot = next_slot()
             if slot <= time.perf_counter():
                 return slot  # late already: no wait, no turn of the loop
-            self._make_head(me, slot)
+            self._make_head(me, slot, next_slot)
         else:
             self._line.append((me, next_slot))
         try:
@@ -123,9 +134,22 @@ class SlotQueue:
             resume.stop()
             raise
 
-    def _make_head(self, g: Any, slot: float) -> None:
+    def reschedule(self) -> None:
+        """The schedule changed (a new stage, a new share of the rate): the head takes its slot
+        from the new one. The slot it held was the old schedule's, up to one old gap ahead (a
+        second at 1 req/s): waiting it out would hold the new stage's first requests back as long,
+        and send one request on the old schedule's time inside the new stage (held to the
+        simulator's trace in tests/integration/test_sweep.py)."""
+        head, next_slot = self._head, self._head_next
+        if head is None or next_slot is None:
+            return
+        self._timer.close()
+        self._make_head(head, next_slot(), next_slot)
+
+    def _make_head(self, g: Any, slot: float, next_slot: Callable[[], float]) -> None:
         self._head = g
         self._head_at = slot
+        self._head_next = next_slot
         self._set_due()
         timer = self._timer = get_hub().loop.timer(max(0.0, slot - time.perf_counter()))
         timer.start(self._fire)
@@ -135,11 +159,12 @@ class SlotQueue:
         head, slot = self._head, self._head_at
         self._timer.close()
         self._head, self._timer, self._head_at, self.due = None, None, math.inf, math.inf
+        self._head_next = None
         while self._line:
             g, next_slot = self._line.popleft()
             if g.dead:
                 continue
-            self._make_head(g, next_slot())
+            self._make_head(g, next_slot(), next_slot)
             break
         return head, slot
 

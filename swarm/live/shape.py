@@ -33,6 +33,7 @@ import gevent
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
+from swarm.client.on_time import SLOTS
 from swarm.core.apikey import BoundKey
 from swarm.core.prefix_cache import reset_prefix_cache
 from swarm.core.urls import split_hosts
@@ -56,6 +57,7 @@ def _set_stage(
     in open loop, pace this process's users at `rate_per_s`."""
     state = swarm_state(environment)
     state.arrivals = ArrivalSchedule(rate_per_s, arrivals) if rate_per_s else None
+    SLOTS.reschedule()  # a user waiting for the old schedule's slot takes the new one's
     state.stage.index = index
     state.stage.warmup = warmup_s > 0
     if warmup_s > 0:

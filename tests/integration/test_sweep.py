@@ -96,3 +96,32 @@ def test_open_loop_lateness_is_measured(tmp_path):
     assert "At 40 req/s requests left late" in late[0]["text"] and "raise -u (at most 4" in late[0]["text"]
     report = (out / "report.html").read_text()
     assert "rate asked req/s" in report and "send lag p99 ms" in report and "requests left late" in report
+    # each late request's lag held to the simulator's trace: the server received the k-th request
+    # of a worker's constant schedule (k / its 20 req/s after the worker's stage began) its lag
+    # late, so arrival - lag - k / 20 is that worker's stage start for every request, however late
+    lags, origins = _lag_against_the_trace(out, stage=1, workers=2, rate=40.0)
+    assert max(lags) > 1.0 and min(lags) < 0.05, lags  # on time at first, seconds late at the end
+    for worker, starts in origins.items():
+        assert max(starts) - min(starts) < 0.05, (worker, starts)
+
+
+def _lag_against_the_trace(out: Path, stage: int, workers: int, rate: float):
+    """(every send lag of `stage`, {worker: each request's arrival - lag - k / its share of rate})."""
+    from swarm.core.recordfile import read_table
+
+    arrived = {}
+    for line in (out / "sim-trace.jsonl").read_text().splitlines():
+        t = json.loads(line)
+        arrived[t["id"]] = t["arrival_time"]
+    rows = read_table(out / "records").to_pylist()
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r["stage"] == stage and r["send_lag_s"] is not None:
+            worker = r["request_id"].rsplit("-", 2)[1]
+            by_worker.setdefault(worker, []).append((arrived[r["request_id"]], r["send_lag_s"]))
+    assert len(by_worker) == workers, by_worker.keys()
+    gap = workers / rate
+    origins = {
+        w: [a - lag - k * gap for k, (a, lag) in enumerate(sorted(sent))] for w, sent in by_worker.items()
+    }
+    return [lag for sent in by_worker.values() for _, lag in sent], origins

@@ -201,3 +201,26 @@ def test_the_due_time_is_the_earlier_of_the_head_and_the_chore() -> None:
     h2.kill()
     assert q.due == float("inf")
     q.set_chore(None)
+
+
+def test_a_new_schedule_gives_the_waiting_head_its_slot() -> None:
+    q = SlotQueue()
+    schedule = {"next": slots_from(time.perf_counter() + 1.0, 1.0, [])}  # 1 req/s: a second away
+    got: list[tuple[float, float]] = []
+
+    def user() -> None:
+        slot = q.wait_for_slot(lambda: schedule["next"]())
+        got.append((slot, time.perf_counter()))
+
+    g = gevent.spawn(user)
+    gevent.sleep(0.01)
+    q.reschedule()  # the same schedule: the head takes its next slot, a second later still
+    assert len(q) == 1 and q.due > time.perf_counter() + 1.5
+    start = time.perf_counter() + 0.02
+    schedule["next"] = slots_from(start, 0.025, [])  # the stage changes to 40 req/s
+    q.reschedule()
+    g.join(timeout=5)
+    ((slot, woke),) = got
+    assert slot == start and start <= woke < start + 0.5  # the new stage's first slot, not a second on
+    assert len(q) == 0 and q.due == float("inf")
+    q.reschedule()  # nobody waits: nothing to do
