@@ -98,7 +98,10 @@ def load(path: Path) -> list[dict[str, Any]]:
 def describe(reports: Sequence[dict[str, Any]]) -> str:
     sizes = [len(msgpack.packb(r)) for r in reports]
     cells = [len(r["swarm"]["cells"]) for r in reports]
-    bins = [sum(len(lat["bins"]) for c in r["swarm"]["cells"] for lat in c["lat"].values()) for r in reports]
+    bins = [
+        sum(len(lat["bins"]) // lat["w"] for c in r["swarm"]["cells"] for lat in c["lat"].values())
+        for r in reports
+    ]
     names = sorted({(c["workload"], c["stage"]) for r in reports for c in r["swarm"]["cells"]})
     return (
         f"{len(reports)} reports with requests; cells (workload, stage) {names}; per report: "

@@ -61,9 +61,9 @@ from swarm.stats.sketch import REL_ACCURACY, LatencyRead, LatencyStats, read_lat
 from swarm.stats.turns import TurnStats
 from swarm.stats.wire import AggregateWire, CellWire
 
-WIRE_VERSION = 8  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
+WIRE_VERSION = 9  # 2: cells carry `done` (completions per window); 3: and `model`; 4: goodput, `per_bin`;
 # 5: `turns` (conversations); 6: `cached` (prompt tokens served from the server's cache); 7: `endpoint`;
-# 8: `tools` and `tool_errors` (agent steps), the `ttftc` and `task` latencies
+# 8: `tools` and `tool_errors` (agent steps), the `ttftc` and `task` latencies; 9: sketch bins as bytes
 BIN_S = 0.5  # completions are counted per this much wall-clock time (QPS intervals)
 ERROR_MESSAGES_MAX = 10  # distinct failure messages kept per outcome (the first seen)
 ERROR_MESSAGE_CHARS = 200

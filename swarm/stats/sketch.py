@@ -1,17 +1,21 @@
 """One latency's distribution, mergeable: DDSketch bins + exact count/sum/min/max + Prometheus buckets.
 
 Each latency (TTFT, TTFA, ITL, TPOT, E2E, send lag) of an aggregate cell (swarm/stats/aggregate.py)
-keeps a `LatencyStats`: the `ddsketch` package's LogarithmicMapping + DenseStore at relative
-accuracy `REL_ACCURACY`, whose bin counts merge exactly, so the percentiles of a merged sketch are
-those of one sketch fed every value. The estimate is within `REL_ACCURACY` of the exact
+keeps a `LatencyStats`: the `ddsketch` package's LogarithmicMapping at relative accuracy
+`REL_ACCURACY` and the counts per key (`KeyCounts`: ddsketch's DenseStore as one numpy array),
+whose bins merge exactly, so the percentiles of a merged sketch are those of one sketch fed every
+value. The estimate is within `REL_ACCURACY` of the exact
 nearest-rank-lower percentile (swarm/stats/quantiles.py), clamped to the exact min/max. Beside it:
 exact count, sum, min and max, and non-cumulative counts on `BUCKETS` (every vLLM bucket bound,
 swarm/core/buckets.py, plus finer ones), so /metrics histograms are exact counts.
 
 Cost: ITL arrives at 100k+ values/s per worker. `DDSketch.add` costs ~400 ns a value in pure
 Python, so values are appended to a list (~8 ns) and bulk-inserted with numpy (keys via the same
-log mapping, `np.unique` counts, then `store.add(key, count)` per distinct key: ~30 ns a value)
-when the sketch is read, merged, shipped, or the list reaches `FLUSH_AT`.
+log mapping, `np.unique` counts, added to the store's array at once) when the sketch is read,
+merged, shipped, or the list reaches `FLUSH_AT`. On the wire the bins are bytes (`WIRE_WIDTHS`:
+unsigned counts, 1, 2, 4 or 8 bytes each as the largest needs), read back with one
+`np.frombuffer`: a report's 50,000 bins as a msgpack list of ints took the master milliseconds to
+decode alone, and the bytes are no bigger.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from typing import NamedTuple
 
 import numpy as np
 from ddsketch.mapping import LogarithmicMapping
-from ddsketch.store import DenseStore
 
 from swarm.core.buckets import VLLM_E2E_BUCKETS, VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS
 from swarm.stats.wire import LatencyWire
@@ -47,22 +50,73 @@ def bucket_keys(values: np.ndarray) -> np.ndarray:
     return np.ceil(np.log2(values) * _MULTIPLIER).astype(np.int64)
 
 
-def _add_bins(into: DenseStore, k0: int, bins: list[int]) -> None:
-    """Add `bins` (counts for keys k0, k0 + 1, ...; non-zero at both ends) to `into`: `DenseStore.add`
-    per key, as one slice sum (the master merges a report's thousands of bins 333 times a second with
-    1,000 workers: benchmarks/master_scale.py). `bins` itself is never kept."""
-    hi = k0 + len(bins) - 1
-    if into.count == 0:
-        into.bins, into.offset, into.min_key, into.max_key = list(bins), k0, k0, hi
-        into.count = sum(bins)
-        return
-    if k0 < into.min_key or hi > into.max_key:
-        into._extend_range(k0, hi)
-    lo = k0 - into.offset
-    into.bins[lo : lo + len(bins)] = [
-        a + b for a, b in zip(into.bins[lo : lo + len(bins)], bins, strict=True)
-    ]
-    into.count += sum(bins)
+_NO_BINS = np.zeros(0, dtype=np.int64)
+WIRE_WIDTHS = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+# a sketch's bins on the wire: little-endian unsigned counts as bytes, each as wide as the largest needs
+GROW = 64  # spare keys on each side when a store's array grows (latencies drift a few keys)
+
+
+class KeyCounts:
+    """A DDSketch store (counts per key of the log mapping) as one numpy int64 array: ddsketch's own
+    `DenseStore` keeps a Python list and adds key by key, and the master adds whole reports (at
+    1,000 workers 333 a second, a worst-case one 50,000 bins: 13 ms each with the list, 0.x ms
+    with one array add; benchmarks/master_scale.py). Keys `offset` .. `offset + len(bins) - 1`
+    are held; counts are non-zero only in `min_key` .. `max_key`, and `count` is their sum. Its
+    `key_at_rank` is the library's (tests/unit/stats/test_sketch_merge.py holds them equal)."""
+
+    __slots__ = ("bins", "count", "max_key", "min_key", "offset")
+
+    def __init__(self) -> None:
+        self.bins = _NO_BINS  # (shared while empty: every add makes a store its own array)
+        self.count = 0
+        self.offset = 0
+        self.min_key = 0
+        self.max_key = -1
+
+    def add_counts(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        """Add `counts` at `keys` (sorted, distinct: `np.unique`'s)."""
+        self._cover(int(keys[0]), int(keys[-1]))
+        self.bins[keys - self.offset] += counts
+        self.count += int(counts.sum())
+
+    def add_span(self, k0: int, span: np.ndarray) -> None:
+        """Add `span`, the counts of keys k0, k0 + 1, ... (never kept: added into this store's own)."""
+        self._cover(k0, k0 + len(span) - 1)
+        lo = k0 - self.offset
+        self.bins[lo : lo + len(span)] += span
+        self.count += int(span.sum())
+
+    def span(self) -> tuple[int, np.ndarray]:
+        """(min_key, a view of the counts from min_key to max_key); (0, empty) when empty."""
+        if not self.count:
+            return 0, _NO_BINS
+        return self.min_key, self.bins[self.min_key - self.offset : self.max_key + 1 - self.offset]
+
+    def key_at_rank(self, rank: float) -> int:
+        """The lowest key whose running count exceeds `rank` (DenseStore.key_at_rank, lower=True)."""
+        _, counts = self.span()
+        i = int(np.searchsorted(np.cumsum(counts), rank, side="right"))
+        return self.min_key + i if i < len(counts) else self.max_key
+
+    def count_from(self, key: int) -> int:
+        """The counts at `key` and above."""
+        lo = max(key, self.min_key)
+        if not self.count or lo > self.max_key:
+            return 0
+        return int(self.bins[lo - self.offset : self.max_key + 1 - self.offset].sum())
+
+    def _cover(self, lo: int, hi: int) -> None:
+        """Hold keys lo..hi too: a bigger array (GROW spare keys each side) when they fall outside."""
+        if self.count:
+            lo, hi = min(lo, self.min_key), max(hi, self.max_key)
+        if lo < self.offset or hi >= self.offset + len(self.bins):
+            grown = np.zeros(hi - lo + 1 + 2 * GROW, dtype=np.int64)
+            if self.count:
+                k0, counts = self.span()
+                at = k0 - (lo - GROW)
+                grown[at : at + len(counts)] = counts
+            self.bins, self.offset = grown, lo - GROW
+        self.min_key, self.max_key = lo, hi
 
 
 class LatencyRead(NamedTuple):
@@ -76,7 +130,7 @@ class LatencyRead(NamedTuple):
     max: float
     buckets: list[int]
     k0: int
-    bins: list[int]
+    bins: np.ndarray  # int64 counts of keys k0, k0 + 1, ...
 
 
 def read_latency(d: LatencyWire) -> LatencyRead:
@@ -84,15 +138,19 @@ def read_latency(d: LatencyWire) -> LatencyRead:
     buckets = [int(n) for n in d["le"]]
     if len(buckets) != len(BUCKETS) + 1:
         raise ValueError(f"bucket layout differs: {len(buckets)} buckets, expected {len(BUCKETS) + 1}")
-    bins = [int(n) for n in d["bins"]]
+    raw, width = d["bins"], WIRE_WIDTHS.get(d["w"])
+    if not isinstance(raw, bytes) or width is None:
+        raise TypeError(f"sketch bins are {type(raw).__name__} of width {d['w']!r}, expected bytes of 1-8")
+    bins = np.frombuffer(raw, dtype=width).astype(np.int64)  # (ValueError: not whole counts)
     k0 = int(d["k0"])
-    if any(bins):
-        first = next(i for i, n in enumerate(bins) if n)
-        last = len(bins) - next(i for i, n in enumerate(reversed(bins)) if n)
-        if first or last < len(bins):
-            bins, k0 = bins[first:last], k0 + first
+    used = np.flatnonzero(bins)
+    if used.size:
+        if int(bins.min()) < 0:
+            raise ValueError("negative sketch bin counts")
+        first, last = int(used[0]), int(used[-1])
+        bins, k0 = bins[first : last + 1], k0 + first
     else:
-        bins = []
+        bins = _NO_BINS
     return LatencyRead(
         int(d["n"]), float(d["sum"]), int(d["zero"]), float(d["min"]), float(d["max"]), buckets, k0, bins
     )
@@ -105,7 +163,7 @@ class LatencyStats:
 
     def __init__(self) -> None:
         self._pending: list[float] = []
-        self._store = DenseStore()
+        self._store = KeyCounts()
         self._zero_count = 0  # values too small for the log mapping (0.0)
         self._count = 0
         self._sum = 0.0
@@ -177,8 +235,7 @@ class LatencyStats:
         self._zero_count += int(a.size - positive.size)
         if positive.size:
             keys, counts = np.unique(bucket_keys(positive), return_counts=True)
-            for k, n in zip(keys.tolist(), counts.tolist(), strict=True):
-                self._store.add(k, n)
+            self._store.add_counts(keys, counts)
 
     def quantile(self, q: float) -> float | None:
         """Estimate of the nearest-rank-lower q-quantile (within REL_ACCURACY); None when empty."""
@@ -202,10 +259,7 @@ class LatencyStats:
         store = self._store
         if value <= _MAPPING.min_possible:
             return int(store.count)
-        lo = max(_MAPPING.key(value) + 1, store.min_key)
-        if store.count == 0 or lo > store.max_key:
-            return 0
-        return int(sum(store.bins[lo - store.offset : store.max_key + 1 - store.offset]))
+        return store.count_from(_MAPPING.key(value) + 1)
 
     @property
     def mean(self) -> float | None:
@@ -241,12 +295,12 @@ class LatencyStats:
 
     def to_wire(self) -> LatencyWire:
         self.flush()
-        store = self._store
-        if store.count:
-            lo, hi = store.min_key - store.offset, store.max_key - store.offset
-            k0, bins = store.min_key, [int(b) for b in store.bins[lo : hi + 1]]
-        else:
-            k0, bins = 0, []
+        k0, bins = self._store.span()
+        width = (
+            1
+            if not len(bins)
+            else next(w for w, t in WIRE_WIDTHS.items() if int(bins.max()) <= np.iinfo(t).max)
+        )
         return {
             "n": self._count,
             "sum": self._sum,
@@ -254,7 +308,8 @@ class LatencyStats:
             "max": self._max,
             "zero": self._zero_count,
             "k0": k0,
-            "bins": bins,
+            "w": width,
+            "bins": bins.astype(WIRE_WIDTHS[width]).tobytes(),
             "le": list(self._buckets),
         }
 
@@ -269,8 +324,8 @@ class LatencyStats:
         if w.count == 0:
             return
         self.flush()
-        if w.bins:
-            _add_bins(self._store, w.k0, w.bins)
+        if len(w.bins):
+            self._store.add_span(w.k0, w.bins)
         self._zero_count += w.zero
         self._count += w.count
         self._sum += w.sum

@@ -23,7 +23,8 @@ class LatencyWire(TypedDict):
     max: float
     zero: int  # values too small for the log mapping
     k0: int  # key of bins[0]
-    bins: list[int]  # DDSketch bin counts from key k0 on
+    w: int  # bytes per bin count: 1, 2, 4 or 8; since 9
+    bins: bytes  # DDSketch bin counts from key k0 on: little-endian unsigned, `w` bytes each; since 9
     le: list[int]  # non-cumulative counts per bucket bound, then one above the last
 
 

@@ -52,7 +52,7 @@ def test_the_wire_carries_the_endpoint_and_refuses_v6():
     for r in endpoint_records(30):
         agg.add(r)
     wire = msgpack.unpackb(msgpack.packb(agg.to_wire()), raw=False)
-    assert wire["v"] == WIRE_VERSION == 8 and {c["endpoint"] for c in wire["cells"]} == set(ENDPOINTS)
+    assert wire["v"] == WIRE_VERSION == 9 and {c["endpoint"] for c in wire["cells"]} == set(ENDPOINTS)
     back = Aggregate.from_wire(wire)
     assert {e: back.combined(endpoint=e).requests for e in ENDPOINTS} == {
         e: agg.combined(endpoint=e).requests for e in ENDPOINTS

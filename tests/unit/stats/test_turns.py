@@ -49,7 +49,7 @@ def via_workers(records: list[RequestRecord], cut_per_worker: int = 2, workers: 
     for p in parts:
         p.turns.cut += cut_per_worker
         wire = msgpack.unpackb(msgpack.packb(p.take_delta().to_wire()), raw=False)
-        assert wire["v"] == WIRE_VERSION == 8
+        assert wire["v"] == WIRE_VERSION == 9
         master.merge(Aggregate.from_wire(wire))
     return master
 
