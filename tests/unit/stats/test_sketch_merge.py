@@ -93,5 +93,7 @@ def test_bins_that_are_not_whole_counts_are_refused() -> None:
     many.extend([0.5] * 70_000 + [0.1])  # a count past 65,535: 4 bytes each
     back = read_latency(many.to_wire())
     assert many.to_wire()["w"] == 4 and back.count == 70_001 and int(back.bins.max()) == 70_000
+    with pytest.raises(ValueError, match="outside"):  # a key no value has: no array sized to it
+        read_latency({**wire, "k0": 10**12})
     empty = read_latency(LatencyStats().to_wire())
     assert empty.count == 0 and len(empty.bins) == 0
