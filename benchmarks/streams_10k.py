@@ -13,7 +13,7 @@ core 1 with
 streams open at every moment. Measured over a steady window after the first burst (the run goes
 on until the window's streams have ended, so every one of them is recorded): streams open (from
 the records, each second, and the simulator's running requests), the worker's RSS per open
-stream (peak in the window minus the worker's before its users), CPU per chunk (CPU seconds /
+stream (peak in the window minus the worker's at its first request, loaded), CPU per chunk (CPU seconds /
 token chunks received in the window), and the TTFT error against the simulator's trace (the
 client's first-token time - the server's first-token write, per request id, for first tokens in
 the window). Closed loop has no schedule, so no send lag there.
@@ -36,6 +36,7 @@ import contextlib
 import json
 import math
 import resource
+import shutil
 import statistics
 import sys
 import threading
@@ -277,6 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}; {args.streams} streams"
     )
     args.out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(args.out / "swarm", ignore_errors=True)  # an earlier run's records, GC and heap samples
     answer_s = (TOKENS + 1) * args.step_s  # a stream's life: TOKENS steps and the wait for the first
     ramp_s = max(30, math.ceil(answer_s + 4))  # all users spawned, their first streams ended (filled)
     drain_s = max(40, math.ceil(answer_s * 1.5))  # streams begun in the window end (and are recorded)
@@ -360,7 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim_cpus = [sampler.cpu_percent(f"sim{i}", start, end) for i in range(args.sims)]
     sim_cpu = None if None in sim_cpus else sum(sim_cpus)  # (a simulator unsampled: not 0%)
     rss = sampler.rss("worker-0")
-    base = ([b for t, b in rss if t < stage["start_wall_s"] and b > 0] or [rss[0][1]])[-1]  # before the users
+    # the worker's RSS at its first request: loaded, its users spawning
+    first = min(r["start_wall_s"] for r in rows)
+    base = ([b for t, b in rss if t < first and b > 0] or [rss[0][1]])[-1]
     peak = max(b for t, b in rss if start <= t <= end)
     outcomes: dict[str, int] = {}
     for r in rows:
