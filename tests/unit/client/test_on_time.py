@@ -205,7 +205,8 @@ def test_the_due_time_is_the_earlier_of_the_head_and_the_chore() -> None:
 
 def test_a_new_schedule_gives_the_waiting_head_its_slot() -> None:
     q = SlotQueue()
-    schedule = {"next": slots_from(time.perf_counter() + 1.0, 1.0, [])}  # 1 req/s: a second away
+    first = time.perf_counter() + 1.0
+    schedule = {"next": slots_from(first, 1.0, [])}  # 1 req/s: a second away
     got: list[tuple[float, float]] = []
 
     def user() -> None:
@@ -215,12 +216,12 @@ def test_a_new_schedule_gives_the_waiting_head_its_slot() -> None:
     g = gevent.spawn(user)
     gevent.sleep(0.01)
     q.reschedule()  # the same schedule: the head takes its next slot, a second later still
-    assert len(q) == 1 and q.due > time.perf_counter() + 1.5
+    assert len(q) == 1 and q.due == first + 1.0
     start = time.perf_counter() + 0.02
     schedule["next"] = slots_from(start, 0.025, [])  # the stage changes to 40 req/s
     q.reschedule()
     g.join(timeout=5)
     ((slot, woke),) = got
-    assert slot == start and start <= woke < start + 0.5  # the new stage's first slot, not a second on
+    assert slot == start and woke >= start  # the new stage's first slot, not the old one a second on
     assert len(q) == 0 and q.due == float("inf")
     q.reschedule()  # nobody waits: nothing to do
