@@ -19,7 +19,9 @@ bound of its own (each user has at most one request in flight: the users bound t
 
 `carried(pool)`: the sockets of `pool` that have carried a request, shared by its users, so that
 one found closed by the server at its next use is retried once on a new connection whoever sent
-on it last (swarm/client/transport.py).
+on it last (swarm/client/transport.py); `new_socket(pool)` is that new connection, never one of the
+idle ones: those may be as stale (llama-server closes every streamed connection, and the socket it
+closed last is the warmest), where a user's own pool held one idle socket per origin at most.
 """
 
 from __future__ import annotations
@@ -60,3 +62,14 @@ def carried(pool: Any) -> weakref.WeakSet[Any]:
     if used is None:
         used = _CARRIED[pool] = weakref.WeakSet()
     return used
+
+
+def new_socket(pool: Any) -> Any:
+    """A new connection from `pool`, never an idle one; counted out (and given back) as
+    `pool.get_socket()`'s are."""
+    pool._semaphore.acquire()
+    try:
+        return pool._create_socket()
+    except BaseException:
+        pool._semaphore.release()
+        raise

@@ -40,7 +40,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolRespon
 from swarm.client.clock import BLOCK_SIZE, Clock
 from swarm.client.dialects import error_message
 from swarm.client.on_time import SLOTS
-from swarm.client.shared_pool import carried
+from swarm.client.shared_pool import carried, new_socket
 from swarm.client.sse import DONE_BYTES, SSEParser
 from swarm.client.tally import StreamTally
 from swarm.core.errors import BadChunk, ClientHangUp, RequestFailure
@@ -237,8 +237,8 @@ class Transport:
         perf = time.perf_counter
         t0 = perf()  # (a read cannot arrive before this)
         for attempt in (1, 2):
-            try:
-                sock = pool.get_socket()
+            try:  # (a retry after a stale socket: a new connection, not another idle one)
+                sock = pool.get_socket() if attempt == 1 else new_socket(pool)
             except Exception as e:
                 return (*failure(e, "connecting", timeout), perf(), 0)
             try:

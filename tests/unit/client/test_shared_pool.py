@@ -9,7 +9,7 @@ import gevent
 from gevent.server import StreamServer
 from locust.env import Environment
 
-from swarm.client.shared_pool import UNBOUNDED, carried, origin_pool
+from swarm.client.shared_pool import UNBOUNDED, carried, new_socket, origin_pool
 from swarm.live.keyorigin import bind
 from swarm.live.user import LLMUser
 
@@ -105,6 +105,24 @@ def test_a_socket_the_server_closed_while_idle_is_replaced():
         gevent.sleep(0.05)
         fresh = pool.get_socket()
         assert fresh is not sock and sock.fileno() < 0  # the dead one closed, a new one made
+        pool.release_socket(fresh)
+    finally:
+        srv.server.stop()
+
+
+def test_the_retry_after_a_stale_socket_is_a_new_connection_not_another_idle_one():
+    srv = _Accepts()
+    try:
+        pool = origin_pool(_users(srv.origin, 1)[0].client, srv.origin)
+        idle = [pool.get_socket() for _ in range(3)]
+        for sock in idle:
+            pool.return_socket(sock)
+        gevent.sleep(0.05)
+        fresh = new_socket(pool)
+        gevent.sleep(0.05)
+        assert srv.count == 4 and all(fresh is not s for s in idle)  # the three idle ones left waiting
+        pool.return_socket(fresh)  # counted out and back as get_socket's are
+        assert pool.get_socket() is fresh  # (the warmest, now)
         pool.release_socket(fresh)
     finally:
         srv.server.stop()
