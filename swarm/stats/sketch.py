@@ -82,10 +82,11 @@ class KeyCounts:
 
     def add_span(self, k0: int, span: np.ndarray) -> None:
         """Add `span`, the counts of keys k0, k0 + 1, ... (never kept: added into this store's own)."""
+        n = int(span.sum())  # (before the add: `span` may be a view of this store, merged into itself)
         self._cover(k0, k0 + len(span) - 1)
         lo = k0 - self.offset
         self.bins[lo : lo + len(span)] += span
-        self.count += int(span.sum())
+        self.count += n
 
     def span(self) -> tuple[int, np.ndarray]:
         """(min_key, a view of the counts from min_key to max_key); (0, empty) when empty."""
@@ -284,14 +285,8 @@ class LatencyStats:
             self.merge_read(other._read())
 
     def _read(self) -> LatencyRead:
-        """This distribution as `merge_read` adds it (its bins a copy of the store's span)."""
-        store = self._store
-        k0, bins = 0, []
-        if store.count:
-            k0, bins = (
-                store.min_key,
-                store.bins[store.min_key - store.offset : store.max_key + 1 - store.offset],
-            )
+        """This distribution as `merge_read` adds it (its bins a view of the store's span)."""
+        k0, bins = self._store.span()
         return LatencyRead(
             self._count, self._sum, self._zero_count, self._min, self._max, self._buckets, k0, bins
         )

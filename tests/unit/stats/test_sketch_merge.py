@@ -97,3 +97,12 @@ def test_bins_that_are_not_whole_counts_are_refused() -> None:
         read_latency({**wire, "k0": 10**12})
     empty = read_latency(LatencyStats().to_wire())
     assert empty.count == 0 and len(empty.bins) == 0
+
+
+def test_a_sketch_merged_into_itself_doubles_exactly() -> None:
+    s = LatencyStats()
+    s.extend([0.1, 0.2, 0.2, 3.0])
+    s.flush()
+    once = counts(s._store)
+    s.merge(s)  # (its bins a view of its own store)
+    assert s.count == s._store.count == 8 and counts(s._store) == {k: 2 * n for k, n in once.items()}
