@@ -279,49 +279,32 @@ class Cell:
 
     def merge(self, other: Cell, bins: bool = True) -> None:
         """Add `other` in; `bins`: its completions per bin too (False: a view that needs no interval)."""
-        self.requests += other.requests
-        self.warmup_requests += other.warmup_requests
-        self.warmup_ttft[0] += other.warmup_ttft[0]
-        self.warmup_ttft[1] += other.warmup_ttft[1]
-        for k, n in other.outcomes.items():
-            self.outcomes[k] = self.outcomes.get(k, 0) + n
-        self.prompt_tokens += other.prompt_tokens
-        self.output_tokens += other.output_tokens
-        self.reasoning_tokens += other.reasoning_tokens
-        self.cached = [a + b for a, b in zip(self.cached, other.cached, strict=True)]
-        self.tools = [a + b for a, b in zip(self.tools, other.tools, strict=True)]
-        for reason, n in other.tool_errors.items():
-            self.tool_errors[reason] = self.tool_errors.get(reason, 0) + n
-        for w, (k, t, g) in other.completed.items():
-            done = self.completed.get(w)
-            if done is None:
-                self.completed[w] = [k, t, g]
-            else:
-                done[0] += k
-                done[1] += t
-                done[2] += g
-        self.goodput_met += other.goodput_met
-        self.goodput_counted += other.goodput_counted
-        if bins:  # (the only part that grows with the run's length)
-            for b, n in other.per_bin.items():
-                self.per_bin[b] = self.per_bin.get(b, 0) + n
-        if other.first_start_s is not None and (
-            self.first_start_s is None or other.first_start_s < self.first_start_s
-        ):
-            self.first_start_s = other.first_start_s
-        if other.last_end_s is not None and (self.last_end_s is None or other.last_end_s > self.last_end_s):
-            self.last_end_s = other.last_end_s
-        for outcome, msgs in other.errors.items():
-            for message, n in msgs.items():
-                self._count_error(outcome, message, n)
-        if other.last_response_s is not None and (
-            self.last_response_s is None or other.last_response_s > self.last_response_s
-        ):
-            self.last_response_s = other.last_response_s
-        self._connect_errors(other.first_connect_error_s, other.last_connect_error_s)
-        for name, stats in other.latencies.items():
-            if stats.count:  # (an empty one adds nothing: a report's cell has a few of LATENCIES)
-                self.latencies[name].merge(stats)
+        self.merge_read(other._read(bins))
+
+    def _read(self, bins: bool = True) -> CellRead:
+        """This cell as `merge_read` adds it (`bins`: with its completions per bin, the only part
+        that grows with the run's length); its latencies' bins are views of their stores."""
+        return CellRead(
+            requests=self.requests,
+            warmup=self.warmup_requests,
+            warmup_ttft=(self.warmup_ttft[0], self.warmup_ttft[1]),
+            outcomes=list(self.outcomes.items()),
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            cached=self.cached,
+            tools=self.tools,
+            tool_errors=list(self.tool_errors.items()),
+            done=[(w, k, t, g) for w, (k, t, g) in self.completed.items()],
+            goodput=(self.goodput_met, self.goodput_counted),
+            per_bin=list(self.per_bin.items()) if bins else [],
+            first_start_s=self.first_start_s,
+            last_end_s=self.last_end_s,
+            errors=[(o, m, n) for o, msgs in self.errors.items() for m, n in msgs.items()],
+            last_response_s=self.last_response_s,
+            connect_errors=(self.first_connect_error_s, self.last_connect_error_s),
+            lat=[(name, stats._read()) for name, stats in self.latencies.items() if stats.count],
+        )
 
     def to_wire(self) -> CellWire:
         for s in self.latencies.values():
