@@ -115,7 +115,7 @@ class MasterStats:
             logger.error("swarm: ignoring a report from worker %s: %s", client_id, e)
             return
         self.aggregate.merge_read(read)
-        if self._charts and self.start_s is not None and self.end_s is None:  # (what LiveSeries samples)
+        if self._charting():
             self.series.add(read)
         if self.breaker is not None:
             self.breaker.add(time.time(), read)
@@ -123,6 +123,10 @@ class MasterStats:
         self.client_cpu.add(client_id, payload.get("cpu"))
         if not self.model_name and payload.get("model_name"):
             self.model_name = str(payload["model_name"])
+
+    def _charting(self) -> bool:
+        """A web UI shows the charts and a test runs: reports go into them and points are sampled."""
+        return self._charts and self.start_s is not None and self.end_s is None
 
     def _pull_local(self) -> None:
         if self.local is not None and not self._closed:
@@ -160,7 +164,7 @@ class MasterStats:
             share_rate(self.environment)  # open loop: a worker quit or went missing mid-stage
         self.client_cpu.flag_bound()
         self.rates.add(now, rates.counts(self.aggregate))
-        if self._charts and self.start_s is not None and self.end_s is None and self.series.due(now):
+        if self._charting() and self.series.due(now):
             self.series.sample(
                 now, self.current_rates(), self.health.in_flight_total(), self.runner.user_count
             )
